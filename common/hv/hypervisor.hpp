@@ -1,0 +1,56 @@
+// Hypervisor: the bundle a main() picks (real Xen or xensim) and hands down by reference.
+// Nothing below main chooses an implementation (no singletons, no globals).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "common/hv/event_channel.hpp"
+#include "common/hv/grant_sharer.hpp"
+#include "common/hv/grant_table.hpp"
+#include "common/hv/xenstore.hpp"
+#include "common/util/strong_id.hpp"
+
+namespace unetback::hv {
+
+/// What the caller needs from the hypervisor: a backend maps and copies other domains'
+/// grants, a frontend grants its own pages. Each role opens only the devices it needs.
+enum class Role : std::uint8_t { backend, frontend };
+
+struct HypervisorOptions {
+  Role role = Role::backend;
+  /// Segments per grant-copy call (the batch a GrantTable::copy is split into).
+  std::size_t copy_batch = 64;
+  /// xensim only: register as this domain (already created by the toolstack); unset
+  /// means dom0 for a backend, a fresh domain for a frontend.
+  std::optional<DomId> domid;
+  /// xensim only: the domain name for a fresh domain.
+  std::string name;
+};
+
+class Hypervisor {
+ public:
+  virtual ~Hypervisor() = default;
+
+  /// Our own domain id.
+  [[nodiscard]] virtual DomId self() const = 0;
+  /// The grant table (backend role). Throws SetupError for a frontend-only handle.
+  virtual GrantTable& grant_table() = 0;
+  /// Our own grants (frontend role). Throws SetupError for a backend-only handle.
+  virtual GrantSharer& grant_sharer() = 0;
+  /// A new event-channel handle (one per event loop thread).
+  virtual std::unique_ptr<EventChannel> open_event_channel() = 0;
+  /// A new xenstore connection.
+  virtual std::unique_ptr<XenStore> open_xenstore() = 0;
+  /// Whether `domid` exists (and is not dying).
+  [[nodiscard]] virtual bool domain_exists(DomId domid) = 0;
+};
+
+/// Opens "xen" (the real hypervisor through libxen*) or "sim:<world-dir>" (xensim).
+/// Throws SetupError with a message naming what is missing.
+std::unique_ptr<Hypervisor> open_hypervisor(std::string_view spec, const HypervisorOptions& opts);
+
+}  // namespace unetback::hv

@@ -1,0 +1,39 @@
+// Logging: one line per event to stderr, with a level and a caller-chosen prefix
+// (`vif<domid>.<devid>-q<N>` for data-path messages, STYLE rule 15). Messages a guest can
+// trigger go through a RateLimit so a hostile frontend cannot flood dom0's logs.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <string_view>
+
+namespace unetback::log {
+
+enum class Level : int { debug = 0, info = 1, warn = 2, error = 3 };
+
+void set_level(Level l);
+[[nodiscard]] Level level();
+void write(Level l, std::string_view prefix, std::string_view msg);
+
+/// Allows `burst` messages per `interval`; counts what it suppressed and reports the
+/// count with the next message that gets through. Thread-safe, lock-free.
+class RateLimit {
+ public:
+  explicit RateLimit(std::uint32_t burst = 10,
+                     std::chrono::milliseconds interval = std::chrono::seconds(5))
+      : burst_(burst), interval_ns_(std::chrono::nanoseconds(interval).count()) {}
+
+  /// True if a message may be logged now. `suppressed` receives how many were dropped
+  /// since the last message that got through.
+  bool allow(std::uint64_t& suppressed);
+
+ private:
+  std::uint32_t burst_;
+  std::int64_t interval_ns_;
+  std::atomic<std::int64_t> window_start_{0};
+  std::atomic<std::uint32_t> in_window_{0};
+  std::atomic<std::uint64_t> suppressed_{0};
+};
+
+}  // namespace unetback::log

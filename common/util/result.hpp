@@ -1,0 +1,74 @@
+// Result<T>: a value or a std::error_code, for guest-caused and expected runtime failures
+// (STYLE rule 7). C++20 has no std::expected; this is the small subset we need.
+#pragma once
+
+#include <cassert>
+#include <cerrno>
+#include <string>
+#include <system_error>
+#include <type_traits>
+#include <utility>
+#include <variant>
+
+namespace unetback {
+
+/// The error_code for an errno value (generic category, so `== std::errc::...` works).
+inline std::error_code errno_code(int e) {
+  return {e, std::generic_category()};
+}
+/// The error_code for the current `errno`.
+inline std::error_code last_errno() {
+  return errno_code(errno);
+}
+
+template <typename T>
+class [[nodiscard]] Result {
+  static_assert(!std::is_same_v<std::decay_t<T>, std::error_code>);
+
+ public:
+  Result(T value) : v_(std::in_place_index<0>, std::move(value)) {}  // NOLINT: implicit by design
+  Result(std::error_code ec) : v_(std::in_place_index<1>, ec) { assert(ec); }  // NOLINT
+  Result(std::errc e) : Result(std::make_error_code(e)) {}                     // NOLINT
+
+  [[nodiscard]] bool has_value() const { return v_.index() == 0; }
+  explicit operator bool() const { return has_value(); }
+
+  [[nodiscard]] T& value() & {
+    assert(has_value());
+    return std::get<0>(v_);
+  }
+  [[nodiscard]] const T& value() const& {
+    assert(has_value());
+    return std::get<0>(v_);
+  }
+  [[nodiscard]] T&& value() && {
+    assert(has_value());
+    return std::get<0>(std::move(v_));
+  }
+  T& operator*() & { return value(); }
+  const T& operator*() const& { return value(); }
+  T&& operator*() && { return std::move(*this).value(); }
+  T* operator->() { return &value(); }
+  const T* operator->() const { return &value(); }
+
+  /// The error; an empty (success) error_code when there is a value.
+  [[nodiscard]] std::error_code error() const {
+    return has_value() ? std::error_code{} : std::get<1>(v_);
+  }
+
+  template <typename U>
+  [[nodiscard]] T value_or(U&& fallback) const& {
+    return has_value() ? std::get<0>(v_) : static_cast<T>(std::forward<U>(fallback));
+  }
+
+ private:
+  std::variant<T, std::error_code> v_;
+};
+
+/// An exception for setup failures (STYLE rule 7: exceptions only for setup, caught in main).
+class SetupError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+}  // namespace unetback
