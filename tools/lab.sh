@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# unetback lab driver: installs what it needs (Debian 12 packages), builds, and runs things.
+#
+#   tools/lab.sh test [--asan]   install deps, build, run every test suite, print a summary
+#   tools/lab.sh build           install deps and build (build/)
+#   tools/lab.sh deps            install the Debian packages only
+#   tools/lab.sh format          clang-format every C++ file in place
+#   tools/lab.sh format-check    fail if any C++ file is not clang-formatted
+#   tools/lab.sh summary DIR...  one "N passed, N failed" line over the given build dirs' test logs
+#
+# Environment: BUILD_DIR (default build, or build-asan with --asan), JOBS (default nproc).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$ROOT"
+
+PACKAGES=(
+  build-essential g++ meson ninja-build pkg-config
+  libxen-dev xenstore-utils
+  libboost-dev libboost-system-dev
+  libgtest-dev libgmock-dev googletest
+  iperf3 iproute2 ethtool bridge-utils iputils-ping strace
+  clang-format clang-tidy python3
+)
+
+log() { printf '[lab] %s\n' "$*" >&2; }
+die() { printf '[lab] error: %s\n' "$*" >&2; exit 1; }
+
+deps() {
+  local missing=()
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if ((${#missing[@]} == 0)); then
+    log "all Debian packages present"
+    return
+  fi
+  [[ $(id -u) -eq 0 ]] || die "missing packages (${missing[*]}); run as root or install them"
+  log "installing: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+build() {
+  local dir=$1
+  shift
+  if [[ ! -f $dir/build.ninja ]]; then
+    meson setup "$dir" "$@" >/dev/null || { meson setup "$dir" "$@"; die "meson setup failed"; }
+  fi
+  ninja -C "$dir" -j "${JOBS:-$(nproc)}"
+}
+
+# Prints the plain "N passed, N failed" line from meson's JSON test log, and returns
+# non-zero if anything failed.
+summarise() {
+  local label=$1
+  shift
+  local logs=()
+  for d in "$@"; do logs+=("$d/meson-logs/testlog.json"); done
+  python3 - "$label" "${logs[@]}" <<'PY'
+import json, sys
+label, paths = sys.argv[1], sys.argv[2:]
+passed = failed = skipped = 0
+for line in (l for p in paths for l in open(p)):
+    r = json.loads(line)
+    res = r.get("result")
+    if res in ("OK", "EXPECTEDFAIL"):
+        passed += 1
+    elif res == "SKIP":
+        skipped += 1
+    else:
+        failed += 1
+        print(f"[lab] FAILED: {r.get('name')} ({res})", file=sys.stderr)
+print(f"{label}: {passed} passed, {failed} failed, {skipped} skipped")
+sys.exit(1 if failed else 0)
+PY
+}
+
+run_tests() {
+  local dir=$1
+  shift
+  local suites=("$@") args=()
+  for s in "${suites[@]}"; do args+=(--suite "$s"); done
+  local rc=0
+  meson test -C "$dir" --print-errorlogs --num-processes "${JOBS:-$(nproc)}" "${args[@]}" || rc=$?
+  return $rc
+}
+
+cmd_test() {
+  local asan=0
+  [[ ${1:-} == --asan ]] && asan=1
+  deps
+  if ((asan)); then
+    local dir=${BUILD_DIR:-build-asan}
+    build "$dir" -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug
+    local rc=0
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+      run_tests "$dir" unit || rc=$?
+    summarise asan "$dir" || rc=1
+    return $rc
+  fi
+  local dir=${BUILD_DIR:-build}
+  build "$dir"
+  local suites=(unit integration)
+  if [[ $(id -u) -eq 0 ]]; then
+    suites+=(root-netns)
+  else
+    log "not root: skipping the root-netns suite"
+  fi
+  # Only suites that have tests: meson fails on an unknown suite name.
+  local present=()
+  for s in "${suites[@]}"; do
+    meson test -C "$dir" --list --suite "$s" >/dev/null 2>&1 && present+=("$s")
+  done
+  local rc=0
+  run_tests "$dir" "${present[@]}" || rc=$?
+  summarise tests "$dir" || rc=1
+  return $rc
+}
+
+cmd_format() {
+  git ls-files '*.cpp' '*.hpp' | xargs clang-format -i
+}
+
+cmd_format_check() {
+  git ls-files '*.cpp' '*.hpp' | xargs clang-format --dry-run --Werror
+}
+
+case ${1:-} in
+  test) shift; cmd_test "$@" ;;
+  build) deps; build "${BUILD_DIR:-build}" ;;
+  deps) deps ;;
+  format) cmd_format ;;
+  format-check) cmd_format_check ;;
+  summary) shift; summarise total "$@" ;;
+  demo) die "the demo arrives with issue 5 (netfront-shim, unetback-xl and the demo); see README" ;;
+  *) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+esac
