@@ -17,12 +17,17 @@ void set_level(Level l);
 void write(Level l, std::string_view prefix, std::string_view msg);
 
 /// Allows `burst` messages per `interval`; counts what it suppressed and reports the
-/// count with the next message that gets through. Thread-safe, lock-free.
+/// count with the next message that gets through. Thread-safe and lock-free; at a window
+/// boundary racing threads may let a message or two more through (it is a log limiter).
 class RateLimit {
  public:
   explicit RateLimit(std::uint32_t burst = 10,
                      std::chrono::milliseconds interval = std::chrono::seconds(5))
-      : burst_(burst), interval_ns_(std::chrono::nanoseconds(interval).count()) {}
+      : burst_(burst),
+        interval_ns_(std::chrono::nanoseconds(interval).count()),
+        window_start_(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                          std::chrono::steady_clock::now().time_since_epoch())
+                          .count()) {}
 
   /// True if a message may be logged now. `suppressed` receives how many were dropped
   /// since the last message that got through.
@@ -31,7 +36,7 @@ class RateLimit {
  private:
   std::uint32_t burst_;
   std::int64_t interval_ns_;
-  std::atomic<std::int64_t> window_start_{0};
+  std::atomic<std::int64_t> window_start_;
   std::atomic<std::uint32_t> in_window_{0};
   std::atomic<std::uint64_t> suppressed_{0};
 };

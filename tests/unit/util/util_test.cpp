@@ -1,0 +1,110 @@
+// Utilities: fd ownership, Result, rate-limited logging.
+#include <chrono>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <thread>
+#include <unistd.h>
+
+#include "common/util/log.hpp"
+#include "common/util/result.hpp"
+#include "common/util/unique_fd.hpp"
+
+namespace unetback {
+namespace {
+
+bool fd_is_open(int fd) {
+  return ::fcntl(fd, F_GETFD) != -1;
+}
+
+TEST(UniqueFd, ClosesOnDestruction) {
+  int raw = -1;
+  {
+    UniqueFd fd(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+    ASSERT_TRUE(fd.valid());
+    raw = fd.get();
+    EXPECT_TRUE(fd_is_open(raw));
+  }
+  EXPECT_FALSE(fd_is_open(raw));
+}
+
+TEST(UniqueFd, MoveTransfersOwnershipAndReleaseGivesItUp) {
+  UniqueFd a(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  const int raw = a.get();
+  UniqueFd b(std::move(a));
+  EXPECT_FALSE(a.valid());  // NOLINT(bugprone-use-after-move): checking the moved-from state
+  EXPECT_EQ(b.get(), raw);
+  const int released = b.release();
+  EXPECT_FALSE(b.valid());
+  EXPECT_TRUE(fd_is_open(released));
+  ::close(released);
+}
+
+TEST(UniqueFd, ResetClosesThePreviousDescriptor) {
+  UniqueFd a(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  const int first = a.get();
+  a.reset(::open("/dev/null", O_RDONLY | O_CLOEXEC));
+  EXPECT_NE(a.get(), -1);
+  if (a.get() != first) {
+    EXPECT_FALSE(fd_is_open(first));
+  }
+}
+
+Result<int> half(int v) {
+  if (v % 2 != 0) return std::errc::invalid_argument;
+  return v / 2;
+}
+
+TEST(Result, CarriesAValueOrAnError) {
+  auto ok = half(8);
+  ASSERT_TRUE(ok.has_value());
+  EXPECT_EQ(*ok, 4);
+  EXPECT_FALSE(ok.error());
+  auto bad = half(3);
+  ASSERT_FALSE(bad.has_value());
+  EXPECT_EQ(bad.error(), std::errc::invalid_argument);
+  EXPECT_EQ(bad.value_or(-1), -1);
+}
+
+TEST(Result, ErrnoCodesCompareWithErrc) {
+  EXPECT_EQ(errno_code(ENOENT), std::errc::no_such_file_or_directory);
+  EXPECT_EQ(errno_code(EAGAIN), std::errc::resource_unavailable_try_again);
+}
+
+TEST(RateLimit, AllowsABurstThenSuppressesAndReportsTheCount) {
+  log::RateLimit rl(3, std::chrono::hours(1));
+  std::uint64_t suppressed = 99;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(rl.allow(suppressed));
+    EXPECT_EQ(suppressed, 0u);
+  }
+  for (int i = 0; i < 1000; ++i) EXPECT_FALSE(rl.allow(suppressed));
+}
+
+TEST(RateLimit, NewWindowLetsMessagesThroughWithTheSuppressedCount) {
+  log::RateLimit rl(2, std::chrono::milliseconds(50));
+  std::uint64_t suppressed = 0;
+  ASSERT_TRUE(rl.allow(suppressed));
+  ASSERT_TRUE(rl.allow(suppressed));
+  for (int i = 0; i < 7; ++i) ASSERT_FALSE(rl.allow(suppressed));
+  std::this_thread::sleep_for(std::chrono::milliseconds(80));
+  ASSERT_TRUE(rl.allow(suppressed));
+  EXPECT_EQ(suppressed, 7u);
+}
+
+TEST(RateLimit, AGuestFloodFromManyThreadsStaysWithinTheBurst) {
+  log::RateLimit rl(10, std::chrono::hours(1));
+  std::atomic<int> allowed{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      std::uint64_t s = 0;
+      for (int i = 0; i < 10000; ++i)
+        if (rl.allow(s)) allowed.fetch_add(1);
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(allowed.load(), 10);
+}
+
+}  // namespace
+}  // namespace unetback
