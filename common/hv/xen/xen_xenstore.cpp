@@ -1,0 +1,257 @@
+#include "common/hv/xen/xen_xenstore.hpp"
+
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
+#include <mutex>
+#include <utility>
+
+extern "C" {
+#include <xenstore.h>
+}
+
+#include "common/hv/xen/xen_open_error.hpp"
+#include "common/util/log.hpp"
+#include "common/util/result.hpp"
+
+namespace unetback::hv {
+namespace {
+
+constexpr const char* kPathVar = "XENSTORED_PATH";
+
+/// Serialises every xs_open of this process against our temporary XENSTORED_PATH.
+std::mutex& environment_mutex() {
+  static std::mutex m;
+  return m;
+}
+
+/// libxenstore returns malloc()ed memory the caller must free().
+struct FreeDeleter {
+  void operator()(void* p) const noexcept { std::free(p); }
+};
+template <typename T>
+using Malloced = std::unique_ptr<T, FreeDeleter>;
+
+/// The error of a failed libxenstore call: its errno (EAGAIN from a conflicting commit
+/// included), or EIO should a library path fail without setting one.
+std::error_code call_error() {
+  return errno != 0 ? last_errno() : errno_code(EIO);
+}
+
+std::error_code status_of(bool ok) {
+  return ok ? std::error_code{} : call_error();
+}
+
+/// libxenstore takes C strings: a path or token with an embedded NUL would silently be cut
+/// short, so it is refused instead.
+bool has_nul(std::string_view s) {
+  return s.find('\0') != std::string_view::npos;
+}
+
+XsPerm::Kind kind_of(unsigned bits) {
+  const bool r = (bits & XS_PERM_READ) != 0;
+  const bool w = (bits & XS_PERM_WRITE) != 0;
+  if (r && w) return XsPerm::Kind::both;
+  if (r) return XsPerm::Kind::read;
+  if (w) return XsPerm::Kind::write;
+  return XsPerm::Kind::none;
+}
+
+unsigned bits_of(XsPerm::Kind kind) {
+  switch (kind) {
+    case XsPerm::Kind::none: return XS_PERM_NONE;
+    case XsPerm::Kind::read: return XS_PERM_READ;
+    case XsPerm::Kind::write: return XS_PERM_WRITE;
+    case XsPerm::Kind::both: return XS_PERM_READ | XS_PERM_WRITE;
+  }
+  return XS_PERM_NONE;
+}
+
+/// xs_open() with XENSTORED_PATH temporarily set to `socket_path` (when given).
+/// XS_UNWATCH_FILTER: xs_unwatch() also drops queued events of the removed watch.
+xs_handle* open_handle(const std::optional<std::string>& socket_path, int& err) {
+  const std::lock_guard lock(environment_mutex());
+  if (!socket_path) {
+    errno = 0;
+    xs_handle* h = xs_open(XS_UNWATCH_FILTER);
+    err = errno;
+    return h;
+  }
+  std::optional<std::string> saved;
+  if (const char* old = std::getenv(kPathVar)) saved = old;
+  if (::setenv(kPathVar, socket_path->c_str(), 1) != 0) {
+    err = errno;
+    return nullptr;
+  }
+  errno = 0;
+  xs_handle* h = xs_open(XS_UNWATCH_FILTER);
+  err = errno;
+  if (saved)
+    (void)::setenv(kPathVar, saved->c_str(), 1);
+  else
+    (void)::unsetenv(kPathVar);
+  return h;
+}
+
+log::RateLimit g_watch_error_rate;
+
+}  // namespace
+
+std::string default_xenstore_locations() {
+  const std::lock_guard lock(environment_mutex());
+  if (const char* path = std::getenv(kPathVar)) return path;
+  std::string socket = "/var/run/xenstored/socket";
+  if (const char* rundir = std::getenv("XENSTORED_RUNDIR"))
+    socket = std::string(rundir) + "/socket";
+  return socket + " or /dev/xen/xenbus";
+}
+
+void LibXenStore::Closer::operator()(xs_handle* h) const noexcept {
+  xs_close(h);
+}
+
+LibXenStore::LibXenStore(std::optional<std::string> socket_path) {
+  if (socket_path && (socket_path->empty() || has_nul(*socket_path)))
+    throw SetupError("xenstore: invalid socket path '" + *socket_path + "'");
+  int err = 0;
+  handle_.reset(open_handle(socket_path, err));
+  if (!handle_) {
+    if (err == 0) err = EIO;
+    if (socket_path) {
+      throw SetupError("xenstore: cannot connect to " + *socket_path + ": " +
+                       errno_code(err).message() +
+                       " (is xenstored, or the xensim daemon of --hypervisor sim:<world-dir>, "
+                       "listening there?)");
+    }
+    throw SetupError(xen_open_error("xenstore", default_xenstore_locations(), err));
+  }
+  // Create the watch pipe now, so watch_fd() is valid from the start and never fails later.
+  watch_fd_ = xs_fileno(handle_.get());
+  if (watch_fd_ < 0)
+    throw SetupError("xenstore: cannot create the watch pipe: " + call_error().message());
+}
+
+LibXenStore::~LibXenStore() = default;
+
+Result<std::string> LibXenStore::read(std::string_view path, XsTx tx) {
+  if (has_nul(path)) return std::errc::invalid_argument;
+  unsigned int len = 0;
+  errno = 0;
+  Malloced<char> value(
+      static_cast<char*>(xs_read(handle_.get(), tx.id, std::string(path).c_str(), &len)));
+  if (!value) return call_error();
+  return std::string(value.get(), len);
+}
+
+std::error_code LibXenStore::write(std::string_view path, std::string_view value, XsTx tx) {
+  if (has_nul(path)) return std::make_error_code(std::errc::invalid_argument);
+  errno = 0;
+  return status_of(xs_write(handle_.get(), tx.id, std::string(path).c_str(), value.data(),
+                            static_cast<unsigned int>(value.size())));
+}
+
+std::error_code LibXenStore::mkdir(std::string_view path, XsTx tx) {
+  if (has_nul(path)) return std::make_error_code(std::errc::invalid_argument);
+  errno = 0;
+  return status_of(xs_mkdir(handle_.get(), tx.id, std::string(path).c_str()));
+}
+
+std::error_code LibXenStore::rm(std::string_view path, XsTx tx) {
+  if (has_nul(path)) return std::make_error_code(std::errc::invalid_argument);
+  errno = 0;
+  return status_of(xs_rm(handle_.get(), tx.id, std::string(path).c_str()));
+}
+
+Result<std::vector<std::string>> LibXenStore::directory(std::string_view path, XsTx tx) {
+  if (has_nul(path)) return std::errc::invalid_argument;
+  unsigned int num = 0;
+  errno = 0;
+  Malloced<char*> names(xs_directory(handle_.get(), tx.id, std::string(path).c_str(), &num));
+  if (!names) return call_error();
+  std::vector<std::string> out;
+  out.reserve(num);
+  for (unsigned int i = 0; i < num; ++i) out.emplace_back(names.get()[i]);
+  return out;
+}
+
+Result<std::vector<XsPerm>> LibXenStore::get_perms(std::string_view path, XsTx tx) {
+  if (has_nul(path)) return std::errc::invalid_argument;
+  unsigned int num = 0;
+  errno = 0;
+  Malloced<xs_permissions> perms(
+      xs_get_permissions(handle_.get(), tx.id, std::string(path).c_str(), &num));
+  if (!perms) return call_error();
+  std::vector<XsPerm> out;
+  out.reserve(num);
+  for (unsigned int i = 0; i < num; ++i) {
+    const xs_permissions& p = perms.get()[i];
+    out.push_back(XsPerm{DomId{static_cast<std::uint16_t>(p.id)}, kind_of(p.perms)});
+  }
+  return out;
+}
+
+std::error_code LibXenStore::set_perms(std::string_view path, std::span<const XsPerm> perms,
+                                       XsTx tx) {
+  // The first entry names the owner: a node cannot have an empty permission list.
+  if (has_nul(path) || perms.empty()) return std::make_error_code(std::errc::invalid_argument);
+  std::vector<xs_permissions> raw(perms.size());
+  for (std::size_t i = 0; i < perms.size(); ++i)
+    raw[i] = xs_permissions{perms[i].domid.value(), bits_of(perms[i].kind)};
+  errno = 0;
+  return status_of(xs_set_permissions(handle_.get(), tx.id, std::string(path).c_str(), raw.data(),
+                                      static_cast<unsigned int>(raw.size())));
+}
+
+Result<XsTx> LibXenStore::transaction_start() {
+  errno = 0;
+  const xs_transaction_t t = xs_transaction_start(handle_.get());
+  if (t == XBT_NULL) return call_error();
+  return XsTx{t};
+}
+
+std::error_code LibXenStore::transaction_end(XsTx tx, bool commit) {
+  errno = 0;
+  return status_of(xs_transaction_end(handle_.get(), tx.id, /*abort=*/!commit));
+}
+
+std::error_code LibXenStore::watch(std::string_view path, std::string_view token) {
+  if (has_nul(path) || has_nul(token)) return std::make_error_code(std::errc::invalid_argument);
+  errno = 0;
+  return status_of(xs_watch(handle_.get(), std::string(path).c_str(), std::string(token).c_str()));
+}
+
+std::error_code LibXenStore::unwatch(std::string_view path, std::string_view token) {
+  if (has_nul(path) || has_nul(token)) return std::make_error_code(std::errc::invalid_argument);
+  errno = 0;
+  return status_of(
+      xs_unwatch(handle_.get(), std::string(path).c_str(), std::string(token).c_str()));
+}
+
+int LibXenStore::watch_fd() const {
+  return watch_fd_;
+}
+
+std::optional<XsWatchEvent> LibXenStore::read_watch() {
+  errno = 0;
+  Malloced<char*> event(xs_check_watch(handle_.get()));
+  if (!event) {
+    // EAGAIN: nothing queued. Anything else means the connection is gone (libxenstore
+    // reports EINVAL then); the owner notices through its next request's error.
+    const int err = errno;
+    std::uint64_t suppressed = 0;
+    if (err != EAGAIN && g_watch_error_rate.allow(suppressed))
+      log::write(log::Level::warn, "xenstore",
+                 "reading watch events: " + errno_code(err).message());
+    return std::nullopt;
+  }
+  return XsWatchEvent{event.get()[XS_WATCH_PATH], event.get()[XS_WATCH_TOKEN]};
+}
+
+Result<std::string> LibXenStore::get_domain_path(DomId domid) {
+  errno = 0;
+  Malloced<char> path(xs_get_domain_path(handle_.get(), domid.value()));
+  if (!path) return call_error();
+  return std::string(path.get());
+}
+
+}  // namespace unetback::hv

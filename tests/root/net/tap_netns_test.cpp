@@ -1,0 +1,347 @@
+// TapDevice against the real kernel, each test inside a network namespace of its own.
+//
+// The namespace belongs to one thread: the test body runs on a fresh std::thread that calls
+// unshare(CLONE_NEWNET) first, so the root namespace's interfaces are never touched, and
+// when the thread ends (even after a failed ASSERT) its namespace and everything in it go
+// away with it. Child processes (`ip`) started from that thread inherit its namespace.
+// Needs root and /dev/net/tun; skips cleanly otherwise.
+#include <arpa/inet.h>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <functional>
+#include <gtest/gtest.h>
+#include <linux/ethtool.h>
+#include <linux/if_packet.h>
+#include <linux/sockios.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sched.h>
+#include <string>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+#include "common/net/bytes.hpp"
+#include "common/net/frame_builder.hpp"
+#include "common/net/tap_device.hpp"
+#include "common/net/vnet_hdr.hpp"
+#include "common/util/unique_fd.hpp"
+
+namespace unetback::net {
+namespace {
+
+constexpr int kPollTimeoutMs = 2000;
+const MacAddress kTapMac{{0x02, 0x00, 0x00, 0x00, 0x00, 0x01}};
+const MacAddress kPeerMac{{0x02, 0x00, 0x00, 0x00, 0x00, 0x02}};
+
+// Why the test cannot run here, or empty.
+std::string skip_reason() {
+  if (::geteuid() != 0) return "needs root (CAP_NET_ADMIN) to create namespaces and TAPs";
+  if (::access("/dev/net/tun", R_OK | W_OK) != 0) return "/dev/net/tun is missing";
+  return {};
+}
+
+#define SKIP_UNLESS_ROOT_AND_TUN()         \
+  do {                                     \
+    const std::string why = skip_reason(); \
+    if (!why.empty()) GTEST_SKIP() << why; \
+  } while (false)
+
+// Runs `body` on a new thread inside a new network namespace. Returns false (and the test
+// is skipped by the caller) when the namespace cannot be created.
+[[nodiscard]] bool run_in_new_netns(const std::function<void()>& body) {
+  int unshare_errno = 0;
+  std::thread t([&] {
+    if (::unshare(CLONE_NEWNET) != 0) {
+      unshare_errno = errno;
+      return;
+    }
+    body();
+  });
+  t.join();
+  return unshare_errno == 0;
+}
+
+// Variadic: the lambda body's commas would otherwise split the macro argument.
+#define IN_NEW_NETNS(...)                                                               \
+  do {                                                                                  \
+    if (!run_in_new_netns(__VA_ARGS__)) GTEST_SKIP() << "unshare(CLONE_NEWNET) failed"; \
+  } while (false)
+
+// Runs a shell command in the calling thread's namespace; true on exit status 0.
+bool sh(const std::string& cmd) {
+  const int rc = std::system((cmd + " >/dev/null 2>&1").c_str());
+  return rc == 0;
+}
+
+TapConfig offload_config(const std::string& name) {
+  TapConfig cfg;
+  cfg.name = name;
+  cfg.vnet_hdr = true;
+  cfg.offloads = TapOffloads{.csum = true, .tso4 = true, .tso6 = true};
+  cfg.non_blocking = true;
+  cfg.mac = kTapMac;
+  cfg.mtu = 1500;
+  return cfg;
+}
+
+// An ethtool "get" of a single boolean feature (legacy ETHTOOL_G* commands).
+int ethtool_get(const std::string& ifname, std::uint32_t cmd) {
+  UniqueFd s(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  ethtool_value ev{};
+  ev.cmd = cmd;
+  ifreq ifr{};
+  std::strncpy(ifr.ifr_name, ifname.c_str(), IFNAMSIZ - 1);
+  ifr.ifr_data = reinterpret_cast<char*>(&ev);
+  if (::ioctl(s.get(), SIOCETHTOOL, &ifr) < 0) return -errno;
+  return static_cast<int>(ev.data);
+}
+
+bool wait_readable(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  return ::poll(&p, 1, kPollTimeoutMs) == 1;
+}
+
+TEST(TapDeviceNetns, CreatesTapWithVnetHdrAndOffloadsVisibleToEthtool) {
+  SKIP_UNLESS_ROOT_AND_TUN();
+  IN_NEW_NETNS([] {
+    auto tap = TapDevice::create(offload_config("vif1.0"));
+    ASSERT_TRUE(tap) << tap.error().message();
+    EXPECT_EQ(tap->name(), "vif1.0");
+    EXPECT_TRUE(tap->vnet_hdr());
+    EXPECT_EQ(tap->vnet_hdr_len(), 12u);
+    EXPECT_EQ(tap->ifindex(), static_cast<int>(::if_nametoindex("vif1.0")));
+    ASSERT_FALSE(tap->set_up(true));
+    EXPECT_EQ(ethtool_get("vif1.0", ETHTOOL_GTXCSUM), 1);
+    EXPECT_EQ(ethtool_get("vif1.0", ETHTOOL_GTSO), 1);
+
+    // MAC and MTU as configured.
+    UniqueFd s(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    ifreq ifr{};
+    std::strncpy(ifr.ifr_name, "vif1.0", IFNAMSIZ - 1);
+    ASSERT_EQ(::ioctl(s.get(), SIOCGIFHWADDR, &ifr), 0);
+    EXPECT_EQ(std::memcmp(ifr.ifr_hwaddr.sa_data, kTapMac.octets.data(), 6), 0);
+    ASSERT_EQ(::ioctl(s.get(), SIOCGIFMTU, &ifr), 0);
+    EXPECT_EQ(ifr.ifr_mtu, 1500);
+    ASSERT_EQ(::ioctl(s.get(), SIOCGIFFLAGS, &ifr), 0);
+    EXPECT_NE(ifr.ifr_flags & IFF_UP, 0);
+
+    // Turning the offloads off is visible too (a frontend reconnecting without GSO).
+    ASSERT_FALSE(tap->set_offloads(TapOffloads{}));
+    EXPECT_EQ(ethtool_get("vif1.0", ETHTOOL_GTSO), 0);
+    EXPECT_EQ(ethtool_get("vif1.0", ETHTOOL_GTXCSUM), 0);
+    ASSERT_FALSE(tap->set_up(false));
+    ASSERT_EQ(::ioctl(s.get(), SIOCGIFFLAGS, &ifr), 0);
+    EXPECT_EQ(ifr.ifr_flags & IFF_UP, 0);
+  });
+}
+
+TEST(TapDeviceNetns, ClosingTheTapRemovesTheInterface) {
+  SKIP_UNLESS_ROOT_AND_TUN();
+  IN_NEW_NETNS([] {
+    {
+      auto tap = TapDevice::create(offload_config("vif2.0"));
+      ASSERT_TRUE(tap) << tap.error().message();
+      EXPECT_NE(::if_nametoindex("vif2.0"), 0u);
+      TapDevice moved = std::move(*tap);  // ownership moves; the interface stays
+      EXPECT_NE(::if_nametoindex("vif2.0"), 0u);
+    }
+    EXPECT_EQ(::if_nametoindex("vif2.0"), 0u);
+  });
+}
+
+TEST(TapDeviceNetns, NameInUseIsEbusyWithAClearMessage) {
+  SKIP_UNLESS_ROOT_AND_TUN();
+  IN_NEW_NETNS([] {
+    auto first = TapDevice::create(offload_config("vif3.0"));
+    ASSERT_TRUE(first) << first.error().message();
+    auto second = TapDevice::create(offload_config("vif3.0"));
+    ASSERT_FALSE(second);
+    EXPECT_EQ(second.error(), std::errc::device_or_resource_busy);
+    EXPECT_EQ(second.error(), TapError::name_in_use);
+    EXPECT_NE(second.error().message().find("already exists"), std::string::npos);
+    // Another kind of interface with that name counts as in use too (IFF_TUN_EXCL).
+    auto lo = TapDevice::create(offload_config("lo"));
+    ASSERT_FALSE(lo);
+    EXPECT_EQ(lo.error(), std::errc::device_or_resource_busy);
+  });
+}
+
+TEST(TapDeviceNetns, NonBlockingReadOnAQuietTapIsEagain) {
+  SKIP_UNLESS_ROOT_AND_TUN();
+  IN_NEW_NETNS([] {
+    TapConfig cfg = offload_config("vif4.0");
+    auto tap = TapDevice::create(cfg);
+    ASSERT_TRUE(tap) << tap.error().message();
+    std::vector<std::byte> buf(2048);
+    auto r = tap->read(buf);  // down: the kernel sends nothing
+    ASSERT_FALSE(r);
+    EXPECT_EQ(r.error(), std::errc::resource_unavailable_try_again);
+  });
+}
+
+// Guest TX direction, plain: a frame built with full checksums and a zero vnet header is
+// verified by the kernel's UDP receive path, so a wrong checksum is dropped and a right one
+// delivered. This checks our checksum code against the kernel's.
+TEST(TapDeviceNetns, KernelAcceptsBuiltChecksumsAndDropsABrokenOne) {
+  SKIP_UNLESS_ROOT_AND_TUN();
+  IN_NEW_NETNS([] {
+    auto tap = TapDevice::create(offload_config("vif5.0"));
+    ASSERT_TRUE(tap) << tap.error().message();
+    ASSERT_FALSE(tap->set_up(true));
+    ASSERT_TRUE(sh("ip addr add 10.0.0.1/24 dev vif5.0")) << "ip addr add failed";
+
+    UniqueFd udp(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(5201);
+    addr.sin_addr.s_addr = htonl(0x0A000001);
+    ASSERT_EQ(::bind(udp.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+
+    FrameSpec spec;
+    spec.dst_mac = kTapMac;
+    spec.src_mac = kPeerMac;
+    spec.src_ipv4 = {10, 0, 0, 2};
+    spec.dst_ipv4 = {10, 0, 0, 1};
+    spec.l4 = L4Proto::udp;
+    spec.dst_port = 5201;
+    spec.payload_len = 333;
+    auto good = build_frame(spec);
+    auto bad = good;
+    bad.back() ^= std::byte{0x40};  // payload changed, checksum not
+
+    VirtioNetHdr none{};
+    for (auto* frame : {&bad, &good}) {
+      const iovec iov[] = {{&none, sizeof none}, {frame->data(), frame->size()}};
+      auto w = tap->write(iov);
+      ASSERT_TRUE(w) << w.error().message();
+      EXPECT_EQ(*w, sizeof none + frame->size());
+    }
+    ASSERT_TRUE(wait_readable(udp.get()));
+    std::vector<std::byte> got(2048);
+    const ssize_t n = ::recv(udp.get(), got.data(), got.size(), MSG_DONTWAIT);
+    ASSERT_EQ(n, 333);
+    // The first datagram delivered is the good one (payload intact): the bad one was dropped.
+    EXPECT_EQ(std::memcmp(got.data(), good.data() + 42, 333), 0);
+    EXPECT_LT(::recv(udp.get(), got.data(), got.size(), MSG_DONTWAIT), 0);
+  });
+}
+
+// Guest TX direction with offloads: a GSO TCPv4 super-frame with the header prepare_guest_tx
+// made is accepted by the TAP and seen, still one super-frame with the same GSO metadata, by
+// an AF_PACKET socket with PACKET_VNET_HDR bound to the TAP.
+TEST(TapDeviceNetns, GsoFrameWrittenToTheTapKeepsItsVnetHdr) {
+  SKIP_UNLESS_ROOT_AND_TUN();
+  IN_NEW_NETNS([] {
+    auto tap = TapDevice::create(offload_config("vif6.0"));
+    ASSERT_TRUE(tap) << tap.error().message();
+    ASSERT_FALSE(tap->set_up(true));
+
+    UniqueFd pkt(::socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, htons(ETH_P_ALL)));
+    ASSERT_TRUE(pkt.valid()) << std::strerror(errno);
+    int one = 1;
+    ASSERT_EQ(::setsockopt(pkt.get(), SOL_PACKET, PACKET_VNET_HDR, &one, sizeof one), 0);
+    sockaddr_ll ll{};
+    ll.sll_family = AF_PACKET;
+    ll.sll_protocol = htons(ETH_P_ALL);
+    ll.sll_ifindex = tap->ifindex();
+    ASSERT_EQ(::bind(pkt.get(), reinterpret_cast<sockaddr*>(&ll), sizeof ll), 0);
+
+    FrameSpec spec;
+    spec.dst_mac = kTapMac;
+    spec.src_mac = kPeerMac;
+    spec.src_ipv4 = {10, 9, 0, 2};
+    spec.dst_ipv4 = {10, 9, 0, 3};  // not ours: the stack drops it after the packet tap
+    spec.tcp_options_len = 12;
+    spec.payload_len = 20000;
+    spec.checksum = L4ChecksumMode::zero;  // GSO without csum_blank: checksum_setup rule
+    auto frame = build_frame(spec);
+    auto hdr = prepare_guest_tx(GuestTxOffload{{}, GsoInfo{wire::GsoType::tcpv4, 1448}}, frame,
+                                frame.size());
+    ASSERT_TRUE(hdr) << hdr.error().message();
+
+    const iovec iov[] = {{&*hdr, sizeof *hdr}, {frame.data(), frame.size()}};
+    auto w = tap->write(iov);
+    ASSERT_TRUE(w) << w.error().message();
+
+    std::vector<std::byte> buf(sizeof(virtio_net_hdr) + 70000);
+    for (int tries = 0; tries < 20; ++tries) {  // skip IPv6 autoconf chatter, if any
+      ASSERT_TRUE(wait_readable(pkt.get()));
+      const ssize_t n = ::recv(pkt.get(), buf.data(), buf.size(), 0);
+      ASSERT_GT(n, 0);
+      if (static_cast<std::size_t>(n) != sizeof(virtio_net_hdr) + frame.size()) continue;
+      virtio_net_hdr seen{};
+      std::memcpy(&seen, buf.data(), sizeof seen);
+      EXPECT_EQ(seen.gso_type & ~VIRTIO_NET_HDR_GSO_ECN, VIRTIO_NET_HDR_GSO_TCPV4);
+      EXPECT_EQ(seen.gso_size, 1448);
+      EXPECT_EQ(seen.flags & VIRTIO_NET_HDR_F_NEEDS_CSUM, VIRTIO_NET_HDR_F_NEEDS_CSUM);
+      EXPECT_EQ(seen.csum_start, 34);
+      EXPECT_EQ(seen.csum_offset, 16);
+      EXPECT_EQ(std::memcmp(buf.data() + sizeof seen, frame.data(), frame.size()), 0);
+      return;
+    }
+    ADD_FAILURE() << "the GSO frame never showed up on the packet socket";
+  });
+}
+
+// Guest RX direction: a UDP datagram sent from a socket in the namespace leaves through the
+// TAP with a partial checksum (TUN_F_CSUM); for a frontend without checksum offload we
+// complete it, and the result verifies.
+TEST(TapDeviceNetns, UdpFromTheStackArrivesPartialAndIsCompletedForAFrontendWithoutOffload) {
+  SKIP_UNLESS_ROOT_AND_TUN();
+  IN_NEW_NETNS([] {
+    auto tap = TapDevice::create(offload_config("vif7.0"));
+    ASSERT_TRUE(tap) << tap.error().message();
+    ASSERT_FALSE(tap->set_up(true));
+    ASSERT_TRUE(sh("ip addr add 10.0.0.1/24 dev vif7.0"));
+    ASSERT_TRUE(sh("ip neigh add 10.0.0.2 lladdr " + format_mac(kPeerMac) + " dev vif7.0"));
+
+    UniqueFd udp(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(9);
+    to.sin_addr.s_addr = htonl(0x0A000002);
+    const std::string payload(1001, 'x');
+    ASSERT_EQ(::sendto(udp.get(), payload.data(), payload.size(), 0,
+                       reinterpret_cast<sockaddr*>(&to), sizeof to),
+              static_cast<ssize_t>(payload.size()));
+
+    std::vector<std::byte> buf(tap->vnet_hdr_len() + 70000);
+    for (int tries = 0; tries < 20; ++tries) {  // skip IPv6 autoconf chatter
+      ASSERT_TRUE(wait_readable(tap->fd()));
+      auto n = tap->read(buf);
+      ASSERT_TRUE(n) << n.error().message();
+      auto hdr = load_vnet_hdr(buf);
+      ASSERT_TRUE(hdr);
+      std::span<std::byte> frame = std::span(buf).subspan(12, *n - 12);
+      auto info = parse_headers(frame);
+      if (!info || !info->is_ipv4() || info->l4_proto != kIpProtoUdp) continue;
+
+      EXPECT_EQ(hdr->hdr.flags & VIRTIO_NET_HDR_F_NEEDS_CSUM, VIRTIO_NET_HDR_F_NEEDS_CSUM);
+      FrontendOffloads with_offload{.csum_ipv4 = true};
+      auto as_is = map_tap_rx(*hdr, with_offload, frame, frame.size());
+      ASSERT_TRUE(as_is);
+      EXPECT_EQ(as_is->flags, wire::RxFlag::csum_blank | wire::RxFlag::data_validated);
+
+      FrontendOffloads no_offload{.csum_ipv4 = false};
+      auto rx = map_tap_rx(*hdr, no_offload, frame, frame.size());
+      ASSERT_TRUE(rx) << rx.error().message();
+      ASSERT_TRUE(rx->complete_checksum);
+      EXPECT_EQ(rx->csum_start, 34);
+      EXPECT_EQ(rx->csum_offset, 6);
+      EXPECT_FALSE(*verify_l4_checksum(frame));  // only the pseudo-header sum so far
+      const std::span<std::byte> frags[] = {frame.first(40), frame.subspan(40)};
+      ASSERT_FALSE(complete_checksum(frags, rx->csum_start, rx->csum_offset));
+      EXPECT_TRUE(*verify_l4_checksum(frame));
+      return;
+    }
+    ADD_FAILURE() << "the UDP datagram never came out of the TAP";
+  });
+}
+
+}  // namespace
+}  // namespace unetback::net
