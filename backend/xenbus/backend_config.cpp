@@ -1,0 +1,127 @@
+#include "backend/xenbus/backend_config.hpp"
+
+#include <cerrno>
+
+#include "common/hv/xenstore.hpp"
+
+namespace unetback::xenbus {
+namespace {
+
+std::string dom(DomId d) {
+  return std::to_string(d.value());
+}
+
+std::optional<std::uint8_t> hex_digit(char c) {
+  if (c >= '0' && c <= '9') return static_cast<std::uint8_t>(c - '0');
+  if (c >= 'a' && c <= 'f') return static_cast<std::uint8_t>(c - 'a' + 10);
+  if (c >= 'A' && c <= 'F') return static_cast<std::uint8_t>(c - 'A' + 10);
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string backend_dir_path(DomId self, DomId frontend, DevId devid) {
+  return "/local/domain/" + dom(self) + "/backend/vif/" + dom(frontend) + "/" +
+         std::to_string(devid.value());
+}
+
+std::string frontend_dir_path(DomId frontend, DevId devid) {
+  return "/local/domain/" + dom(frontend) + "/device/vif/" + std::to_string(devid.value());
+}
+
+std::string error_node_path(DomId self, DomId frontend, DevId devid) {
+  return "/local/domain/" + dom(self) + "/error/backend/vif/" + dom(frontend) + "/" +
+         std::to_string(devid.value()) + "/error";
+}
+
+std::optional<Rate> parse_rate(std::string_view s) {
+  const auto comma = s.find(',');
+  if (comma == std::string_view::npos) return std::nullopt;
+  // parse_xs_uint refuses empty parts, signs, spaces, a second comma and overflow.
+  const auto bytes = hv::parse_xs_uint<std::uint64_t>(s.substr(0, comma));
+  const auto usecs = hv::parse_xs_uint<std::uint64_t>(s.substr(comma + 1));
+  if (!bytes || !usecs) return std::nullopt;
+  return Rate{*bytes, *usecs};
+}
+
+KeyResult<Rate> read_rate(const KeyReader& read) {
+  const auto raw = read("rate");
+  if (!raw) return Rate{};
+  const auto r = parse_rate(*raw);
+  if (!r) return KeyError{"rate", "not \"<bytes>,<usecs>\"", EINVAL};
+  return *r;
+}
+
+std::optional<MacAddress> parse_mac(std::string_view s) {
+  if (s.size() != 17) return std::nullopt;
+  MacAddress mac{};
+  for (std::size_t i = 0; i < 6; ++i) {
+    const std::size_t at = i * 3;
+    const auto hi = hex_digit(s[at]);
+    const auto lo = hex_digit(s[at + 1]);
+    if (!hi || !lo) return std::nullopt;
+    if (i < 5 && s[at + 2] != ':') return std::nullopt;
+    mac[i] = static_cast<std::uint8_t>(*hi << 4 | *lo);
+  }
+  return mac;
+}
+
+bool valid_ifname(std::string_view s) {
+  constexpr std::size_t kIfNameMax = 15;  // IFNAMSIZ - 1
+  if (s.empty() || s.size() > kIfNameMax || s == "." || s == "..") return false;
+  for (char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u <= 0x20 || u >= 0x7f || c == '/' || c == ':') return false;
+  }
+  return true;
+}
+
+KeyResult<BackendConfig> parse_backend_config(const KeyReader& read, DomId frontend, DevId devid) {
+  BackendConfig cfg;
+  cfg.frontend_id = frontend;
+  cfg.devid = devid;
+
+  {
+    const auto raw = read("frontend-id");
+    if (!raw) return KeyError{"frontend-id", "missing", ENOENT};
+    const auto id = hv::parse_xs_uint<std::uint16_t>(*raw);
+    if (!id) return KeyError{"frontend-id", "not a domain id", EINVAL};
+    if (DomId{*id} != frontend)
+      return KeyError{"frontend-id", "names domain " + *raw + ", not " + dom(frontend), EINVAL};
+  }
+  {
+    const auto raw = read("frontend");
+    if (!raw) return KeyError{"frontend", "missing", ENOENT};
+    const std::string expected = frontend_dir_path(frontend, devid);
+    if (*raw != expected)
+      return KeyError{"frontend", "is \"" + *raw + "\", not " + expected, EPERM};
+    cfg.frontend_path = expected;
+  }
+  if (const auto raw = read("handle")) {
+    const auto h = hv::parse_xs_uint<std::uint32_t>(*raw);
+    if (!h || *h != devid.value())
+      return KeyError{"handle", "is not the device id " + std::to_string(devid.value()), EINVAL};
+  }
+  if (const auto raw = read("vifname")) {
+    if (!valid_ifname(*raw)) return KeyError{"vifname", "not a valid interface name", EINVAL};
+    cfg.tap_name = *raw;
+  } else {
+    // The name libxl passes to the hotplug script as $vif.
+    cfg.tap_name = "vif" + dom(frontend) + "." + std::to_string(devid.value());
+  }
+  if (const auto raw = read("mac")) {
+    cfg.mac = parse_mac(*raw);
+    if (!cfg.mac) return KeyError{"mac", "not xx:xx:xx:xx:xx:xx", EINVAL};
+  }
+  if (const auto raw = read("mtu")) {
+    const auto m = hv::parse_xs_uint<std::uint32_t>(*raw);
+    if (!m || *m < kMinMtu || *m > kMaxMtu)
+      return KeyError{"mtu",
+                      "not a decimal " + std::to_string(kMinMtu) + ".." + std::to_string(kMaxMtu),
+                      EINVAL};
+    cfg.mtu = *m;
+  }
+  return cfg;
+}
+
+}  // namespace unetback::xenbus

@@ -1,0 +1,68 @@
+// The toolstack's keys in the backend directory (netback-facts.md §5: what libxl writes), read
+// and validated at probe. The toolstack is more trusted than a frontend, but `frontend` decides
+// which directory we watch and read as "the frontend": it must be exactly that vif's frontend
+// directory in the domain our own path names, or a domain could steer us at another's keys.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "backend/xenbus/keys.hpp"
+#include "common/util/strong_id.hpp"
+
+namespace unetback::xenbus {
+
+/// `/local/domain/<self>/backend/vif/<domid>/<devid>`.
+[[nodiscard]] std::string backend_dir_path(DomId self, DomId frontend, DevId devid);
+/// `/local/domain/<domid>/device/vif/<devid>`: the only frontend path we accept.
+[[nodiscard]] std::string frontend_dir_path(DomId frontend, DevId devid);
+/// `/local/domain/<self>/error/backend/vif/<domid>/<devid>/error`: where xenbus_dev_fatal puts
+/// its message (it writes "error/<nodename>" relative to the domain's home, key "error").
+[[nodiscard]] std::string error_node_path(DomId self, DomId frontend, DevId devid);
+
+/// The netif rate limit: `bytes` per `usecs`. Absent = unlimited.
+struct Rate {
+  std::uint64_t bytes = ~std::uint64_t{0};
+  std::uint64_t usecs = 0;
+  [[nodiscard]] bool unlimited() const { return bytes == ~std::uint64_t{0} && usecs == 0; }
+  friend bool operator==(const Rate&, const Rate&) = default;
+};
+
+/// "<bytes>,<usecs>": decimal, comma, decimal, end (Linux xen_net_read_rate). nullopt otherwise.
+[[nodiscard]] std::optional<Rate> parse_rate(std::string_view s);
+
+/// Reads B:`rate`: absent -> unlimited; malformed -> the error (Linux logs and goes unlimited).
+[[nodiscard]] KeyResult<Rate> read_rate(const KeyReader& read);
+
+using MacAddress = std::array<std::uint8_t, 6>;
+/// Strict "xx:xx:xx:xx:xx:xx" (hex digits, either case).
+[[nodiscard]] std::optional<MacAddress> parse_mac(std::string_view s);
+
+/// A Linux interface name: 1..15 bytes, not "." or "..", no '/', ':', whitespace or control
+/// characters (dev_valid_name, plus printable-only).
+[[nodiscard]] bool valid_ifname(std::string_view s);
+
+inline constexpr std::uint32_t kMinMtu = 68;
+inline constexpr std::uint32_t kMaxMtu = 65535;
+
+struct BackendConfig {
+  DomId frontend_id{};
+  DevId devid{};
+  std::string frontend_path;         // validated: frontend_dir_path(frontend_id, devid)
+  std::string tap_name;              // B:vifname, or vif<domid>.<devid>
+  std::optional<MacAddress> mac;     // the guest's MAC (bookkeeping only)
+  std::optional<std::uint32_t> mtu;  // kMinMtu..kMaxMtu
+  friend bool operator==(const BackendConfig&, const BackendConfig&) = default;
+};
+
+/// Validates the toolstack's keys of the backend directory of vif `devid` of domain `frontend`
+/// (both taken from the directory's own path): `frontend-id` must be that domain, `frontend`
+/// that domain's device/vif/<devid>, `handle` (if present) the devid; `vifname`, `mac`, `mtu`
+/// are optional but must be well-formed when present.
+[[nodiscard]] KeyResult<BackendConfig> parse_backend_config(const KeyReader& read, DomId frontend,
+                                                            DevId devid);
+
+}  // namespace unetback::xenbus

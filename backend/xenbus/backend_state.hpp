@@ -1,0 +1,187 @@
+// The backend's xenbus state machine as a pure function: `next(view, event) -> {view', actions}`.
+//
+// It decides; it does nothing. BackendXenbus (xenbus_adapter.hpp) turns xenstore watch events
+// into Events, calls next(), and carries the Actions out in order against XenStore and the vif
+// layer, feeding the outcome of the actions that can fail back as Events (ConnectSucceeded,
+// ConnectFailed, TapCreateFailed, ProbeFailed). Every (view, event) pair is defined: an event
+// that means nothing in a view returns no actions, never an invalid transition.
+//
+// The protocol facts it encodes (reference/netback-facts.md §1.4, §3, §5):
+// * libxl writes B:state=1, online=1 and waits 10 s for InitWait; its hotplug script needs the
+//   TAP `vif<domid>.<devid>` to exist by then, so the TAP is created *before* state 2.
+// * Linux netfront connects when it sees InitWait and goes straight to Connected (4), skipping
+//   Initialised; the backend maps the rings on F=4 but writes B=4 only once hotplug-status reads
+//   "connected" as well (in either order of arrival).
+// * Removal: libxl writes online=0 and state=5 in one transaction and waits 10 s for state 6.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "backend/xenbus/xenbus_state.hpp"
+
+namespace unetback::xenbus {
+
+/// Whether the data rings are mapped and the event channels bound.
+enum class RingsState : std::uint8_t {
+  down,
+  connecting,  // ReadFrontendAndConnect issued; ConnectSucceeded/ConnectFailed outstanding
+  up,
+};
+
+/// What B:hotplug-status says: the hotplug script writes "connected" or "error"; libxl
+/// pre-writes "" to make the backend wait for the script.
+enum class HotplugStatus : std::uint8_t { other, connected, error };
+
+/// The backend's view of one vif.
+struct BackendView {
+  /// B:state as we last wrote it (or as the toolstack overwrote it). `unknown` = not probed yet:
+  /// the store then holds the toolstack's 1 (Initialising).
+  XenbusState backend = XenbusState::unknown;
+  /// The last valid F:state read; nullopt before the first read or after an invalid value.
+  std::optional<XenbusState> frontend;
+  bool online = false;
+  bool tap = false;  // the TAP exists (or its creation was requested and has not failed)
+  RingsState rings = RingsState::down;
+  HotplugStatus hotplug = HotplugStatus::other;
+  /// Torn down for good (online=0, frontend Unknown, frontend domain gone); only a fresh
+  /// BackendDirAppeared brings the vif back.
+  bool removed = false;
+  bool shut_down = false;  // DaemonShutdown seen: everything after it is ignored
+
+  friend bool operator==(const BackendView&, const BackendView&) = default;
+};
+
+// ---- Events ---------------------------------------------------------------------------------
+
+/// The toolstack created the backend dir: B:state=1 and B:online=1, and the adapter validated
+/// the toolstack's keys (frontend path, vifname, ...).
+struct BackendDirAppeared {
+  friend bool operator==(const BackendDirAppeared&, const BackendDirAppeared&) = default;
+};
+/// F:state changed to a valid value.
+struct FrontendStateChanged {
+  XenbusState state;
+  friend bool operator==(const FrontendStateChanged&, const FrontendStateChanged&) = default;
+};
+/// F:state holds something that is not a decimal 0..8: a hostile or broken frontend.
+struct FrontendStateInvalid {
+  friend bool operator==(const FrontendStateInvalid&, const FrontendStateInvalid&) = default;
+};
+struct HotplugStatusChanged {
+  HotplugStatus status;
+  friend bool operator==(const HotplugStatusChanged&, const HotplugStatusChanged&) = default;
+};
+struct OnlineChanged {
+  bool online;
+  friend bool operator==(const OnlineChanged&, const OnlineChanged&) = default;
+};
+/// B:state was written by someone else (libxl writes 5 on removal). Our own writes are not
+/// reported: the adapter filters the echo of its writes. libxl writes online=0 in the same
+/// transaction as state=5, so the adapter reports B:online as read together with the state:
+/// the teardown then releases everything (TAP included) before it writes 6, whichever of the
+/// two watches fires first.
+struct ToolstackSetBackendState {
+  XenbusState state;
+  bool online = true;
+  friend bool operator==(const ToolstackSetBackendState&,
+                         const ToolstackSetBackendState&) = default;
+};
+/// The frontend's domain died (@releaseDomain and the domain is gone).
+struct FrontendDomainGone {
+  friend bool operator==(const FrontendDomainGone&, const FrontendDomainGone&) = default;
+};
+/// Outcome of ReadFrontendAndConnect.
+struct ConnectSucceeded {
+  friend bool operator==(const ConnectSucceeded&, const ConnectSucceeded&) = default;
+};
+struct ConnectFailed {
+  int error = 0;  // positive errno, as written to the error node
+  std::string message;
+  friend bool operator==(const ConnectFailed&, const ConnectFailed&) = default;
+};
+/// CreateTap failed; the rest of that action list was not carried out.
+struct TapCreateFailed {
+  int error = 0;
+  std::string message;
+  friend bool operator==(const TapCreateFailed&, const TapCreateFailed&) = default;
+};
+/// The probe could not proceed: the toolstack's keys are invalid (e.g. `frontend` points at
+/// another domain) or the features could not be written. The rest of the list was dropped.
+struct ProbeFailed {
+  int error = 0;
+  std::string message;
+  friend bool operator==(const ProbeFailed&, const ProbeFailed&) = default;
+};
+/// The daemon is stopping: release everything and close the device.
+struct DaemonShutdown {
+  friend bool operator==(const DaemonShutdown&, const DaemonShutdown&) = default;
+};
+
+using Event =
+    std::variant<BackendDirAppeared, FrontendStateChanged, FrontendStateInvalid,
+                 HotplugStatusChanged, OnlineChanged, ToolstackSetBackendState, FrontendDomainGone,
+                 ConnectSucceeded, ConnectFailed, TapCreateFailed, ProbeFailed, DaemonShutdown>;
+
+// ---- Actions --------------------------------------------------------------------------------
+
+/// Create the TAP `vif<domid>.<devid>` (or B:vifname). Failure -> TapCreateFailed.
+struct CreateTap {
+  friend bool operator==(const CreateTap&, const CreateTap&) = default;
+};
+/// Write the feature-* keys (features.hpp) in one transaction. Failure -> ProbeFailed.
+struct AdvertiseFeatures {
+  friend bool operator==(const AdvertiseFeatures&, const AdvertiseFeatures&) = default;
+};
+/// Write B:state.
+struct WriteState {
+  XenbusState state;
+  friend bool operator==(const WriteState&, const WriteState&) = default;
+};
+/// Read and validate the frontend's keys, map the rings, bind the event channels, then feed
+/// back ConnectSucceeded or ConnectFailed. Always the last action of a list.
+struct ReadFrontendAndConnect {
+  friend bool operator==(const ReadFrontendAndConnect&, const ReadFrontendAndConnect&) = default;
+};
+/// Stop the queues, unbind the event channels, unmap the rings.
+struct Disconnect {
+  friend bool operator==(const Disconnect&, const Disconnect&) = default;
+};
+struct DestroyTap {
+  friend bool operator==(const DestroyTap&, const DestroyTap&) = default;
+};
+/// `xenbus_rm B:hotplug-status`, as Linux netback_remove does, so that a backend probed again
+/// in this directory waits for a fresh run of the hotplug script.
+struct RemoveHotplugStatus {
+  friend bool operator==(const RemoveHotplugStatus&, const RemoveHotplugStatus&) = default;
+};
+/// Like xenbus_dev_fatal's error half: write "<errno> <message>" to
+/// `/local/domain/<self>/error/backend/vif/<domid>/<devid>/error`. The state change to Closing
+/// that xenbus_dev_fatal also makes is a separate WriteState that follows.
+struct ReportFatal {
+  int error = 0;
+  std::string message;
+  friend bool operator==(const ReportFatal&, const ReportFatal&) = default;
+};
+
+using Action = std::variant<CreateTap, AdvertiseFeatures, WriteState, ReadFrontendAndConnect,
+                            Disconnect, DestroyTap, RemoveHotplugStatus, ReportFatal>;
+using Actions = std::vector<Action>;
+
+struct Transition {
+  BackendView view;
+  Actions actions;
+};
+
+/// The machine. Pure: same input, same output; no I/O.
+[[nodiscard]] Transition next(const BackendView& view, const Event& event);
+
+/// For logs and test names.
+[[nodiscard]] std::string describe(const Event& e);
+[[nodiscard]] std::string describe(const Action& a);
+[[nodiscard]] std::string describe(const BackendView& v);
+
+}  // namespace unetback::xenbus

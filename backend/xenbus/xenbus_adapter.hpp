@@ -1,0 +1,122 @@
+// BackendXenbus: one vif's backend directory, driven by the pure machine (backend_state.hpp).
+//
+// It owns the watches on `/local/domain/<self>/backend/vif/<domid>/<devid>` (its own `state`,
+// `online`, `hotplug-status`) and, once the toolstack's `frontend` key has been validated, on
+// the frontend's `state`; while connected also on B:`rate` and F:`request-multicast-control`
+// (we advertise feature-dynamic-multicast-control). Watch events become machine Events; the
+// machine's Actions are carried out here against XenStore, and against the vif layer through
+// VifControl, so this file knows nothing of rings or TAPs.
+//
+// Threading: single-threaded. The owner (the daemon's BackendManager) reads XenStore's watch
+// queue and hands every event whose token this object owns() to handle_watch().
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <system_error>
+
+#include "backend/xenbus/backend_config.hpp"
+#include "backend/xenbus/backend_state.hpp"
+#include "backend/xenbus/features.hpp"
+#include "backend/xenbus/frontend_config.hpp"
+#include "common/hv/xenstore.hpp"
+#include "common/util/log.hpp"
+#include "common/util/strong_id.hpp"
+
+namespace unetback::xenbus {
+
+/// What the vif layer does for the xenbus side. Calls come from BackendXenbus, in the order the
+/// machine decided: create_tap before InitWait, connect only with a TAP, disconnect before
+/// destroy_tap.
+class VifControl {
+ public:
+  virtual ~VifControl() = default;
+  /// Creates the TAP named `be.tap_name` (libxl's hotplug script needs it before InitWait).
+  virtual std::error_code create_tap(const BackendConfig& be) = 0;
+  virtual void destroy_tap() = 0;
+  /// Maps the rings (refusing `req_prod - rsp_prod > size`), binds the event channels and
+  /// starts the queues. All-or-nothing: on error nothing stays mapped or bound.
+  virtual std::error_code connect(const FrontendConfig& fe, const BackendConfig& be,
+                                  const Rate& rate) = 0;
+  /// Stops the queues, unbinds, unmaps. A no-op when not connected.
+  virtual void disconnect() = 0;
+  /// B:rate changed while connected (a malformed value arrives here as unlimited, as Linux).
+  virtual void rate_changed(const Rate& rate) = 0;
+  /// F:request-multicast-control changed while connected.
+  virtual void multicast_control_changed(bool enabled) = 0;
+};
+
+class BackendXenbus {
+ public:
+  /// Nothing happens until start(). `vif` and `xs` must outlive this object.
+  BackendXenbus(hv::XenStore& xs, DomId self, DomId frontend, DevId devid, VifControl& vif,
+                FeatureOptions features);
+  /// Drops the watches. Writes nothing: call shutdown() first for an orderly close.
+  ~BackendXenbus() = default;
+  BackendXenbus(const BackendXenbus&) = delete;
+  BackendXenbus& operator=(const BackendXenbus&) = delete;
+
+  /// Registers the watches on the backend directory; their initial events (delivered through
+  /// handle_watch like any other) start the probe.
+  std::error_code start();
+
+  /// True if `ev` belongs to this vif (its token starts with token_prefix()).
+  [[nodiscard]] bool owns(const hv::XsWatchEvent& ev) const;
+  void handle_watch(const hv::XsWatchEvent& ev);
+
+  /// The frontend's domain died: release everything, write Closed.
+  void frontend_domain_gone();
+  /// The daemon is stopping: release everything, write Closed. Nothing happens afterwards.
+  void shutdown();
+
+  [[nodiscard]] const BackendView& view() const { return view_; }
+  [[nodiscard]] const std::string& backend_path() const { return backend_path_; }
+  /// The validated toolstack keys, once probed.
+  [[nodiscard]] const std::optional<BackendConfig>& backend_config() const { return config_; }
+  /// True once the vif is torn down for good (the owner may destroy this object).
+  [[nodiscard]] bool finished() const { return view_.removed || view_.shut_down; }
+
+  /// "unetback/vif/<domid>/<devid>/": every watch token of this vif starts with it.
+  [[nodiscard]] static std::string token_prefix(DomId frontend, DevId devid);
+
+ private:
+  void on_backend_state();
+  void on_online();
+  void on_hotplug_status();
+  void on_frontend_state();
+  void on_rate();
+  void on_multicast_control();
+
+  void try_probe();
+  void dispatch(Event first);
+  std::optional<Event> execute(const Action& a);
+  std::optional<Event> read_frontend_and_connect();
+  void drop_connection_watches();
+
+  std::optional<std::string> read(const std::string& path);
+  KeyReader reader_for(std::string dir);
+  std::error_code add_watch(hv::XsWatch& slot, const std::string& path, std::string_view kind);
+  void warn_guest(const std::string& msg);
+
+  hv::XenStore& xs_;
+  VifControl& vif_;
+  DomId self_;
+  DomId frontend_;
+  DevId devid_;
+  FeatureOptions features_;
+  std::string backend_path_;
+  std::string token_prefix_;
+  std::string log_prefix_;
+
+  BackendView view_;
+  std::optional<BackendConfig> config_;
+  std::optional<Rate> last_rate_;
+  std::optional<bool> last_multicast_control_;
+
+  hv::XsWatch state_watch_, online_watch_, hotplug_watch_, frontend_watch_;
+  hv::XsWatch rate_watch_, multicast_watch_;
+  log::RateLimit guest_log_limit_;
+};
+
+}  // namespace unetback::xenbus

@@ -1,0 +1,428 @@
+// BackendXenbus against an in-memory xenstore, driven through the sequences libxl and Linux
+// netfront produce (netback-facts.md §3, §5; xenlab/README.md "What libxl does").
+#include "backend/xenbus/xenbus_adapter.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <gtest/gtest.h>
+
+#include "tests/unit/xenbus/memory_xenstore.hpp"
+#include "tests/unit/xenbus/recording_vif.hpp"
+
+namespace unetback::xenbus {
+namespace {
+
+using S = XenbusState;
+
+class BackendXenbusTest : public ::testing::Test {
+ protected:
+  const DomId self_{0};
+  const DomId dom_{5};
+  const DevId dev_{0};
+  const std::string be_ = "/local/domain/0/backend/vif/5/0";
+  const std::string fe_ = "/local/domain/5/device/vif/0";
+
+  std::vector<std::string> journal_;
+  testing::MemoryXenStore xs_;
+  testing::RecordingVif vif_{journal_};
+  BackendXenbus backend_{xs_, self_, dom_, dev_, vif_, FeatureOptions{4, true, false}};
+
+  BackendXenbusTest() { xs_.set_journal(&journal_); }
+
+  // Delivers queued watch events until none is left (bounded: a watch storm fails the test).
+  void pump() {
+    for (int i = 0; i < 10000; ++i) {
+      auto ev = xs_.read_watch();
+      if (!ev) return;
+      if (backend_.owns(*ev)) backend_.handle_watch(*ev);
+    }
+    FAIL() << "watch events never stopped";
+  }
+
+  void write(const std::string& path, const std::string& value) {
+    ASSERT_FALSE(xs_.write(path, value));
+  }
+
+  // libxl__device_generic_add + libxl__set_xenstore_nic, in one transaction.
+  void libxl_add(const std::string& frontend_key = "") {
+    ASSERT_FALSE(hv::transact(xs_, [&](hv::XsTx tx) -> std::error_code {
+      const std::pair<std::string, std::string> keys[] = {
+          {be_ + "/frontend", frontend_key.empty() ? fe_ : frontend_key},
+          {be_ + "/frontend-id", "5"},
+          {be_ + "/online", "1"},
+          {be_ + "/state", "1"},
+          {be_ + "/script", "/etc/xen/scripts/vif-bridge"},
+          {be_ + "/mac", "00:16:3e:01:02:03"},
+          {be_ + "/bridge", "xenbr0"},
+          {be_ + "/handle", "0"},
+          {be_ + "/type", "vif"},
+          {be_ + "/hotplug-status", ""},
+          {fe_ + "/backend", be_},
+          {fe_ + "/backend-id", "0"},
+          {fe_ + "/state", "1"},
+          {fe_ + "/handle", "0"},
+          {fe_ + "/mac", "00:16:3e:01:02:03"},
+          {fe_ + "/trusted", "1"},
+          {fe_ + "/mtu", "1500"},
+      };
+      for (const auto& [k, v] : keys)
+        if (auto ec = xs_.write(k, v, tx)) return ec;
+      return {};
+    }));
+    created_at_ = journal_.size();
+  }
+
+  // libxl__initiate_device_generic_remove: online=0 and (unless Closed) state=5, one transaction.
+  void libxl_remove() {
+    ASSERT_FALSE(hv::transact(xs_, [&](hv::XsTx tx) -> std::error_code {
+      if (auto ec = xs_.write(be_ + "/online", "0", tx)) return ec;
+      auto st = xs_.read(be_ + "/state", tx);
+      if (st && *st == "6") return {};
+      return xs_.write(be_ + "/state", "5", tx);
+    }));
+  }
+
+  // What Linux netfront writes in talk_to_netback, then state 4.
+  void netfront_connect(unsigned queues = 1, const std::string& num_queues = "") {
+    write(fe_ + "/multi-queue-num-queues",
+          num_queues.empty() ? std::to_string(queues) : num_queues);
+    for (unsigned i = 0; i < queues; ++i) {
+      const std::string p = queues == 1 ? fe_ + "/" : fe_ + "/queue-" + std::to_string(i) + "/";
+      write(p + "tx-ring-ref", std::to_string(8 + 2 * i));
+      write(p + "rx-ring-ref", std::to_string(9 + 2 * i));
+      write(p + "event-channel-tx", std::to_string(11 + 2 * i));
+      write(p + "event-channel-rx", std::to_string(12 + 2 * i));
+    }
+    write(fe_ + "/request-rx-copy", "1");
+    write(fe_ + "/feature-rx-notify", "1");
+    write(fe_ + "/feature-sg", "1");
+    write(fe_ + "/feature-gso-tcpv4", "1");
+    write(fe_ + "/feature-gso-tcpv6", "1");
+    write(fe_ + "/feature-ipv6-csum-offload", "1");
+    write(fe_ + "/state", "4");
+  }
+
+  std::string read(const std::string& path) {
+    auto r = xs_.read(path);
+    return r ? *r : std::string("<absent>");
+  }
+  std::string state() { return read(be_ + "/state"); }
+  std::string error_node() { return read("/local/domain/0/error/backend/vif/5/0/error"); }
+
+  // Position of the first journal entry equal to `entry`; fails if absent.
+  std::size_t at(const std::string& entry) {
+    auto it = std::find(journal_.begin(), journal_.end(), entry);
+    EXPECT_NE(it, journal_.end()) << "journal lacks: " << entry;
+    return static_cast<std::size_t>(it - journal_.begin());
+  }
+  std::size_t count(const std::string& entry) {
+    return static_cast<std::size_t>(std::count(journal_.begin(), journal_.end(), entry));
+  }
+  // The sequence of values written to B:state after libxl's initial 1 (libxl's later 5
+  // included: it is part of what the frontend sees).
+  std::vector<std::string> state_writes() {
+    std::vector<std::string> out;
+    const std::string prefix = "write " + be_ + "/state=";
+    for (std::size_t i = created_at_; i < journal_.size(); ++i)
+      if (journal_[i].rfind(prefix, 0) == 0) out.push_back(journal_[i].substr(prefix.size()));
+    return out;
+  }
+  std::size_t created_at_ = 0;
+
+  void bring_up() {
+    ASSERT_FALSE(backend_.start());
+    libxl_add();
+    pump();
+    ASSERT_EQ(state(), "2");
+    write(be_ + "/hotplug-status", "connected");
+    netfront_connect();
+    pump();
+    ASSERT_EQ(state(), "4");
+  }
+};
+
+TEST_F(BackendXenbusTest, LibxlCreateNetfrontConnectThenLibxlDestroy) {
+  ASSERT_FALSE(backend_.start());
+  libxl_add();
+  pump();
+
+  // Probe: TAP and features before InitWait (libxl's hotplug script runs on InitWait).
+  EXPECT_EQ(state(), "2");
+  EXPECT_EQ(vif_.tap, "vif5.0");
+  const std::size_t init_wait = at("write " + be_ + "/state=2");
+  EXPECT_LT(at("create_tap vif5.0"), init_wait);
+  for (const char* f : {"feature-sg=1", "feature-gso-tcpv4=1", "feature-gso-tcpv6=1",
+                        "feature-ipv6-csum-offload=1", "feature-rx-copy=1", "feature-rx-flip=0",
+                        "feature-multicast-control=1", "feature-dynamic-multicast-control=1",
+                        "feature-split-event-channels=1", "multi-queue-max-queues=4"}) {
+    EXPECT_LT(at("write " + be_ + "/" + f), init_wait) << f;
+  }
+
+  // netfront sees InitWait, writes its keys and goes straight to 4.
+  netfront_connect();
+  pump();
+  ASSERT_TRUE(vif_.connected.has_value());
+  EXPECT_EQ(vif_.connected->queues.size(), 1U);
+  EXPECT_TRUE(vif_.connected->queues[0].split_event_channels());
+  EXPECT_EQ(state(), "2") << "Connected must wait for hotplug-status";
+
+  // The hotplug script bridges the TAP and reports.
+  write(be_ + "/hotplug-status", "connected");
+  pump();
+  EXPECT_EQ(state(), "4");
+
+  // xl destroy.
+  libxl_remove();
+  pump();
+  EXPECT_EQ(state(), "6");
+  EXPECT_FALSE(vif_.connected.has_value());
+  EXPECT_FALSE(vif_.tap.has_value());
+  EXPECT_FALSE(xs_.exists(be_ + "/hotplug-status"));
+  const std::size_t closed = at("write " + be_ + "/state=6");
+  EXPECT_LT(at("disconnect"), at("destroy_tap"));
+  EXPECT_LT(at("destroy_tap"), closed);
+  EXPECT_EQ(state_writes(), (std::vector<std::string>{"2", "4", "5", "6"}));
+  EXPECT_TRUE(backend_.finished());
+  EXPECT_EQ(error_node(), "<absent>");
+
+  // libxl then deletes the directories; nothing more happens.
+  ASSERT_FALSE(xs_.rm(fe_));
+  ASSERT_FALSE(xs_.rm(be_));
+  const std::size_t before = journal_.size();
+  pump();
+  EXPECT_EQ(journal_.size(), before);
+  EXPECT_EQ(xs_.watch_count(), 3U) << "frontend watch dropped after removal";
+}
+
+TEST_F(BackendXenbusTest, HotplugStatusBeforeTheFrontendConnects) {
+  ASSERT_FALSE(backend_.start());
+  libxl_add();
+  pump();
+  write(be_ + "/hotplug-status", "connected");
+  pump();
+  EXPECT_EQ(state(), "2");
+  netfront_connect();
+  pump();
+  EXPECT_EQ(state(), "4");
+  EXPECT_EQ(vif_.connect_calls, 1);
+}
+
+TEST_F(BackendXenbusTest, FrontendClosesAndReconnectsKeepingTheTap) {
+  bring_up();
+  write(fe_ + "/state", "5");
+  pump();
+  EXPECT_EQ(state(), "6");
+  EXPECT_FALSE(vif_.connected.has_value());
+  EXPECT_TRUE(vif_.tap.has_value());
+  write(fe_ + "/state", "6");
+  pump();
+  // Guest reboot / driver reload.
+  write(fe_ + "/state", "1");
+  pump();
+  EXPECT_EQ(state(), "2");
+  netfront_connect();
+  pump();
+  EXPECT_EQ(state(), "4");
+  EXPECT_EQ(vif_.connect_calls, 2);
+  EXPECT_EQ(count("create_tap vif5.0"), 1U);
+  EXPECT_EQ(state_writes(), (std::vector<std::string>{"2", "4", "5", "6", "2", "4"}));
+}
+
+TEST_F(BackendXenbusTest, MultiQueueFrontend) {
+  ASSERT_FALSE(backend_.start());
+  libxl_add();
+  pump();
+  write(be_ + "/hotplug-status", "connected");
+  netfront_connect(4);
+  pump();
+  EXPECT_EQ(state(), "4");
+  ASSERT_TRUE(vif_.connected.has_value());
+  ASSERT_EQ(vif_.connected->queues.size(), 4U);
+  EXPECT_EQ(vif_.connected->queues[3].tx_ring_ref, GrantRef{14});
+}
+
+class HostileQueueCount : public BackendXenbusTest,
+                          public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(HostileQueueCount, IsFatalForThatVif) {
+  ASSERT_FALSE(backend_.start());
+  libxl_add();
+  pump();
+  write(be_ + "/hotplug-status", "connected");
+  netfront_connect(1, GetParam());
+  pump();
+  EXPECT_EQ(vif_.connect_calls, 0);
+  EXPECT_EQ(state(), "5");
+  EXPECT_EQ(error_node().rfind("22 reading " + fe_ + "/multi-queue-num-queues: ", 0), 0U)
+      << error_node();
+  // netfront answers Closing with Closed; we follow, keeping the TAP for a retry.
+  write(fe_ + "/state", "6");
+  pump();
+  EXPECT_EQ(state(), "6");
+  EXPECT_TRUE(vif_.tap.has_value());
+}
+
+INSTANTIATE_TEST_SUITE_P(BackendXenbus, HostileQueueCount,
+                         ::testing::Values("0", "1000000000", "5", "-1", "1 ", "x"));
+
+TEST_F(BackendXenbusTest, MissingRequestRxCopyIsFatal) {
+  ASSERT_FALSE(backend_.start());
+  libxl_add();
+  pump();
+  write(fe_ + "/tx-ring-ref", "8");
+  write(fe_ + "/rx-ring-ref", "9");
+  write(fe_ + "/event-channel", "3");
+  write(fe_ + "/state", "4");
+  pump();
+  EXPECT_EQ(vif_.connect_calls, 0);
+  EXPECT_EQ(state(), "5");
+  EXPECT_EQ(error_node(), std::to_string(EOPNOTSUPP) + " reading " + fe_ +
+                              "/request-rx-copy: frontend does not support rx-copy");
+}
+
+TEST_F(BackendXenbusTest, FrontendKeyPointingAtAnotherDomainIsRefused) {
+  ASSERT_FALSE(backend_.start());
+  libxl_add("/local/domain/7/device/vif/0");
+  pump();
+  EXPECT_FALSE(vif_.tap.has_value());
+  EXPECT_EQ(count("create_tap vif5.0"), 0U);
+  EXPECT_EQ(state(), "5");
+  EXPECT_NE(error_node().find("frontend"), std::string::npos) << error_node();
+  EXPECT_EQ(xs_.watch_count(), 3U) << "must not watch the other domain's directory";
+  // libxl gives up waiting for InitWait and removes the device: we answer Closed.
+  libxl_remove();
+  pump();
+  EXPECT_EQ(state(), "6");
+}
+
+TEST_F(BackendXenbusTest, TapCreationFailureNeverWritesInitWait) {
+  vif_.create_tap_error = std::make_error_code(std::errc::operation_not_permitted);
+  ASSERT_FALSE(backend_.start());
+  libxl_add();
+  pump();
+  EXPECT_EQ(state_writes(), (std::vector<std::string>{"5"}));
+  EXPECT_EQ(error_node().rfind(std::to_string(EPERM) + " creating vif5.0", 0), 0U) << error_node();
+  libxl_remove();
+  pump();
+  EXPECT_EQ(state(), "6");
+  EXPECT_EQ(count("destroy_tap"), 0U);
+}
+
+TEST_F(BackendXenbusTest, VifConnectFailureIsFatal) {
+  vif_.connect_error = std::make_error_code(std::errc::io_error);
+  ASSERT_FALSE(backend_.start());
+  libxl_add();
+  pump();
+  write(be_ + "/hotplug-status", "connected");
+  netfront_connect();
+  pump();
+  EXPECT_EQ(vif_.connect_calls, 1);
+  EXPECT_EQ(state(), "5");
+  EXPECT_EQ(error_node().rfind(std::to_string(EIO) + " connecting 1 queue(s)", 0), 0U)
+      << error_node();
+}
+
+TEST_F(BackendXenbusTest, GarbageFrontendStateIsFatal) {
+  bring_up();
+  write(fe_ + "/state", "banana");
+  pump();
+  EXPECT_EQ(state(), "5");
+  EXPECT_FALSE(vif_.connected.has_value());
+  EXPECT_EQ(error_node(), "22 saw an invalid state at frontend");
+  // A well-behaved restart afterwards still works.
+  write(fe_ + "/state", "6");
+  pump();
+  write(fe_ + "/state", "1");
+  pump();
+  EXPECT_EQ(state(), "2");
+}
+
+TEST_F(BackendXenbusTest, FrontendDirectoryVanishingTearsDown) {
+  bring_up();
+  ASSERT_FALSE(xs_.rm(fe_));
+  pump();
+  EXPECT_EQ(state(), "6");
+  EXPECT_FALSE(vif_.tap.has_value());
+  EXPECT_TRUE(backend_.finished());
+}
+
+TEST_F(BackendXenbusTest, FrontendDomainGoneTearsDown) {
+  bring_up();
+  backend_.frontend_domain_gone();
+  pump();
+  EXPECT_EQ(state(), "6");
+  EXPECT_FALSE(vif_.connected.has_value());
+  EXPECT_FALSE(vif_.tap.has_value());
+}
+
+TEST_F(BackendXenbusTest, DaemonShutdownClosesAndStopsListening) {
+  bring_up();
+  backend_.shutdown();
+  EXPECT_EQ(state(), "6");
+  EXPECT_FALSE(vif_.connected.has_value());
+  EXPECT_FALSE(vif_.tap.has_value());
+  const std::size_t before = journal_.size();
+  write(fe_ + "/state", "1");
+  const std::size_t after_write = journal_.size();
+  pump();
+  EXPECT_EQ(journal_.size(), after_write);
+  EXPECT_EQ(after_write, before + 1);
+}
+
+TEST_F(BackendXenbusTest, DaemonStartedAfterTheFrontendConnected) {
+  libxl_add();
+  write(be_ + "/hotplug-status", "connected");
+  netfront_connect();
+  ASSERT_FALSE(backend_.start());
+  pump();
+  EXPECT_EQ(state(), "4");
+  EXPECT_EQ(vif_.connect_calls, 1);
+}
+
+TEST_F(BackendXenbusTest, RateIsReadAtConnectAndWatched) {
+  write(be_ + "/rate", "1250000,50000");
+  bring_up();
+  EXPECT_EQ(vif_.rate, (Rate{1250000, 50000}));
+  EXPECT_EQ(count("rate_changed"), 0U) << "the watch's initial event is not a change";
+  write(be_ + "/rate", "100,1000");
+  pump();
+  EXPECT_EQ(vif_.rate, (Rate{100, 1000}));
+  write(be_ + "/rate", "10Mb/s@50ms");
+  pump();
+  EXPECT_TRUE(vif_.rate->unlimited()) << "a malformed rate means unlimited, as Linux";
+}
+
+TEST_F(BackendXenbusTest, MulticastControlIsWatchedWhileConnected) {
+  bring_up();
+  EXPECT_FALSE(vif_.connected->multicast_control);
+  write(fe_ + "/request-multicast-control", "1");
+  pump();
+  EXPECT_EQ(vif_.multicast_control, true);
+  write(fe_ + "/request-multicast-control", "junk");
+  pump();
+  EXPECT_EQ(vif_.multicast_control, false);
+}
+
+TEST_F(BackendXenbusTest, HotplugErrorNeverConnects) {
+  ASSERT_FALSE(backend_.start());
+  libxl_add();
+  pump();
+  write(be_ + "/hotplug-error", "vif-bridge: bridge xenbr0 does not exist");
+  write(be_ + "/hotplug-status", "error");
+  netfront_connect();
+  pump();
+  EXPECT_EQ(state(), "2");
+  libxl_remove();
+  pump();
+  EXPECT_EQ(state(), "6");
+  EXPECT_FALSE(vif_.tap.has_value());
+}
+
+TEST_F(BackendXenbusTest, IgnoresOtherVifsWatchEvents) {
+  EXPECT_FALSE(
+      backend_.owns({be_ + "/state", BackendXenbus::token_prefix(dom_, DevId{1}) + "state"}));
+  EXPECT_TRUE(backend_.owns({be_ + "/state", BackendXenbus::token_prefix(dom_, dev_) + "state"}));
+}
+
+}  // namespace
+}  // namespace unetback::xenbus
