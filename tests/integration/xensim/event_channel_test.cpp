@@ -1,0 +1,203 @@
+// Event channels through xensim: binding rules, masking, the pending-bit semantics, fault
+// injection (lost and held events), and a ping-pong between two processes.
+#include <chrono>
+#include <cstdio>
+#include <gtest/gtest.h>
+#include <memory>
+#include <sstream>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+#include "common/hv/sim/sim_hypervisor.hpp"
+#include "tests/integration/xensim/echo_child.hpp"
+#include "tests/integration/xensim/event_wait.hpp"
+#include "tests/integration/xensim/xensim_process.hpp"
+
+namespace unetback::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr auto kQuiet = 100ms;  // how long "nothing arrives" is watched for
+
+hv::HypervisorOptions backend_opts() {
+  hv::HypervisorOptions o;
+  o.role = hv::Role::backend;
+  return o;
+}
+
+/// Two event-channel handles of dom0 joined by a loopback channel (Xen allows binding a
+/// domain's own unbound port), so one process can play both ends.
+class LoopbackChannel : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    world_ = std::make_unique<XensimProcess>();
+    dom0_ = std::make_unique<hv::SimHypervisor>(world_->dir(), backend_opts());
+    a_ = dom0_->open_event_channel();
+    b_ = dom0_->open_event_channel();
+    auto pa = a_->bind_unbound(kDom0);
+    ASSERT_TRUE(pa) << pa.error().message();
+    auto pb = b_->bind_interdomain(kDom0, *pa);
+    ASSERT_TRUE(pb) << pb.error().message();
+    pa_ = *pa;
+    pb_ = *pb;
+  }
+
+  std::unique_ptr<XensimProcess> world_;
+  std::unique_ptr<hv::SimHypervisor> dom0_;
+  std::unique_ptr<hv::EventChannel> a_, b_;
+  Port pa_{}, pb_{};
+};
+
+TEST_F(LoopbackChannel, NotifyReachesThePeerPortOnly) {
+  EXPECT_NE(pa_, pb_);
+  ASSERT_FALSE(b_->notify(pb_));
+  EXPECT_EQ(wait_event(*a_, 2s), pa_);
+  EXPECT_FALSE(readable(*b_));
+  ASSERT_FALSE(a_->unmask(pa_));
+  ASSERT_FALSE(a_->notify(pa_));
+  EXPECT_EQ(wait_event(*b_, 2s), pb_);
+}
+
+TEST_F(LoopbackChannel, EventRaisedWhileMaskedIsDeliveredOnceAfterUnmask) {
+  ASSERT_FALSE(b_->notify(pb_));
+  ASSERT_EQ(wait_event(*a_, 2s), pa_);  // now masked
+  ASSERT_FALSE(b_->notify(pb_));
+  ASSERT_FALSE(b_->notify(pb_));
+  EXPECT_FALSE(wait_event(*a_, kQuiet));  // masked: nothing reported
+  ASSERT_FALSE(a_->unmask(pa_));
+  // Like Xen, an event is a pending bit: two notifications while masked are one event.
+  EXPECT_EQ(wait_event(*a_, 2s), pa_);
+  ASSERT_FALSE(a_->unmask(pa_));
+  EXPECT_FALSE(wait_event(*a_, kQuiet));
+}
+
+TEST_F(LoopbackChannel, ClosedPeerLeavesAnUnboundPortThatCanBeBoundAgain) {
+  ASSERT_FALSE(b_->unbind(pb_));
+  // EVTCHNOP_send on an ECS_UNBOUND port succeeds and delivers nothing.
+  EXPECT_FALSE(a_->notify(pa_));
+  auto c = dom0_->open_event_channel();
+  auto pc = c->bind_interdomain(kDom0, pa_);
+  ASSERT_TRUE(pc) << pc.error().message();
+  ASSERT_FALSE(a_->notify(pa_));  // must find the new peer, not the cached old one
+  EXPECT_EQ(wait_event(*c, 2s), *pc);
+  EXPECT_FALSE(readable(*b_));
+}
+
+TEST_F(LoopbackChannel, UnknownPortsAreRejected) {
+  EXPECT_EQ(a_->notify(Port{999}), std::errc::invalid_argument);
+  EXPECT_EQ(a_->unmask(Port{999}), std::errc::invalid_argument);
+  EXPECT_EQ(a_->unbind(pb_), std::errc::invalid_argument);  // b's port, not a's
+}
+
+TEST_F(LoopbackChannel, DroppedEventsAreLost) {
+  ASSERT_FALSE(dom0_->inject_drop_events(kDom0, pa_, 2));
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_FALSE(b_->notify(pb_));
+    EXPECT_FALSE(wait_event(*a_, kQuiet)) << "notification " << i << " should be lost";
+  }
+  ASSERT_FALSE(b_->notify(pb_));
+  EXPECT_EQ(wait_event(*a_, 2s), pa_);
+}
+
+TEST_F(LoopbackChannel, StalledDomainGetsItsHeldEventsWhenReleased) {
+  ASSERT_FALSE(dom0_->inject_stall(kDom0, true));
+  ASSERT_FALSE(b_->notify(pb_));
+  ASSERT_FALSE(b_->notify(pb_));
+  EXPECT_FALSE(wait_event(*a_, kQuiet));
+  ASSERT_FALSE(dom0_->inject_stall(kDom0, false));
+  EXPECT_EQ(wait_event(*a_, 2s), pa_);
+  ASSERT_FALSE(a_->unmask(pa_));
+  EXPECT_FALSE(wait_event(*a_, kQuiet));
+  ASSERT_FALSE(b_->notify(pb_));  // and events flow normally again
+  EXPECT_EQ(wait_event(*a_, 2s), pa_);
+}
+
+TEST(EventChannelBinding, OnlyThePortsOfferedToUsCanBeBound) {
+  XensimProcess world;
+  hv::SimHypervisor dom0(world.dir(), backend_opts());
+  auto a = dom0.open_event_channel();
+  auto for_dom5 = a->bind_unbound(DomId{5});
+  ASSERT_TRUE(for_dom5);
+  EXPECT_EQ(a->bind_interdomain(kDom0, *for_dom5).error(), std::errc::invalid_argument);
+  EXPECT_EQ(a->bind_interdomain(kDom0, Port{77}).error(), std::errc::invalid_argument);
+  EXPECT_EQ(a->bind_interdomain(DomId{42}, Port{1}).error(), std::errc::no_such_process);
+}
+
+TEST(EventChannelBinding, PortsOfAClosedDom0ConnectionAreReleased) {
+  XensimProcess world;
+  const std::string dir = world.dir();
+  // Another dom0 process offers a port and exits without unbinding it.
+  ChildProcess child([dir](int ctrl) -> int {
+    hv::SimHypervisor other(dir, backend_opts());
+    auto ch = other.open_event_channel();
+    auto p = ch->bind_unbound(kDom0);
+    send_line(ctrl, p ? std::to_string(p->value()) : "error");
+    (void)recv_line(ctrl);
+    ::_exit(0);  // no destructors: only the connection's close can free the port
+  });
+  auto offered = child.recv();
+  ASSERT_TRUE(offered && *offered != "error");
+  const Port port{static_cast<std::uint32_t>(std::stoul(*offered))};
+  hv::SimHypervisor dom0(dir, backend_opts());
+  {
+    // While its owner lives the port can be bound (and is then used up).
+    auto probe = dom0.open_event_channel();
+    auto bound = probe->bind_interdomain(kDom0, port);
+    ASSERT_TRUE(bound) << bound.error().message();
+  }
+  child.send("go");
+  ASSERT_TRUE(child.wait());
+  auto a = dom0.open_event_channel();
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  // The broker handles the close asynchronously: until then the port is still offered.
+  auto r = a->bind_interdomain(kDom0, port);
+  while (r && std::chrono::steady_clock::now() < deadline) {
+    ASSERT_FALSE(a->unbind(*r));
+    std::this_thread::sleep_for(5ms);
+    r = a->bind_interdomain(kDom0, port);
+  }
+  EXPECT_EQ(r.error(), std::errc::invalid_argument);
+}
+
+TEST(EventChannelProcesses, PingPongCountsMatchExactly) {
+  constexpr int kRounds = 20000;
+  XensimProcess world;
+  const std::string dir = world.dir();
+  ChildProcess child([dir](int ctrl) { return echo_main(ctrl, dir, kRounds); });
+  auto hello = child.recv();
+  ASSERT_TRUE(hello);
+  std::istringstream in(*hello);
+  unsigned domid = 0, port = 0;
+  in >> domid >> port;
+
+  hv::SimHypervisor dom0(dir, backend_opts());
+  auto ch = dom0.open_event_channel();
+  auto local = ch->bind_interdomain(DomId{static_cast<std::uint16_t>(domid)}, Port{port});
+  ASSERT_TRUE(local) << local.error().message();
+  int answered = 0;
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < kRounds; ++i) {
+    ASSERT_FALSE(ch->notify(*local));
+    auto p = wait_event(*ch, 10s);
+    ASSERT_EQ(p, *local) << "round " << i;
+    ++answered;
+    ASSERT_FALSE(ch->unmask(*local));
+  }
+  const double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(child.recv(), "seen " + std::to_string(kRounds));
+  EXPECT_EQ(answered, kRounds);
+  EXPECT_FALSE(wait_event(*ch, kQuiet));  // no extra event anywhere
+  child.send("bye");
+  auto st = child.wait();
+  ASSERT_TRUE(st);
+  EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0);
+  std::printf(
+      "[ xensim ] event ping-pong: %d round trips in %.3f s = %.0f round trips/s, %.1f us each\n",
+      kRounds, secs, kRounds / secs, secs / kRounds * 1e6);
+}
+
+}  // namespace
+}  // namespace unetback::test
