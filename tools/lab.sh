@@ -6,6 +6,7 @@
 #   tools/lab.sh deps            install the Debian packages only
 #   tools/lab.sh format          clang-format every C++ file in place
 #   tools/lab.sh format-check    fail if any C++ file is not clang-formatted
+#   tools/lab.sh bench-xensim    grant-copy cost vs memcpy and event round trips on xensim
 #   tools/lab.sh summary DIR...  one "N passed, N failed" line over the given build dirs' test logs
 #
 # Environment: BUILD_DIR (default build, or build-asan with --asan), JOBS (default nproc).
@@ -134,6 +135,11 @@ case ${1:-} in
   format) cmd_format ;;
   format-check) cmd_format_check ;;
   summary) shift; summarise total "$@" ;;
+  bench-xensim)
+    deps
+    build "${BUILD_DIR:-build}"
+    "${BUILD_DIR:-build}/tests/bench/grant_copy_bench" --xensim "${BUILD_DIR:-build}/tools/xensim/xensim"
+    ;;
   demo) die "the demo arrives with issue 5 (netfront-shim, unetback-xl and the demo); see README" ;;
-  *) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
