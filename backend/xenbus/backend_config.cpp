@@ -3,19 +3,13 @@
 #include <cerrno>
 
 #include "common/hv/xenstore.hpp"
+#include "common/net/tap_device.hpp"
 
 namespace unetback::xenbus {
 namespace {
 
 std::string dom(DomId d) {
   return std::to_string(d.value());
-}
-
-std::optional<std::uint8_t> hex_digit(char c) {
-  if (c >= '0' && c <= '9') return static_cast<std::uint8_t>(c - '0');
-  if (c >= 'a' && c <= 'f') return static_cast<std::uint8_t>(c - 'a' + 10);
-  if (c >= 'A' && c <= 'F') return static_cast<std::uint8_t>(c - 'A' + 10);
-  return std::nullopt;
 }
 
 }  // namespace
@@ -52,30 +46,6 @@ KeyResult<Rate> read_rate(const KeyReader& read) {
   return *r;
 }
 
-std::optional<MacAddress> parse_mac(std::string_view s) {
-  if (s.size() != 17) return std::nullopt;
-  MacAddress mac{};
-  for (std::size_t i = 0; i < 6; ++i) {
-    const std::size_t at = i * 3;
-    const auto hi = hex_digit(s[at]);
-    const auto lo = hex_digit(s[at + 1]);
-    if (!hi || !lo) return std::nullopt;
-    if (i < 5 && s[at + 2] != ':') return std::nullopt;
-    mac[i] = static_cast<std::uint8_t>(*hi << 4 | *lo);
-  }
-  return mac;
-}
-
-bool valid_ifname(std::string_view s) {
-  constexpr std::size_t kIfNameMax = 15;  // IFNAMSIZ - 1
-  if (s.empty() || s.size() > kIfNameMax || s == "." || s == "..") return false;
-  for (char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    if (u <= 0x20 || u >= 0x7f || c == '/' || c == ':') return false;
-  }
-  return true;
-}
-
 KeyResult<BackendConfig> parse_backend_config(const KeyReader& read, DomId frontend, DevId devid) {
   BackendConfig cfg;
   cfg.frontend_id = frontend;
@@ -103,15 +73,16 @@ KeyResult<BackendConfig> parse_backend_config(const KeyReader& read, DomId front
       return KeyError{"handle", "is not the device id " + std::to_string(devid.value()), EINVAL};
   }
   if (const auto raw = read("vifname")) {
-    if (!valid_ifname(*raw)) return KeyError{"vifname", "not a valid interface name", EINVAL};
+    if (!net::valid_ifname(*raw)) return KeyError{"vifname", "not a valid interface name", EINVAL};
     cfg.tap_name = *raw;
   } else {
     // The name libxl passes to the hotplug script as $vif.
     cfg.tap_name = "vif" + dom(frontend) + "." + std::to_string(devid.value());
   }
   if (const auto raw = read("mac")) {
-    cfg.mac = parse_mac(*raw);
-    if (!cfg.mac) return KeyError{"mac", "not xx:xx:xx:xx:xx:xx", EINVAL};
+    auto mac = net::parse_mac(*raw);
+    if (!mac) return KeyError{"mac", "not xx:xx:xx:xx:xx:xx", EINVAL};
+    cfg.mac = *mac;
   }
   if (const auto raw = read("mtu")) {
     const auto m = hv::parse_xs_uint<std::uint32_t>(*raw);

@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "backend/xenbus/keys.hpp"
+#include "common/net/frame.hpp"
 #include "common/util/strong_id.hpp"
 
 namespace unetback::xenbus {
@@ -37,13 +38,8 @@ struct Rate {
 /// Reads B:`rate`: absent -> unlimited; malformed -> the error (Linux logs and goes unlimited).
 [[nodiscard]] KeyResult<Rate> read_rate(const KeyReader& read);
 
-using MacAddress = std::array<std::uint8_t, 6>;
-/// Strict "xx:xx:xx:xx:xx:xx" (hex digits, either case).
-[[nodiscard]] std::optional<MacAddress> parse_mac(std::string_view s);
-
-/// A Linux interface name: 1..15 bytes, not "." or "..", no '/', ':', whitespace or control
-/// characters (dev_valid_name, plus printable-only).
-[[nodiscard]] bool valid_ifname(std::string_view s);
+// MAC addresses (`mac`) and interface names (`vifname`) are validated with common/net's
+// net::parse_mac and net::valid_ifname: the same rules the TAP is created with.
 
 inline constexpr std::uint32_t kMinMtu = 68;
 inline constexpr std::uint32_t kMaxMtu = 65535;
@@ -51,10 +47,10 @@ inline constexpr std::uint32_t kMaxMtu = 65535;
 struct BackendConfig {
   DomId frontend_id{};
   DevId devid{};
-  std::string frontend_path;         // validated: frontend_dir_path(frontend_id, devid)
-  std::string tap_name;              // B:vifname, or vif<domid>.<devid>
-  std::optional<MacAddress> mac;     // the guest's MAC (bookkeeping only)
-  std::optional<std::uint32_t> mtu;  // kMinMtu..kMaxMtu
+  std::string frontend_path;           // validated: frontend_dir_path(frontend_id, devid)
+  std::string tap_name;                // B:vifname, or vif<domid>.<devid>
+  std::optional<net::MacAddress> mac;  // the guest's MAC (bookkeeping only)
+  std::optional<std::uint32_t> mtu;    // kMinMtu..kMaxMtu
   friend bool operator==(const BackendConfig&, const BackendConfig&) = default;
 };
 

@@ -66,6 +66,17 @@ void BackendXenbus::shutdown() {
   dispatch(DaemonShutdown{});
 }
 
+void BackendXenbus::fatal_from_datapath(int error, const std::string& message) {
+  if (view_.shut_down || view_.rings != RingsState::up) return;
+  // The machine knows one way to "fatal with the rings gone": a failed connect (ReportFatal,
+  // then Closing). Release the rings here first, then tell it the connection did not hold:
+  // the outcome is the machine's own fatal path, without a second kind of event.
+  drop_connection_watches();
+  vif_.disconnect();
+  view_.rings = RingsState::connecting;
+  dispatch(ConnectFailed{error, "data path: " + message});
+}
+
 // ---- watch handlers: read the node, turn it into an Event ------------------------------------
 
 void BackendXenbus::on_backend_state() {

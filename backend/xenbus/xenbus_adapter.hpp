@@ -69,6 +69,11 @@ class BackendXenbus {
   void frontend_domain_gone();
   /// The daemon is stopping: release everything, write Closed. Nothing happens afterwards.
   void shutdown();
+  /// The data path disabled the vif (a frontend protocol violation, e.g. a TX chain of
+  /// fatal-skb-slots): like xenbus_dev_fatal, write the error node and go to Closing, with the
+  /// rings released. Called from the owner's thread, never from the data path (XSA-90). A
+  /// no-op unless the rings are up (a report arriving after a teardown is stale).
+  void fatal_from_datapath(int error, const std::string& message);
 
   [[nodiscard]] const BackendView& view() const { return view_; }
   [[nodiscard]] const std::string& backend_path() const { return backend_path_; }

@@ -39,6 +39,9 @@ class Hypervisor {
   [[nodiscard]] virtual DomId self() const = 0;
   /// The grant table (backend role). Throws SetupError for a frontend-only handle.
   virtual GrantTable& grant_table() = 0;
+  /// Another grant-table handle of the backend role, for one more event-loop thread
+  /// (GrantTable::copy is not reentrant: each thread that copies gets its own).
+  virtual std::unique_ptr<GrantTable> open_grant_table() = 0;
   /// Our own grants (frontend role). Throws SetupError for a backend-only handle.
   virtual GrantSharer& grant_sharer() = 0;
   /// A new event-channel handle (one per event loop thread).

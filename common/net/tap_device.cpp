@@ -109,12 +109,30 @@ bool valid_ifname(std::string_view name) {
 }
 
 TapDevice::TapDevice(UniqueFd fd, std::string name, int ifindex, std::size_t vnet_hdr_len,
-                     TapOffloads offloads)
+                     TapOffloads offloads, bool multi_queue, bool non_blocking)
     : fd_(std::move(fd)),
       name_(std::move(name)),
       ifindex_(ifindex),
       vnet_hdr_len_(vnet_hdr_len),
-      offloads_(offloads) {}
+      offloads_(offloads),
+      multi_queue_(multi_queue),
+      non_blocking_(non_blocking) {}
+
+Result<UniqueFd> TapDevice::attach_queue() const {
+  if (!multi_queue_) return make_error_code(TapError::invalid_config);
+  int open_flags = O_RDWR | O_CLOEXEC;
+  if (non_blocking_) open_flags |= O_NONBLOCK;
+  UniqueFd fd(::open("/dev/net/tun", open_flags));
+  if (!fd) return last_errno();
+  ifreq ifr = make_ifreq(name_);
+  // The same flags as the first queue (the kernel refuses a mismatch), without
+  // IFF_TUN_EXCL: this attaches to our own device.
+  int tun_flags = IFF_TAP | IFF_NO_PI | IFF_MULTI_QUEUE;
+  if (vnet_hdr_len_ != 0) tun_flags |= IFF_VNET_HDR;
+  ifr.ifr_flags = static_cast<short>(tun_flags);
+  if (::ioctl(fd.get(), TUNSETIFF, &ifr) < 0) return last_errno();
+  return fd;
+}
 
 Result<TapDevice> TapDevice::create(const TapConfig& config) {
   if (!valid_ifname(config.name)) return make_error_code(TapError::invalid_name);
@@ -137,6 +155,7 @@ Result<TapDevice> TapDevice::create(const TapConfig& config) {
   // TAP or someone else's device is never adopted by a new vif.
   int tun_flags = IFF_TAP | IFF_NO_PI | IFF_TUN_EXCL;
   if (config.vnet_hdr) tun_flags |= IFF_VNET_HDR;
+  if (config.multi_queue) tun_flags |= IFF_MULTI_QUEUE;
   ifr.ifr_flags = static_cast<short>(tun_flags);  // IFF_TUN_EXCL is bit 15 of a short
   if (::ioctl(fd.get(), TUNSETIFF, &ifr) < 0) {
     const int e = errno;
@@ -170,7 +189,8 @@ Result<TapDevice> TapDevice::create(const TapConfig& config) {
   ifreq idx = make_ifreq(config.name);
   if (auto ec = ifreq_ioctl(SIOCGIFINDEX, idx)) return ec;
 
-  TapDevice tap(std::move(fd), config.name, idx.ifr_ifindex, hdr_len, config.offloads);
+  TapDevice tap(std::move(fd), config.name, idx.ifr_ifindex, hdr_len, config.offloads,
+                config.multi_queue, config.non_blocking);
   if (config.mac) {
     if (auto ec = tap.set_mac(*config.mac)) return ec;
   }

@@ -51,6 +51,9 @@ struct TapConfig {
   bool vnet_hdr = true;
   TapOffloads offloads{};
   bool non_blocking = true;
+  /// IFF_MULTI_QUEUE: the TAP can have one fd per queue (attach_queue()); the kernel spreads
+  /// host->TAP traffic over the queues by flow hash.
+  bool multi_queue = false;
   std::optional<MacAddress> mac;
   std::optional<std::uint32_t> mtu;
 };
@@ -91,6 +94,10 @@ class TapDevice {
   /// Reads one frame (with its vnet header when enabled). A buffer shorter than the frame
   /// truncates it; use at least vnet_hdr_len() + 65535 + 18 bytes with TSO on.
   /// EAGAIN on a non-blocking fd is std::errc::resource_unavailable_try_again.
+  /// Opens one more queue of a multi_queue TAP: the returned fd reads/writes frames like
+  /// fd() (same vnet_hdr and offload settings); closing it detaches the queue.
+  [[nodiscard]] Result<UniqueFd> attach_queue() const;
+
   [[nodiscard]] Result<std::size_t> read(std::span<std::byte> buf);
   /// Writes one frame gathered from `iov` (vnet header first when enabled). The TAP takes
   /// whole frames: the result is the full length or an error.
@@ -98,13 +105,15 @@ class TapDevice {
 
  private:
   TapDevice(UniqueFd fd, std::string name, int ifindex, std::size_t vnet_hdr_len,
-            TapOffloads offloads);
+            TapOffloads offloads, bool multi_queue, bool non_blocking);
 
   UniqueFd fd_;
   std::string name_;
   int ifindex_ = 0;
   std::size_t vnet_hdr_len_ = 0;
   TapOffloads offloads_{};
+  bool multi_queue_ = false;
+  bool non_blocking_ = true;
 };
 
 }  // namespace unetback::net

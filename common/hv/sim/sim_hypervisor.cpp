@@ -51,6 +51,7 @@ SimHypervisor::SimHypervisor(std::string world_dir, const HypervisorOptions& opt
   own_control_ = std::make_shared<sim::MappedRegion>(std::move(*ctl));
 
   if (opts.role == Role::backend) {
+    copy_batch_ = opts.copy_batch;
     table_ = std::make_unique<sim::SimGrantTable>(*broker_, self_, opts.copy_batch);
   } else {
     if (fds.size() != 3) throw SetupError("xensim sent no domain memory");
@@ -64,6 +65,11 @@ SimHypervisor::~SimHypervisor() = default;
 GrantTable& SimHypervisor::grant_table() {
   if (!table_) throw SetupError("xensim: a frontend-role handle has no grant table");
   return *table_;
+}
+
+std::unique_ptr<GrantTable> SimHypervisor::open_grant_table() {
+  if (!table_) throw SetupError("xensim: a frontend-role handle has no grant table");
+  return std::make_unique<sim::SimGrantTable>(*broker_, self_, copy_batch_);
 }
 
 GrantSharer& SimHypervisor::grant_sharer() {

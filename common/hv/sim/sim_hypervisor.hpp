@@ -41,6 +41,7 @@ class SimHypervisor final : public Hypervisor {
 
   [[nodiscard]] DomId self() const override { return self_; }
   GrantTable& grant_table() override;
+  std::unique_ptr<GrantTable> open_grant_table() override;
   GrantSharer& grant_sharer() override;
   std::unique_ptr<EventChannel> open_event_channel() override;
   /// A LibXenStore on WORLD_DIR/dom<self>.sock.
@@ -74,6 +75,7 @@ class SimHypervisor final : public Hypervisor {
  private:
   std::string dir_;
   DomId self_{};
+  std::size_t copy_batch_ = 64;
   std::unique_ptr<sim::BrokerClient> broker_;
   std::unique_ptr<sim::ControlPageCache> peers_;
   std::shared_ptr<sim::MappedRegion> own_control_;

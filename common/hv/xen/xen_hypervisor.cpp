@@ -37,7 +37,8 @@ Result<DomId> read_own_domid() {
 
 class XenHypervisor final : public Hypervisor {
  public:
-  explicit XenHypervisor(const HypervisorOptions& opts) : role_(opts.role) {
+  explicit XenHypervisor(const HypervisorOptions& opts)
+      : role_(opts.role), copy_batch_(opts.copy_batch) {
     if (role_ == Role::backend)
       table_ = std::make_unique<XenGrantTable>(opts.copy_batch);
     else
@@ -65,6 +66,11 @@ class XenHypervisor final : public Hypervisor {
           "xen: this hypervisor handle was opened for the frontend role and has "
           "no grant table (open it with Role::backend)");
     return *table_;
+  }
+
+  std::unique_ptr<GrantTable> open_grant_table() override {
+    (void)grant_table();  // same role check and message
+    return std::make_unique<XenGrantTable>(copy_batch_);
   }
 
   GrantSharer& grant_sharer() override {
@@ -109,6 +115,7 @@ class XenHypervisor final : public Hypervisor {
   }
 
   Role role_;
+  std::size_t copy_batch_;
   std::unique_ptr<XenGrantTable> table_;
   std::unique_ptr<XenGrantSharer> sharer_;
   DomId self_{};

@@ -6,6 +6,8 @@
 #include <gtest/gtest.h>
 #include <map>
 
+#include "common/net/tap_device.hpp"
+
 namespace unetback::xenbus {
 namespace {
 
@@ -46,7 +48,7 @@ TEST(BackendConfig, ReadsWhatLibxlWrites) {
   ASSERT_TRUE(r) << r.error().key << ": " << r.error().reason;
   EXPECT_EQ(r->frontend_path, "/local/domain/5/device/vif/0");
   EXPECT_EQ(r->tap_name, "vif5.0");
-  EXPECT_EQ(r->mac, (MacAddress{0x00, 0x16, 0x3e, 0x01, 0x02, 0x03}));
+  EXPECT_EQ(r->mac, (net::MacAddress{{0x00, 0x16, 0x3e, 0x01, 0x02, 0x03}}));
   EXPECT_FALSE(r->mtu.has_value());
 }
 
@@ -121,14 +123,16 @@ TEST(BackendConfig, BadVifnameMacMtuAreRefused) {
 }
 
 TEST(BackendConfig, ValidIfnameBoundaries) {
-  EXPECT_TRUE(valid_ifname("a-name-that-is5"));  // 15 bytes
-  EXPECT_TRUE(valid_ifname("vif5.0"));
-  EXPECT_FALSE(valid_ifname("."));
-  EXPECT_FALSE(valid_ifname(std::string("a\0b", 3)));
+  EXPECT_TRUE(net::valid_ifname("a-name-that-is5"));  // 15 bytes
+  EXPECT_TRUE(net::valid_ifname("vif5.0"));
+  EXPECT_FALSE(net::valid_ifname("."));
+  EXPECT_FALSE(net::valid_ifname(std::string("a\0b", 3)));
 }
 
 TEST(BackendConfig, MacAcceptsEitherCase) {
-  EXPECT_EQ(parse_mac("AA:bb:Cc:00:ff:FF"), (MacAddress{0xaa, 0xbb, 0xcc, 0x00, 0xff, 0xff}));
+  auto mac = net::parse_mac("AA:bb:Cc:00:ff:FF");
+  ASSERT_TRUE(mac.has_value());
+  EXPECT_EQ(*mac, (net::MacAddress{{0xaa, 0xbb, 0xcc, 0x00, 0xff, 0xff}}));
 }
 
 TEST(BackendConfig, RateIsDecimalCommaDecimalEnd) {

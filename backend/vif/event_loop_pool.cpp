@@ -1,0 +1,39 @@
+#include "backend/vif/event_loop_pool.hpp"
+
+#include "common/util/log.hpp"
+#include "common/util/result.hpp"
+
+namespace unetback::vif {
+
+EventLoopPool::EventLoopPool(unsigned threads) {
+  if (threads == 0) throw SetupError("threads must be at least 1");
+  for (unsigned i = 0; i < threads; ++i) {
+    auto loop = std::make_unique<Loop>();
+    Loop* l = loop.get();
+    l->thread = std::thread([l, i] {
+      for (;;) {
+        try {
+          l->io.run();
+          return;
+        } catch (const std::exception& e) {
+          // A handler threw: log and keep the loop (and every other vif on it) alive.
+          log::write(log::Level::error, "loop" + std::to_string(i), e.what());
+        }
+      }
+    });
+    loops_.push_back(std::move(loop));
+  }
+}
+
+EventLoopPool::~EventLoopPool() {
+  for (auto& l : loops_) l->guard.reset();
+  for (auto& l : loops_) l->io.stop();
+  for (auto& l : loops_)
+    if (l->thread.joinable()) l->thread.join();
+}
+
+boost::asio::io_context& EventLoopPool::next() {
+  return loops_[next_.fetch_add(1, std::memory_order_relaxed) % loops_.size()]->io;
+}
+
+}  // namespace unetback::vif

@@ -1,0 +1,197 @@
+#include "backend/vif/rx_path.hpp"
+
+#include <algorithm>
+
+namespace unetback::vif {
+namespace {
+
+constexpr std::uint32_t kMaxSlotsPerPacket = 64;
+constexpr std::size_t kMaxChunksPerPacket = 128;
+
+std::uint32_t extras_for(const RxPacket& p) {
+  return p.offload.gso ? 1u : 0u;
+}
+
+}  // namespace
+
+RxPath::RxPath(ring::RxBackRing ring, hv::GrantTable& table, RxConfig config,
+               QueueCounters& counters)
+    : ring_(ring),
+      table_(table),
+      config_(config),
+      counters_(counters),
+      // The batch holds several calls' worth (the table splits it into calls of copy_batch
+      // segments) and always at least one whole packet's chunks.
+      batch_(table, std::max<std::size_t>(4 * config.copy_batch, kMaxChunksPerPacket)) {
+  plan_.chunks.reserve(64);
+  plan_.slot_bytes.reserve(32);
+  awaiting_flush_.reserve(config_.max_packets_per_pass);
+}
+
+RxPath::~RxPath() {
+  // Nothing queued may keep another party's buffer (or TX slots) forever.
+  flush();
+  for (auto& p : queue_)
+    if (p.release) p.release();
+}
+
+bool RxPath::enqueue(RxPacket&& p, Clock::time_point now) {
+  auto reject = [&](std::atomic<std::uint64_t>& why) {
+    QueueCounters::add(why);
+    if (p.release) p.release();
+    return false;
+  };
+  if (!config_.sg && p.len > wire::kPageSize) return reject(counters_.rx_dropped_too_big);
+  // XSA-392: a hard byte cap, whatever the frontend does with its ring.
+  if (queued_bytes_ + p.len > config_.queue_bytes && !queue_.empty())
+    return reject(counters_.rx_dropped_queue_full);
+  p.expires = now + config_.drain_timeout;
+  queued_bytes_ += p.len;
+  queue_.push_back(std::move(p));
+  return true;
+}
+
+void RxPath::drop_head(std::atomic<std::uint64_t>& reason) {
+  RxPacket& p = queue_.front();
+  QueueCounters::add(reason);
+  queued_bytes_ -= p.len;
+  if (p.release) p.release();
+  queue_.pop_front();
+}
+
+std::optional<RxPath::Clock::time_point> RxPath::next_expiry() const {
+  if (queue_.empty()) return std::nullopt;
+  return queue_.front().expires;
+}
+
+RxPath::Pass RxPath::process(Clock::time_point now) {
+  Pass pass;
+  while (!queue_.empty() && queue_.front().expires <= now) drop_head(counters_.rx_dropped_expired);
+
+  while (!queue_.empty() && pass.packets < config_.max_packets_per_pass) {
+    RxPacket& head = queue_.front();
+    plan_rx_slots(std::span(head.frags.data(), head.nr_frags), config_.coalesce, plan_);
+    if (!config_.sg && plan_.nr_slots() > 1) {
+      drop_head(counters_.rx_dropped_too_big);
+      continue;
+    }
+    const std::uint32_t needed = plan_.nr_slots() + extras_for(head);
+    if (needed > kMaxSlotsPerPacket || plan_.chunks.size() > kMaxChunksPerPacket) {
+      drop_head(counters_.rx_dropped_too_big);  // only a pathological legacy layout gets here
+      continue;
+    }
+    if (!ring_.requests_available(needed)) {
+      pass.waiting_for_slots = true;
+      if (!short_of_slots_since_) short_of_slots_since_ = now;
+      break;
+    }
+    short_of_slots_since_.reset();
+    if (batch_.room() < plan_.chunks.size()) flush();
+    deliver_head();
+    ++pass.packets;
+  }
+  if (queue_.empty()) short_of_slots_since_.reset();
+  flush();
+  if (pass.packets > 0) {
+    pass.notify = ring_.push_responses();
+    QueueCounters::add(pass.notify ? counters_.rx_notify_sent : counters_.rx_notify_suppressed);
+  }
+  return pass;
+}
+
+void RxPath::deliver_head() {
+  RxPacket p = std::move(queue_.front());
+  queue_.pop_front();
+  queued_bytes_ -= p.len;
+
+  const std::uint32_t nr_slots = plan_.nr_slots();
+  const std::uint32_t extras = extras_for(p);
+  const RingIdx first = ring_.req_cons();
+  std::array<wire::RxRequest, kMaxSlotsPerPacket> reqs{};
+  // Slot 0 is data (it holds the headers); the extra follows it; then the other data slots.
+  // Response i sits at request i's ring index (netfront ignores ids when extras are present).
+  const std::uint32_t total = nr_slots + extras;
+  for (std::uint32_t i = 0; i < total; ++i) reqs[i] = ring_.take_request();
+
+  auto ring_index_of_data_slot = [&](std::uint32_t slot) {
+    return first + (slot == 0 ? 0 : slot + extras);
+  };
+  for (const RxChunk& c : plan_.chunks) {
+    const std::uint32_t pos = c.slot == 0 ? 0 : c.slot + extras;
+    hv::GrantCopySegment seg;
+    seg.source = c.src;
+    seg.dest = hv::GrantCopyPtr::granted(config_.frontend, GrantRef{reqs[pos].gref}, c.dest_off);
+    seg.len = c.len;
+    batch_.add(seg, ring_index_of_data_slot(c.slot).value());
+  }
+  for (std::uint32_t slot = 0; slot < nr_slots; ++slot) {
+    const RingIdx at = ring_index_of_data_slot(slot);
+    wire::RxResponse rsp{};
+    rsp.id = reqs[at.since(first)].id;
+    rsp.offset = 0;
+    wire::RxFlags flags;
+    if (slot + 1 < nr_slots) flags |= wire::RxFlag::more_data;
+    if (slot == 0) {
+      flags |= p.offload.flags.without(wire::RxFlag::more_data).without(wire::RxFlag::extra_info);
+      if (extras != 0) flags |= wire::RxFlag::extra_info;
+    }
+    rsp.flags = flags.raw();
+    rsp.status = static_cast<std::int16_t>(plan_.slot_bytes[slot]);
+    rsp_shadow_[at.value() & (ring::RxBackRing::kSize - 1)] = rsp;
+    ring_.write_response_at(at, rsp);
+  }
+  if (extras != 0) {
+    wire::ExtraInfo gso{};
+    gso.type = XEN_NETIF_EXTRA_TYPE_GSO;
+    gso.flags = 0;
+    gso.u.gso.size = p.offload.gso->size;
+    gso.u.gso.type = static_cast<std::uint8_t>(p.offload.gso->type);
+    gso.u.gso.pad = 0;
+    gso.u.gso.features = 0;
+    ring_.write_response_at(first + 1, gso);
+    QueueCounters::add(counters_.rx_extras);
+  }
+  ring_.advance_responses(total);
+
+  QueueCounters::add(counters_.rx_packets);
+  QueueCounters::add(counters_.rx_bytes, p.len);
+  QueueCounters::add(counters_.rx_slots, total);
+  QueueCounters::add(counters_.rx_min_slots, rx_data_slots(p.len) + extras);
+  if (p.release) awaiting_flush_.push_back(std::move(p.release));
+}
+
+void RxPath::flush() {
+  if (batch_.empty()) {
+    for (auto& r : awaiting_flush_) r();
+    awaiting_flush_.clear();
+    return;
+  }
+  const auto before = table_.copy_stats();
+  QueueCounters::add(counters_.rx_copy_segments, batch_.size());
+  const std::size_t failed = batch_.flush([&](std::uint32_t ring_index, std::int16_t status) {
+    // The slot's response carries the (negative) GNTST status instead of a length: the
+    // frontend drops the packet; nothing aborts (XSA-362).
+    auto& rsp = rsp_shadow_[ring_index & (ring::RxBackRing::kSize - 1)];
+    rsp.status = status;
+    ring_.write_response_at(RingIdx{ring_index}, rsp);
+  });
+  QueueCounters::add(counters_.rx_copy_errors, failed);
+  QueueCounters::add(counters_.rx_copy_calls, table_.copy_stats().calls - before.calls);
+  // The copies that read these packets are done: their buffers may be reused.
+  for (auto& r : awaiting_flush_) r();
+  awaiting_flush_.clear();
+}
+
+bool RxPath::update_carrier(Clock::time_point now) {
+  const bool stalled = config_.stall_detection && short_of_slots_since_ &&
+                       now - *short_of_slots_since_ >= config_.stall_timeout;
+  if (stalled && carrier_) {
+    carrier_ = false;
+    QueueCounters::add(counters_.rx_stalls);
+  } else if (!short_of_slots_since_ && !carrier_) {
+    carrier_ = true;
+  }
+  return carrier_;
+}
+
+}  // namespace unetback::vif

@@ -1,0 +1,110 @@
+// RxPath: host->guest for one queue (netback's rx.c, netback-facts §1.2).
+//
+// Packets wait in a byte-capped queue; each one is laid into the frontend's posted buffers
+// fully coalesced (rx_slot_planner), its chunks become grant-copy segments batched across
+// packets (GrantCopyBatch), and the responses of a whole pass are pushed with one
+// conditional notify. Work starts only when the ring has the slots the head packet needs
+// (req_event armed, then rechecked); a head packet that waits too long expires, and a ring
+// that stays short of slots for the head packet for rx-stall-timeout is a stall (carrier off).
+//
+// Single-threaded: owned and driven by one queue's event loop.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <optional>
+
+#include "backend/vif/grant_copy_batch.hpp"
+#include "backend/vif/queue_counters.hpp"
+#include "backend/vif/rx_slot_planner.hpp"
+#include "common/net/vnet_hdr.hpp"
+#include "common/ring/shared_ring.hpp"
+
+namespace unetback::vif {
+
+/// At most this many source fragments per packet (a TAP frame is one; a VM->VM packet is
+/// the sender's data slots).
+inline constexpr std::size_t kMaxRxFrags = 18;
+
+/// A packet waiting for the guest. Its bytes stay valid until `release` runs (after the
+/// grant copies that read them completed, or when it is dropped).
+struct RxPacket {
+  std::array<RxFrag, kMaxRxFrags> frags{};
+  std::uint32_t nr_frags = 0;
+  std::uint32_t len = 0;
+  net::GuestRxOffload offload{};  // netif flags + GSO extra for slot 0
+  std::chrono::steady_clock::time_point expires{};
+  std::function<void()> release;  // returns the buffer (or answers the sender's TX slots)
+};
+
+struct RxConfig {
+  DomId frontend{};
+  RxCoalesce coalesce = RxCoalesce::full;
+  bool sg = true;                          // frontend feature-sg: otherwise one slot per packet
+  std::uint32_t queue_bytes = 512 * 1024;  // XSA-392: hard cap, drop beyond
+  std::chrono::milliseconds drain_timeout{10000};
+  std::chrono::milliseconds stall_timeout{60000};
+  bool stall_detection = true;  // off without feature-rx-notify (Linux)
+  std::size_t copy_batch = 64;
+  std::uint32_t max_packets_per_pass = 64;  // RX_BATCH_SIZE
+};
+
+class RxPath {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  RxPath(ring::RxBackRing ring, hv::GrantTable& table, RxConfig config, QueueCounters& counters);
+  ~RxPath();
+  RxPath(const RxPath&) = delete;
+  RxPath& operator=(const RxPath&) = delete;
+
+  /// Queues a packet; drops it (running its release, counting why) when it would exceed the
+  /// byte cap or cannot be delivered to this frontend. True if queued.
+  bool enqueue(RxPacket&& p, Clock::time_point now);
+
+  struct Pass {
+    bool notify = false;  // the frontend asked to be told about these responses
+    std::uint32_t packets = 0;
+    bool waiting_for_slots = false;  // the head packet needs more posted buffers
+  };
+  /// Drops expired head packets, then delivers as many queued packets as the ring has room
+  /// for (at most max_packets_per_pass), in one batch of copies and one push.
+  Pass process(Clock::time_point now);
+
+  /// Stall bookkeeping for the carrier (netback: carrier off after stall_timeout without
+  /// room for the head packet, on again once there is). Returns the new carrier state.
+  bool update_carrier(Clock::time_point now);
+  [[nodiscard]] bool carrier() const { return carrier_; }
+
+  [[nodiscard]] bool empty() const { return queue_.empty(); }
+  [[nodiscard]] std::uint32_t queued_bytes() const { return queued_bytes_; }
+  /// When the head packet expires (for the queue's timer), if any.
+  [[nodiscard]] std::optional<Clock::time_point> next_expiry() const;
+  [[nodiscard]] const ring::RxBackRing& ring() const { return ring_; }
+
+ private:
+  void drop_head(std::atomic<std::uint64_t>& reason);
+  /// Lays the head packet into the ring (its responses written privately, its segments
+  /// queued in the batch). The caller checked the slots are there.
+  void deliver_head();
+  void flush();
+
+  ring::RxBackRing ring_;
+  hv::GrantTable& table_;
+  RxConfig config_;
+  QueueCounters& counters_;
+  GrantCopyBatch batch_;
+  RxPlan plan_;
+  std::deque<RxPacket> queue_;
+  std::uint32_t queued_bytes_ = 0;
+  /// Packets whose copies sit in the batch: released after the flush.
+  std::vector<std::function<void()>> awaiting_flush_;
+  /// The responses written this pass, by ring slot, so a failed copy can rewrite the status.
+  std::array<wire::RxResponse, ring::RxBackRing::kSize> rsp_shadow_{};
+  std::optional<Clock::time_point> short_of_slots_since_;
+  bool carrier_ = true;
+};
+
+}  // namespace unetback::vif

@@ -1,0 +1,274 @@
+#include "backend/vif/tx_path.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace unetback::vif {
+namespace {
+
+void count_drop(QueueCounters& c, TxError e) {
+  switch (e) {
+    case TxError::too_many_slots: QueueCounters::add(c.tx_drop_too_many_slots); break;
+    case TxError::frag_larger_than_rest: QueueCounters::add(c.tx_drop_frag_size); break;
+    case TxError::runt_first_slot: QueueCounters::add(c.tx_drop_runt); break;
+    case TxError::bad_gso: QueueCounters::add(c.tx_drop_bad_gso); break;
+    default: break;
+  }
+}
+
+}  // namespace
+
+TxPath::TxPath(ring::TxBackRing ring, hv::GrantTable& table, PacketSink& sink, TxConfig config,
+               QueueCounters& counters)
+    : ring_(ring),
+      table_(table),
+      sink_(sink),
+      config_(config),
+      counters_(counters),
+      limiter_(config.zerocopy),
+      // One buffer per packet of a pass, plus the deferred one.
+      pool_(config.max_packets_per_pass + 1) {
+  pending_.reserve(config_.max_packets_per_pass);
+  segs_.reserve(config_.max_packets_per_pass * (kMaxTxSlots + 2));
+  refs_.reserve(config_.max_packets_per_pass * kMaxTxSlots);
+  parts_.reserve(config_.max_packets_per_pass * kMaxTxSlots);
+  iov_.reserve(kMaxTxSlots + 2);
+}
+
+void TxPath::respond(const TxPacket& pkt, std::int16_t status) {
+  // make_tx_response: the first request's id, a NULL response per extra, then each frag.
+  ring_.put_response(wire::TxResponse{pkt.first_id, status});
+  for (std::uint32_t i = 0; i < pkt.nr_extras; ++i)
+    ring_.put_response(wire::TxResponse{0, static_cast<std::int16_t>(wire::RspStatus::null)});
+  for (std::uint32_t i = 0; i < pkt.nr_frags; ++i) {
+    // XSA-448: a zero-size frag is answered OKAY, never turned into data; the others share
+    // the packet's fate.
+    const bool empty_frag = pkt.verdict == TxVerdict::ok && pkt.slots[1 + i].size == 0;
+    ring_.put_response(wire::TxResponse{
+        pkt.frag_ids[i], empty_frag ? static_cast<std::int16_t>(wire::RspStatus::okay) : status});
+  }
+}
+
+void TxPath::add_copy_segments(Pending& p, std::uint32_t from_byte) {
+  // Copies bytes [from_byte, total) of the packet into its buffer, slot by slot; each slot
+  // lies within one granted page (offset + size <= 4096 was checked), so one segment each.
+  std::byte* frame = pool_.frame(p.buf);
+  std::uint32_t pos = 0;
+  for (std::uint32_t i = 0; i < p.pkt.nr_slots; ++i) {
+    const TxSlot& s = p.pkt.slots[i];
+    const std::uint32_t end = pos + s.size;
+    if (end > from_byte && s.size != 0) {
+      const std::uint32_t skip = from_byte > pos ? from_byte - pos : 0;
+      hv::GrantCopySegment seg;
+      seg.source = hv::GrantCopyPtr::granted(config_.frontend, s.gref,
+                                             static_cast<std::uint16_t>(s.offset + skip));
+      seg.dest = hv::GrantCopyPtr::local(frame + pos + skip);
+      seg.len = static_cast<std::uint16_t>(s.size - skip);
+      segs_.push_back(seg);
+    }
+    pos = end;
+  }
+}
+
+void TxPath::stage(TxPacket&& pkt) {
+  Pending p;
+  p.pkt = std::move(pkt);
+  p.buf = pool_.take();
+  const auto verdict = limiter_.decide(p.pkt.total_len);
+  switch (verdict.reason) {
+    case zerocopy::CopyReason::size: QueueCounters::add(counters_.tx_copy_for_size); break;
+    case zerocopy::CopyReason::limit: QueueCounters::add(counters_.tx_copy_for_limit); break;
+    case zerocopy::CopyReason::errors: QueueCounters::add(counters_.tx_copy_for_errors); break;
+    case zerocopy::CopyReason::none: break;
+  }
+  if (verdict.decision == zerocopy::Decision::zerocopy) {
+    if (auto t = limiter_.begin()) {
+      p.zerocopy = true;
+      p.token = *t;
+    }
+  }
+  p.seg_begin = static_cast<std::uint32_t>(segs_.size());
+  if (!p.zerocopy) {
+    add_copy_segments(p, 0);
+  } else {
+    // The linear part: the first bytes gathered across however many slots hold them.
+    p.linear_len = std::min(p.pkt.total_len, kTxLinearLen);
+    std::byte* frame = pool_.frame(p.buf);
+    std::uint32_t pos = 0;
+    p.part_begin = static_cast<std::uint32_t>(parts_.size());
+    for (std::uint32_t i = 0; i < p.pkt.nr_slots; ++i) {
+      const TxSlot& s = p.pkt.slots[i];
+      if (s.size == 0) continue;
+      const std::uint32_t linear_here =
+          pos < p.linear_len ? std::min<std::uint32_t>(s.size, p.linear_len - pos) : 0;
+      if (linear_here != 0) {
+        hv::GrantCopySegment seg;
+        seg.source = hv::GrantCopyPtr::granted(config_.frontend, s.gref, s.offset);
+        seg.dest = hv::GrantCopyPtr::local(frame + pos);
+        seg.len = static_cast<std::uint16_t>(linear_here);
+        segs_.push_back(seg);
+      }
+      if (linear_here < s.size) {
+        parts_.push_back(SlotPart{static_cast<std::uint32_t>(refs_.size()),
+                                  static_cast<std::uint16_t>(s.offset + linear_here),
+                                  static_cast<std::uint16_t>(s.size - linear_here)});
+        refs_.push_back(s.gref);
+      }
+      pos += s.size;
+    }
+    p.part_end = static_cast<std::uint32_t>(parts_.size());
+  }
+  p.seg_end = static_cast<std::uint32_t>(segs_.size());
+  pending_.push_back(std::move(p));
+}
+
+TxPath::Pass TxPath::process(Clock::time_point now) {
+  Pass pass;
+  if (ring_.request_prod_overflow()) {
+    // netback: "Impossible number of requests" -> the frontend is malicious.
+    pass.fatal = true;
+    pass.fatal_reason = TxError::chain_past_available;
+    QueueCounters::add(counters_.tx_fatal);
+    return pass;
+  }
+  pending_.clear();
+  segs_.clear();
+  refs_.clear();
+  parts_.clear();
+
+  while (pending_.size() < config_.max_packets_per_pass) {
+    TxPacket pkt;
+    if (deferred_) {
+      pkt = *deferred_;
+      deferred_.reset();
+    } else {
+      if (ring_.unconsumed_requests() == 0) break;
+      pkt = parse_tx_packet(ring_, config_.limits);
+    }
+    switch (pkt.verdict) {
+      case TxVerdict::fatal:
+        pass.fatal = true;
+        pass.fatal_reason = pkt.error;
+        QueueCounters::add(counters_.tx_fatal);
+        finish_pass(pass);
+        return pass;
+      case TxVerdict::drop:
+        count_drop(counters_, pkt.error);
+        respond(pkt, static_cast<std::int16_t>(wire::RspStatus::error));
+        continue;
+      case TxVerdict::mcast:
+        // The multicast filter is advisory for a TAP (the host stack filters); accept it.
+        QueueCounters::add(counters_.tx_mcast_requests);
+        respond(pkt, static_cast<std::int16_t>(wire::RspStatus::okay));
+        continue;
+      case TxVerdict::ok: break;
+    }
+    // Rate limit: the packet is parsed (its slots consumed) but waits for credit.
+    if (!credit_.try_take(pkt.total_len, now)) {
+      deferred_ = std::move(pkt);
+      pass.retry_at = credit_.next_refill();
+      QueueCounters::add(counters_.tx_rate_limited);
+      break;
+    }
+    stage(std::move(pkt));
+  }
+  pass.more = !pass.retry_at && pending_.size() == config_.max_packets_per_pass &&
+              ring_.unconsumed_requests() > 0;
+  finish_pass(pass);
+  return pass;
+}
+
+void TxPath::finish_pass(Pass& pass) {
+  if (!segs_.empty()) {
+    const auto before = table_.copy_stats();
+    table_.copy(segs_);
+    QueueCounters::add(counters_.tx_copy_segments, segs_.size());
+    QueueCounters::add(counters_.tx_copy_calls, table_.copy_stats().calls - before.calls);
+  }
+  hv::MappedGrants mapped;
+  if (!refs_.empty()) {
+    auto m = table_.map(config_.frontend, refs_, hv::Access::read_only);
+    if (m) {
+      mapped = std::move(*m);
+    } else {
+      // All-or-nothing: one bad ref fails the pass's mapping. Those packets fall back to a
+      // plain copy of their remaining bytes (a zerocopy error for the limiter).
+      QueueCounters::add(counters_.tx_map_failures);
+      const std::size_t first_fallback_seg = segs_.size();
+      for (Pending& p : pending_) {
+        if (!p.zerocopy) continue;
+        p.zerocopy = false;
+        (void)limiter_.complete(*p.token, false);
+        p.token.reset();
+        p.fallback_begin = static_cast<std::uint32_t>(segs_.size());
+        add_copy_segments(p, p.linear_len);
+        p.fallback_end = static_cast<std::uint32_t>(segs_.size());
+      }
+      std::span<hv::GrantCopySegment> extra(segs_.data() + first_fallback_seg,
+                                            segs_.size() - first_fallback_seg);
+      if (!extra.empty()) table_.copy(extra);
+      QueueCounters::add(counters_.tx_copy_segments, extra.size());
+    }
+  }
+  for (Pending& p : pending_) deliver(p, mapped.empty() ? nullptr : &mapped);
+  mapped.reset();  // unmapped before the responses tell the guest its pages are free
+
+  pass.packets = static_cast<std::uint32_t>(pending_.size());
+  if (ring_.rsp_prod_pvt() != RingIdx{ring_.indices().rsp_prod}) {
+    pass.notify = ring_.push_responses();
+    QueueCounters::add(pass.notify ? counters_.tx_notify_sent : counters_.tx_notify_suppressed);
+  }
+  for (Pending& p : pending_) pool_.give_back(p.buf);
+  pending_.clear();
+}
+
+void TxPath::deliver(Pending& p, const hv::MappedGrants* mapped) {
+  const TxPacket& pkt = p.pkt;
+  bool ok = true;
+  for (std::uint32_t i = p.seg_begin; i < p.seg_end && ok; ++i) ok = segs_[i].status == GNTST_okay;
+  for (std::uint32_t i = p.fallback_begin; i < p.fallback_end && ok; ++i)
+    ok = segs_[i].status == GNTST_okay;
+  if (!ok) {
+    QueueCounters::add(counters_.tx_drop_copy_error);
+    if (p.token) (void)limiter_.complete(*p.token, false);
+    respond(pkt, static_cast<std::int16_t>(wire::RspStatus::error));
+    return;
+  }
+
+  std::byte* frame = pool_.frame(p.buf);
+  // Copied packets (including map fallbacks) lie whole in the buffer.
+  const std::uint32_t head_len = p.zerocopy ? p.linear_len : pkt.total_len;
+  net::GuestTxOffload offload{pkt.flags, std::nullopt};
+  if (pkt.gso) offload.gso = net::GsoInfo{pkt.gso->type, pkt.gso->size};
+  auto hdr = net::prepare_guest_tx(offload, std::span(frame, head_len), pkt.total_len);
+  std::error_code sink_error;
+  if (!hdr) {
+    QueueCounters::add(counters_.tx_drop_offload);
+  } else {
+    iov_.clear();
+    iov_.push_back(iovec{frame, head_len});
+    if (p.zerocopy) {
+      for (std::uint32_t i = p.part_begin; i < p.part_end; ++i) {
+        const SlotPart& part = parts_[i];
+        iov_.push_back(iovec{mapped->page(part.map_index) + part.offset, part.len});
+      }
+    }
+    sink_error = sink_.deliver(*hdr, iov_);
+    if (sink_error) {
+      QueueCounters::add(counters_.tx_drop_sink);
+    } else {
+      QueueCounters::add(counters_.tx_packets);
+      QueueCounters::add(counters_.tx_bytes, pkt.total_len);
+      QueueCounters::add(counters_.tx_slots, pkt.ring_slots());
+      QueueCounters::add(p.zerocopy ? counters_.tx_zerocopy : counters_.tx_copied);
+    }
+  }
+  for (std::uint32_t i = 1; i < pkt.nr_slots; ++i)
+    if (pkt.slots[i].size == 0) QueueCounters::add(counters_.tx_zero_size_slots);
+  if (p.token) (void)limiter_.complete(*p.token, true);
+  // The guest's slots were read successfully: OKAY, whatever the host side did with the
+  // frame (netback answers by grant-op status too).
+  respond(pkt, static_cast<std::int16_t>(wire::RspStatus::okay));
+}
+
+}  // namespace unetback::vif

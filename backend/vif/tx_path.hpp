@@ -1,0 +1,109 @@
+// TxPath: guest->host for one queue (netback.c's TX side, netback-facts §1.3).
+//
+// Each pass takes up to 64 packets off the TX ring (parse_tx_packet: every request copied
+// once, every rule checked on the copy), charges the `rate` credit, and lets the
+// PendingLimiter choose per packet between zerocopy (the first bytes grant-copied into a
+// linear header, the rest of each slot grant-mapped and handed to the sink straight from the
+// guest's pages) and copy (the whole packet grant-copied into backend memory). All copies of
+// a pass go in one GrantTable::copy, all maps in one GrantTable::map. A failed copy or map is
+// the guest's problem: error responses, never an abort (XSA-362). A protocol violation makes
+// process() report `fatal`; the owner disables the vif from its event loop (XSA-90).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "backend/vif/credit.hpp"
+#include "backend/vif/packet_pool.hpp"
+#include "backend/vif/packet_sink.hpp"
+#include "backend/vif/queue_counters.hpp"
+#include "backend/vif/tx_request_parser.hpp"
+#include "common/hv/grant_table.hpp"
+#include "common/ring/shared_ring.hpp"
+#include "common/zerocopy/pending_limiter.hpp"
+
+namespace unetback::vif {
+
+/// Bytes grant-copied into the linear part ahead of the mapped data: netback's
+/// XEN_NETBACK_TX_COPY_LEN is 128; we take 256 so IPv6 extension headers and TCP options
+/// still land in it (XSA-423: all protocol headers linear, gathered across tiny slots).
+inline constexpr std::uint32_t kTxLinearLen = 256;
+
+struct TxConfig {
+  DomId frontend{};
+  TxParseLimits limits{};
+  zerocopy::LimiterConfig zerocopy{};
+  std::uint32_t max_packets_per_pass = 64;  // NAPI budget
+};
+
+class TxPath {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  TxPath(ring::TxBackRing ring, hv::GrantTable& table, PacketSink& sink, TxConfig config,
+         QueueCounters& counters);
+
+  struct Pass {
+    bool notify = false;
+    bool fatal = false;
+    TxError fatal_reason = TxError::none;
+    std::uint32_t packets = 0;
+    /// Stopped by the rate limit: call again at `retry_at`.
+    std::optional<Clock::time_point> retry_at;
+    /// More requests were left (budget exhausted): call again soon.
+    bool more = false;
+  };
+  Pass process(Clock::time_point now);
+
+  void set_rate(std::uint64_t bytes, std::uint64_t usecs, Clock::time_point now) {
+    credit_.set_rate(bytes, usecs, now);
+  }
+  /// RING_FINAL_CHECK_FOR_REQUESTS: true if requests arrived after all (call process()
+  /// again); otherwise the frontend will notify on its next request.
+  [[nodiscard]] bool final_check() { return ring_.final_check_for_requests(); }
+  [[nodiscard]] const ring::TxBackRing& ring() const { return ring_; }
+  [[nodiscard]] const zerocopy::PendingLimiter& limiter() const { return limiter_; }
+
+ private:
+  struct SlotPart {           // a piece of a data slot that is mapped (zerocopy)
+    std::uint32_t map_index;  // page index in this pass's mapping
+    std::uint16_t offset;     // in that page
+    std::uint16_t len;
+  };
+  struct Pending {
+    TxPacket pkt;
+    int buf = -1;
+    bool zerocopy = false;
+    std::optional<zerocopy::Token> token;
+    std::uint32_t seg_begin = 0, seg_end = 0;            // its copy segments in segs_
+    std::uint32_t fallback_begin = 0, fallback_end = 0;  // remainder copied after a failed map
+    std::uint32_t part_begin = 0, part_end = 0;          // its mapped parts in parts_
+    std::uint32_t linear_len = 0;                        // zerocopy: bytes in the linear buffer
+  };
+
+  /// Handles one parsed packet of verdict ok: queues its copy segments (and map refs).
+  void stage(TxPacket&& pkt);
+  void add_copy_segments(Pending& p, std::uint32_t from_byte);
+  void respond(const TxPacket& pkt, std::int16_t status);
+  void finish_pass(Pass& pass);
+  void deliver(Pending& p, const hv::MappedGrants* mapped);
+
+  ring::TxBackRing ring_;
+  hv::GrantTable& table_;
+  PacketSink& sink_;
+  TxConfig config_;
+  QueueCounters& counters_;
+  zerocopy::PendingLimiter limiter_;
+  Credit credit_;
+  PacketPool pool_;
+  std::optional<TxPacket> deferred_;  // parsed, waiting for credit (or for the zerocopy limit)
+  std::vector<Pending> pending_;
+  std::vector<hv::GrantCopySegment> segs_;
+  std::vector<GrantRef> refs_;
+  std::vector<SlotPart> parts_;
+  std::vector<iovec> iov_;
+};
+
+}  // namespace unetback::vif

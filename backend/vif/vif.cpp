@@ -1,0 +1,217 @@
+#include "backend/vif/vif.hpp"
+
+#include <fcntl.h>
+
+#include "common/util/log.hpp"
+
+namespace unetback::vif {
+namespace {
+
+std::string vif_prefix(DomId fe, DevId dev) {
+  return "vif" + std::to_string(fe.value()) + "." + std::to_string(dev.value());
+}
+
+}  // namespace
+
+Vif::Vif(hv::Hypervisor& hv, EventLoopPool& loops, DomId frontend, DevId devid,
+         daemon::Tunables tunables, std::function<void()> on_disabled)
+    : hv_(hv),
+      loops_(loops),
+      frontend_(frontend),
+      devid_(devid),
+      tunables_(tunables),
+      on_disabled_(std::move(on_disabled)),
+      prefix_(vif_prefix(frontend, devid)) {}
+
+Vif::~Vif() {
+  disconnect();
+  destroy_tap();
+}
+
+std::error_code Vif::create_tap(const xenbus::BackendConfig& be) {
+  if (tap_) return {};
+  net::TapConfig cfg;
+  cfg.name = be.tap_name;
+  cfg.vnet_hdr = true;
+  cfg.multi_queue = true;
+  cfg.non_blocking = true;
+  // Until a frontend says what it takes, the host hands us plain frames.
+  cfg.offloads = {};
+  if (be.mtu) cfg.mtu = *be.mtu;
+  auto tap = net::TapDevice::create(cfg);
+  if (!tap) {
+    log::write(log::Level::error, prefix_,
+               "cannot create TAP " + be.tap_name + ": " + tap.error().message());
+    return tap.error();
+  }
+  tap_.emplace(std::move(*tap));
+  log::write(log::Level::info, prefix_, "created TAP " + tap_->name());
+  return {};
+}
+
+void Vif::destroy_tap() {
+  if (!tap_) return;
+  log::write(log::Level::info, prefix_, "removing TAP " + tap_->name());
+  tap_.reset();
+}
+
+Result<std::unique_ptr<VifQueue>> Vif::make_queue(const xenbus::FrontendConfig& fe,
+                                                  std::uint32_t index, const xenbus::Rate& rate) {
+  const xenbus::QueueConfig& q = fe.queues[index];
+  QueueResources res;
+  res.id = QueueId{index};
+  try {
+    res.table = hv_.open_grant_table();
+    res.evtchn = hv_.open_event_channel();
+  } catch (const SetupError& e) {
+    log::write(log::Level::error, prefix_, e.what());
+    return std::errc::no_such_device;
+  }
+  // The ring pages: we write responses into them, so read-write.
+  const GrantRef tx_ref[] = {q.tx_ring_ref};
+  const GrantRef rx_ref[] = {q.rx_ring_ref};
+  auto tx_page = res.table->map(frontend_, tx_ref, hv::Access::read_write);
+  if (!tx_page) return tx_page.error();
+  res.tx_page = std::move(*tx_page);
+  auto rx_page = res.table->map(frontend_, rx_ref, hv::Access::read_write);
+  if (!rx_page) return rx_page.error();
+  res.rx_page = std::move(*rx_page);
+  // netback refuses rings whose frontend claims more requests than fit (-EIO).
+  auto tx_ring = ring::TxBackRing::attach(res.tx_page.data());
+  if (!tx_ring) return tx_ring.error();
+  res.tx_ring = *tx_ring;
+  auto rx_ring = ring::RxBackRing::attach(res.rx_page.data());
+  if (!rx_ring) return rx_ring.error();
+  res.rx_ring = *rx_ring;
+
+  auto tx_port = res.evtchn->bind_interdomain(frontend_, q.evtchn_tx);
+  if (!tx_port) return tx_port.error();
+  res.tx_port = hv::BoundPort(*res.evtchn, *tx_port);
+  if (q.split_event_channels()) {
+    auto rx_port = res.evtchn->bind_interdomain(frontend_, q.evtchn_rx);
+    if (!rx_port) return rx_port.error();
+    res.rx_port = hv::BoundPort(*res.evtchn, *rx_port);
+  }
+
+  if (index == 0) {
+    const int fd = ::fcntl(tap_->fd(), F_DUPFD_CLOEXEC, 0);
+    if (fd < 0) return last_errno();
+    res.tap_fd.reset(fd);
+  } else {
+    auto fd = tap_->attach_queue();
+    if (!fd) return fd.error();
+    res.tap_fd = std::move(*fd);
+  }
+
+  res.offloads.sg = fe.sg;
+  res.offloads.gso_tcpv4 = fe.sg && fe.gso_tcpv4;
+  res.offloads.gso_tcpv6 = fe.sg && fe.gso_tcpv6;
+  res.offloads.csum_ipv4 = fe.csum_ipv4;
+  res.offloads.csum_ipv6 = fe.csum_ipv6;
+
+  res.rx.frontend = frontend_;
+  res.rx.coalesce = tunables_.rx_coalesce_full ? RxCoalesce::full : RxCoalesce::legacy;
+  res.rx.sg = fe.sg;
+  res.rx.queue_bytes = tunables_.rx_queue_bytes;
+  // Without feature-rx-notify the frontend never kicks on refill: Linux then drains after
+  // 30 ms and does no stall detection.
+  res.rx.drain_timeout = fe.rx_notify ? std::chrono::milliseconds(tunables_.rx_drain_timeout_ms)
+                                      : std::chrono::milliseconds(30);
+  res.rx.stall_timeout = std::chrono::milliseconds(tunables_.rx_stall_timeout_ms);
+  res.rx.stall_detection = fe.rx_notify;
+  res.rx.copy_batch = tunables_.copy_batch;
+
+  res.tx.frontend = frontend_;
+  res.tx.limits.fatal_skb_slots = tunables_.fatal_skb_slots;
+  res.tx.zerocopy.goodcopy_len = tunables_.goodcopy_len;
+  res.tx.zerocopy.max_pending = tunables_.max_pending;
+  res.tx.zerocopy.ring_size = ring::TxBackRing::kSize;
+  res.tx.zerocopy.fallback = tunables_.zerocopy_fallback;
+  res.rate_bytes = rate.bytes;
+  res.rate_usecs = rate.usecs;
+
+  const std::string qprefix = prefix_ + "-q" + std::to_string(index);
+  auto queue = std::make_unique<VifQueue>(loops_.next(), std::move(res), qprefix,
+                                          [this](const std::string& why) {
+                                            if (!disabled_.exchange(true)) {
+                                              disabled_reason_ = why;
+                                              if (on_disabled_) on_disabled_();
+                                            }
+                                          });
+  return queue;
+}
+
+std::error_code Vif::connect(const xenbus::FrontendConfig& fe, const xenbus::BackendConfig&,
+                             const xenbus::Rate& rate) {
+  if (!tap_) return std::make_error_code(std::errc::no_such_device);
+  disconnect();
+  disabled_ = false;
+  // The host side may now hand us what this frontend accepts on guest RX.
+  net::TapOffloads off;
+  off.csum = fe.csum_ipv4 || fe.csum_ipv6;
+  off.tso4 = off.csum && fe.sg && fe.gso_tcpv4;
+  off.tso6 = off.csum && fe.sg && fe.gso_tcpv6;
+  if (auto ec = tap_->set_offloads(off)) {
+    log::write(log::Level::warn, prefix_, "cannot set TAP offloads: " + ec.message());
+  }
+  std::vector<std::unique_ptr<VifQueue>> queues;
+  for (std::uint32_t i = 0; i < fe.queues.size(); ++i) {
+    auto q = make_queue(fe, i, rate);
+    if (!q) {
+      log::write(log::Level::warn, prefix_,
+                 "queue " + std::to_string(i) + ": cannot connect: " + q.error().message());
+      return q.error();  // the queues made so far are released here (all-or-nothing)
+    }
+    queues.push_back(std::move(*q));
+  }
+  for (auto& q : queues) q->start();
+  {
+    const std::lock_guard lock(mu_);
+    queues_ = std::move(queues);
+  }
+  log::write(log::Level::info, prefix_,
+             "connected: " + std::to_string(fe.queues.size()) +
+                 " queue(s), sg=" + std::to_string(fe.sg) +
+                 " gso4=" + std::to_string(fe.gso_tcpv4) + " gso6=" + std::to_string(fe.gso_tcpv6));
+  return {};
+}
+
+void Vif::disconnect() {
+  std::vector<std::unique_ptr<VifQueue>> queues;
+  {
+    const std::lock_guard lock(mu_);
+    queues.swap(queues_);
+  }
+  for (auto& q : queues) q->stop();
+  if (!queues.empty()) log::write(log::Level::info, prefix_, "disconnected");
+  queues.clear();  // unbinds the ports, unmaps the rings, detaches the TAP queues
+}
+
+void Vif::rate_changed(const xenbus::Rate& rate) {
+  const std::lock_guard lock(mu_);
+  for (auto& q : queues_) q->set_rate(rate.bytes, rate.usecs);
+}
+
+void Vif::multicast_control_changed(bool enabled) {
+  // The host stack filters multicast for a TAP; the frontend's filter list is accepted
+  // (MCAST_ADD/DEL answered OKAY) but has nothing to program.
+  log::write(log::Level::debug, prefix_,
+             std::string("multicast control ") + (enabled ? "on" : "off"));
+}
+
+daemon::VifReport Vif::report() const {
+  daemon::VifReport r;
+  r.frontend = frontend_;
+  r.devid = devid_;
+  r.tap_name = tap_ ? tap_->name() : std::string();
+  const std::lock_guard lock(mu_);
+  r.connected = !queues_.empty();
+  r.carrier = r.connected;
+  for (const auto& q : queues_) {
+    r.queues.push_back(q->report());
+    r.carrier = r.carrier && q->carrier();
+  }
+  return r;
+}
+
+}  // namespace unetback::vif

@@ -1,0 +1,79 @@
+// Vif: one virtual interface of one guest, as the daemon drives it (daemon::VifHandle).
+//
+// create_tap() makes the host side `vif<domid>.<devid>` (multi-queue, vnet_hdr, offloads)
+// before the backend announces InitWait, so the hotplug script finds it; connect() maps each
+// queue's rings, binds its event channels and starts it on an event-loop thread;
+// disconnect() stops and releases everything; destroy_tap() removes the host side.
+// All of these run on the daemon's thread; the data paths run on the queues' threads.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backend/daemon/vif_factory.hpp"
+#include "backend/vif/event_loop_pool.hpp"
+#include "backend/vif/vif_queue.hpp"
+#include "common/hv/hypervisor.hpp"
+#include "common/net/tap_device.hpp"
+
+namespace unetback::vif {
+
+class Vif final : public daemon::VifHandle {
+ public:
+  /// `on_disabled` runs (on a queue's thread) when the data path finds a protocol violation;
+  /// the daemon then calls disabled() from its own thread and reports it through xenbus.
+  Vif(hv::Hypervisor& hv, EventLoopPool& loops, DomId frontend, DevId devid,
+      daemon::Tunables tunables, std::function<void()> on_disabled);
+  ~Vif() override;
+
+  std::error_code create_tap(const xenbus::BackendConfig& be) override;
+  void destroy_tap() override;
+  std::error_code connect(const xenbus::FrontendConfig& fe, const xenbus::BackendConfig& be,
+                          const xenbus::Rate& rate) override;
+  void disconnect() override;
+  void rate_changed(const xenbus::Rate& rate) override;
+  void multicast_control_changed(bool enabled) override;
+
+  [[nodiscard]] daemon::VifReport report() const override;
+  [[nodiscard]] bool disabled() const override { return disabled_.load(); }
+  [[nodiscard]] const std::string& disabled_reason() const { return disabled_reason_; }
+
+ private:
+  Result<std::unique_ptr<VifQueue>> make_queue(const xenbus::FrontendConfig& fe,
+                                               std::uint32_t index, const xenbus::Rate& rate);
+
+  hv::Hypervisor& hv_;
+  EventLoopPool& loops_;
+  DomId frontend_;
+  DevId devid_;
+  daemon::Tunables tunables_;
+  std::function<void()> on_disabled_;
+  std::string prefix_;
+  std::optional<net::TapDevice> tap_;
+  mutable std::mutex mu_;  // guards queues_ against report() from the control thread
+  std::vector<std::unique_ptr<VifQueue>> queues_;
+  std::atomic<bool> disabled_{false};
+  std::string disabled_reason_;
+};
+
+class VifFactoryImpl final : public daemon::VifFactory {
+ public:
+  VifFactoryImpl(hv::Hypervisor& hv, EventLoopPool& loops, std::function<void()> on_disabled)
+      : hv_(hv), loops_(loops), on_disabled_(std::move(on_disabled)) {}
+  std::unique_ptr<daemon::VifHandle> make_vif(DomId frontend, DevId devid,
+                                              const daemon::Tunables& tunables) override {
+    return std::make_unique<Vif>(hv_, loops_, frontend, devid, tunables, on_disabled_);
+  }
+
+ private:
+  hv::Hypervisor& hv_;
+  EventLoopPool& loops_;
+  std::function<void()> on_disabled_;
+};
+
+}  // namespace unetback::vif

@@ -1,0 +1,280 @@
+#include "backend/vif/vif_queue.hpp"
+
+#include <array>
+#include <boost/asio/post.hpp>
+#include <fcntl.h>
+#include <future>
+#include <unistd.h>
+
+#include "common/util/log.hpp"
+
+namespace unetback::vif {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+/// Host->TAP frames buffered per queue before the guest takes them (virtual: untouched
+/// buffer pages cost nothing).
+constexpr std::size_t kRxPoolBuffers = 256;
+/// Frames read from the TAP per wakeup before the ring is served.
+constexpr int kTapReadBudget = 64;
+constexpr auto kHousekeepingPeriod = std::chrono::milliseconds(100);
+
+int dup_or_throw(int fd) {
+  const int d = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (d < 0) throw SetupError("dup: " + last_errno().message());
+  return d;
+}
+
+}  // namespace
+
+std::error_code VifQueue::TapSink::deliver(const net::VirtioNetHdr& hdr,
+                                           std::span<const iovec> frame) {
+  std::array<iovec, kMaxTxSlots + 4> iov{};
+  if (frame.size() + 1 > iov.size()) return std::make_error_code(std::errc::message_size);
+  iov[0] = iovec{const_cast<net::VirtioNetHdr*>(&hdr), net::kVnetHdrLen};
+  for (std::size_t i = 0; i < frame.size(); ++i) iov[i + 1] = frame[i];
+  const ssize_t n = ::writev(fd_, iov.data(), static_cast<int>(frame.size() + 1));
+  if (n < 0) return last_errno();
+  return {};
+}
+
+VifQueue::VifQueue(boost::asio::io_context& io, QueueResources res, std::string log_prefix,
+                   std::function<void(std::string)> on_fatal)
+    : io_(io),
+      res_(std::move(res)),
+      prefix_(std::move(log_prefix)),
+      on_fatal_(std::move(on_fatal)),
+      counters_(std::make_unique<QueueCounters>()),
+      sink_(res_.tap_fd.get()),
+      rx_pool_(kRxPoolBuffers),
+      evtchn_sd_(io, dup_or_throw(res_.evtchn->fd())),
+      tap_sd_(io, dup_or_throw(res_.tap_fd.get())),
+      housekeeping_(io),
+      tx_retry_(io) {
+  tx_.emplace(*res_.tx_ring, *res_.table, sink_, res_.tx, *counters_);
+  tx_->set_rate(res_.rate_bytes, res_.rate_usecs, Clock::now());
+  rx_.emplace(*res_.rx_ring, *res_.table, res_.rx, *counters_);
+}
+
+VifQueue::~VifQueue() {
+  // stop() ran: no handler refers to us. Members go in reverse order: paths (which release
+  // queued packets), then ports (unbind), then the ring pages (unmap), then the table.
+  rx_.reset();
+  tx_.reset();
+}
+
+void VifQueue::start() {
+  boost::asio::post(io_, [this] {
+    do_wait_event();
+    do_wait_tap();
+    arm_housekeeping();
+    // Work may have been queued before we bound (netfront transmits at once): look now.
+    run_tx();
+    run_rx();
+  });
+}
+
+void VifQueue::stop() {
+  std::promise<void> stopped;
+  boost::asio::post(io_, [this] {
+    stopped_ = true;
+    boost::system::error_code ignored;
+    evtchn_sd_.cancel(ignored);
+    tap_sd_.cancel(ignored);
+    housekeeping_.cancel();
+    tx_retry_.cancel();
+  });
+  // The cancelled operations' handlers are queued by now; this runs after them.
+  boost::asio::post(io_, [&stopped] { stopped.set_value(); });
+  stopped.get_future().wait();
+}
+
+void VifQueue::set_rate(std::uint64_t bytes, std::uint64_t usecs) {
+  boost::asio::post(io_, [this, bytes, usecs] {
+    if (stopped_) return;
+    tx_->set_rate(bytes, usecs, Clock::now());
+    run_tx();
+  });
+}
+
+daemon::QueueReport VifQueue::report() {
+  std::promise<daemon::QueueReport> done;
+  boost::asio::post(io_, [this, &done] {
+    daemon::QueueReport r;
+    r.queue = res_.id;
+    r.counters = counters_->snapshot();
+    r.tx_ring = tx_->ring().indices();
+    r.rx_ring = rx_->ring().indices();
+    r.counters.emplace_back("rx_queued_bytes", rx_->queued_bytes());
+    r.counters.emplace_back("tx_zerocopy_in_flight", tx_->limiter().in_flight());
+    done.set_value(std::move(r));
+  });
+  return done.get_future().get();
+}
+
+void VifQueue::do_wait_event() {
+  evtchn_sd_.async_wait(boost::asio::posix::stream_descriptor::wait_read,
+                        [this](const boost::system::error_code& ec) { on_event(ec); });
+}
+
+void VifQueue::on_event(const boost::system::error_code& ec) {
+  if (stopped_ || ec) return;
+  QueueCounters::add(counters_->events);
+  bool tx = false, rx = false;
+  for (;;) {
+    auto port = res_.evtchn->pending();
+    if (!port || !*port) break;
+    if (**port == res_.tx_port.port()) tx = true;
+    if (!res_.rx_port.bound() || **port == res_.rx_port.port()) {
+      rx = true;
+      if (!res_.rx_port.bound()) tx = true;  // one shared channel
+    }
+  }
+  const auto tx_before = counters_->tx_packets.load(std::memory_order_relaxed);
+  const auto rx_before = counters_->rx_packets.load(std::memory_order_relaxed);
+  if (tx) run_tx();
+  if (rx) run_rx();
+  if (stopped_) return;
+  if (counters_->tx_packets.load(std::memory_order_relaxed) == tx_before &&
+      counters_->rx_packets.load(std::memory_order_relaxed) == rx_before) {
+    QueueCounters::add(counters_->spurious_events);
+  }
+  // Unmask only after the work is done (the lateeoi discipline of XSA-332): an event storm
+  // costs the guest its own wakeups, not dom0's CPU.
+  (void)res_.tx_port.unmask();
+  if (res_.rx_port.bound()) (void)res_.rx_port.unmask();
+  do_wait_event();
+}
+
+void VifQueue::run_tx() {
+  if (stopped_) return;
+  for (int round = 0; round < 4; ++round) {
+    const auto pass = tx_->process(Clock::now());
+    if (pass.notify) (void)res_.tx_port.notify();
+    if (pass.fatal) {
+      fail(std::string("guest TX: ") + std::string(tx_error_name(pass.fatal_reason)));
+      return;
+    }
+    if (pass.retry_at) {
+      arm_tx_retry(*pass.retry_at);
+      return;
+    }
+    if (pass.more) continue;
+    // Out of requests: arm req_event and look once more (RING_FINAL_CHECK_FOR_REQUESTS).
+    if (!tx_->final_check()) return;
+  }
+  // Budget spent with work left: yield to the other queues on this thread, then go on.
+  boost::asio::post(io_, [this] { run_tx(); });
+}
+
+void VifQueue::run_rx() {
+  if (stopped_) return;
+  const auto pass = rx_->process(Clock::now());
+  if (pass.notify) {
+    if (res_.rx_port.bound()) {
+      (void)res_.rx_port.notify();
+    } else {
+      (void)res_.tx_port.notify();
+    }
+  }
+  carrier_.store(rx_->update_carrier(Clock::now()), std::memory_order_relaxed);
+  if (!rx_->empty() && !pass.waiting_for_slots) {
+    boost::asio::post(io_, [this] { run_rx(); });
+  }
+  // Buffers came back: take frames from the TAP again.
+  if (!tap_waiting_ && rx_pool_.free_count() > 0) do_wait_tap();
+}
+
+void VifQueue::do_wait_tap() {
+  if (stopped_ || tap_waiting_) return;
+  tap_waiting_ = true;
+  tap_sd_.async_wait(boost::asio::posix::stream_descriptor::wait_read,
+                     [this](const boost::system::error_code& ec) { on_tap_readable(ec); });
+}
+
+void VifQueue::on_tap_readable(const boost::system::error_code& ec) {
+  tap_waiting_ = false;
+  if (stopped_ || ec) return;
+  read_tap_frames();
+  run_rx();
+}
+
+void VifQueue::read_tap_frames() {
+  const auto now = Clock::now();
+  for (int i = 0; i < kTapReadBudget; ++i) {
+    const int buf = rx_pool_.take();
+    if (buf < 0) return;  // all buffers wait for the guest: stop reading (the TAP queues)
+    std::byte* frame = rx_pool_.frame(buf);
+    std::byte* hdr = frame - net::kVnetHdrLen;
+    const ssize_t n = ::read(res_.tap_fd.get(), hdr, net::kVnetHdrLen + PacketPool::kMaxFrame);
+    if (n <= static_cast<ssize_t>(net::kVnetHdrLen)) {
+      rx_pool_.give_back(buf);
+      return;  // EAGAIN (drained), or an empty read
+    }
+    const std::size_t len = static_cast<std::size_t>(n) - net::kVnetHdrLen;
+    const auto vh = net::load_vnet_hdr(std::span(hdr, net::kVnetHdrLen));
+    auto offload = net::map_tap_rx(*vh, res_.offloads, std::span(frame, len), len);
+    if (offload && offload->complete_checksum) {
+      std::array<std::span<std::byte>, 1> parts{std::span(frame, len)};
+      if (net::complete_checksum(parts, offload->csum_start, offload->csum_offset))
+        offload = std::make_error_code(std::errc::invalid_argument);
+    }
+    if (!offload) {
+      QueueCounters::add(counters_->rx_dropped_offload);
+      rx_pool_.give_back(buf);
+      continue;
+    }
+    RxPacket p;
+    p.frags[0] = RxFrag{hv::GrantCopyPtr::local(frame), static_cast<std::uint32_t>(len)};
+    p.nr_frags = 1;
+    p.len = static_cast<std::uint32_t>(len);
+    p.offload = *offload;
+    p.release = [this, buf] { rx_pool_.give_back(buf); };
+    (void)rx_->enqueue(std::move(p), now);
+  }
+  // Budget used up with frames left: come back after serving the ring.
+  boost::asio::post(io_, [this] {
+    if (!stopped_) {
+      read_tap_frames();
+      run_rx();
+    }
+  });
+}
+
+void VifQueue::arm_housekeeping() {
+  housekeeping_.expires_after(kHousekeepingPeriod);
+  housekeeping_.async_wait([this](const boost::system::error_code& ec) {
+    if (stopped_ || ec) return;
+    // Expiry and stall detection run even when no event arrives (a guest that stopped
+    // posting buffers sends none).
+    run_rx();
+    arm_housekeeping();
+  });
+}
+
+void VifQueue::arm_tx_retry(Clock::time_point at) {
+  if (tx_retry_armed_) return;
+  tx_retry_armed_ = true;
+  tx_retry_.expires_at(at);
+  tx_retry_.async_wait([this](const boost::system::error_code& ec) {
+    tx_retry_armed_ = false;
+    if (stopped_ || ec) return;
+    run_tx();
+  });
+}
+
+void VifQueue::fail(const std::string& why) {
+  // Stop serving this frontend at once; the teardown itself happens from the daemon's
+  // thread through xenbus.
+  stopped_ = true;
+  boost::system::error_code ignored;
+  evtchn_sd_.cancel(ignored);
+  tap_sd_.cancel(ignored);
+  housekeeping_.cancel();
+  tx_retry_.cancel();
+  log::write(log::Level::warn, prefix_, "disabling the vif: " + why);
+  if (on_fatal_) on_fatal_(why);
+}
+
+}  // namespace unetback::vif

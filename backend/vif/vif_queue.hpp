@@ -1,0 +1,106 @@
+// VifQueue: one queue of a connected vif, on one event-loop thread. It owns the queue's
+// mapped ring pages, event-channel ports, grant-table handle and TAP queue fd, and wires the
+// event sources to the two data paths:
+//   event channel (tx/rx port)  -> TxPath::process / RxPath::process, then unmask
+//   TAP readable                -> frames into RxPath's queue, then RxPath::process
+//   timers                      -> RX expiry and stall (carrier), TX rate-limit retry
+// A protocol violation found by TxPath stops the queue and calls on_fatal (the vif reports
+// it to xenbus from the daemon's thread, never from here: XSA-90).
+#pragma once
+
+#include <atomic>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>  // before Boost.Asio (Boost 1.74 + C++20)
+
+#include "backend/daemon/vif_factory.hpp"
+#include "backend/vif/packet_pool.hpp"
+#include "backend/vif/packet_sink.hpp"
+#include "backend/vif/queue_counters.hpp"
+#include "backend/vif/rx_path.hpp"
+#include "backend/vif/tx_path.hpp"
+#include "common/hv/event_channel.hpp"
+#include "common/util/unique_fd.hpp"
+
+namespace unetback::vif {
+
+/// Everything a queue needs, prepared (mapped, bound, attached) by Vif::connect.
+struct QueueResources {
+  QueueId id{};
+  std::unique_ptr<hv::GrantTable> table;  // this thread's own handle (copy is not reentrant)
+  hv::MappedGrants tx_page, rx_page;      // the ring pages (unmapped last)
+  std::optional<ring::TxBackRing> tx_ring;
+  std::optional<ring::RxBackRing> rx_ring;
+  std::unique_ptr<hv::EventChannel> evtchn;
+  hv::BoundPort tx_port, rx_port;    // rx_port unbound when the channel is shared
+  UniqueFd tap_fd;                   // this queue's TAP fd (vnet_hdr, non-blocking)
+  net::FrontendOffloads offloads{};  // what the frontend takes on guest RX
+  RxConfig rx;
+  TxConfig tx;
+  std::uint64_t rate_bytes = ~std::uint64_t{0}, rate_usecs = 0;
+};
+
+class VifQueue {
+ public:
+  VifQueue(boost::asio::io_context& io, QueueResources res, std::string log_prefix,
+           std::function<void(std::string)> on_fatal);
+  ~VifQueue();  // requires stop() first
+  VifQueue(const VifQueue&) = delete;
+  VifQueue& operator=(const VifQueue&) = delete;
+
+  /// Starts waiting for events and frames (on the queue's thread).
+  void start();
+  /// Stops everything and waits until no handler of this queue can run any more; then the
+  /// object may be destroyed (which unbinds the ports and unmaps the rings). Any thread.
+  void stop();
+
+  void set_rate(std::uint64_t bytes, std::uint64_t usecs);
+  /// Counters and ring indices, read on the queue's thread. Any thread.
+  [[nodiscard]] daemon::QueueReport report();
+  [[nodiscard]] bool carrier() const { return carrier_.load(std::memory_order_relaxed); }
+
+ private:
+  class TapSink final : public PacketSink {
+   public:
+    explicit TapSink(int fd) : fd_(fd) {}
+    std::error_code deliver(const net::VirtioNetHdr& hdr, std::span<const iovec> frame) override;
+
+   private:
+    int fd_;
+  };
+
+  void do_wait_event();
+  void on_event(const boost::system::error_code& ec);
+  void do_wait_tap();
+  void on_tap_readable(const boost::system::error_code& ec);
+  void read_tap_frames();
+  void run_tx();
+  void run_rx();
+  void arm_housekeeping();
+  void arm_tx_retry(std::chrono::steady_clock::time_point at);
+  void fail(const std::string& why);
+
+  boost::asio::io_context& io_;
+  QueueResources res_;
+  std::string prefix_;
+  std::function<void(std::string)> on_fatal_;
+  std::unique_ptr<QueueCounters> counters_;
+  TapSink sink_;
+  std::optional<TxPath> tx_;
+  std::optional<RxPath> rx_;
+  PacketPool rx_pool_;
+  boost::asio::posix::stream_descriptor evtchn_sd_;
+  boost::asio::posix::stream_descriptor tap_sd_;
+  boost::asio::steady_timer housekeeping_;
+  boost::asio::steady_timer tx_retry_;
+  bool tap_waiting_ = false;
+  bool tx_retry_armed_ = false;
+  bool stopped_ = false;
+  std::atomic<bool> carrier_{true};
+};
+
+}  // namespace unetback::vif
