@@ -1,0 +1,225 @@
+#include "frontend-shim/netfront.hpp"
+
+#include <algorithm>
+#include <poll.h>
+
+#include "common/util/log.hpp"
+
+namespace unetback::netfront {
+
+NetfrontStats& NetfrontStats::operator+=(const NetfrontStats& o) {
+  tx_packets += o.tx_packets;
+  tx_bytes += o.tx_bytes;
+  tx_slots += o.tx_slots;
+  tx_zerocopy += o.tx_zerocopy;
+  tx_copy += o.tx_copy;
+  tx_busy += o.tx_busy;
+  tx_completed += o.tx_completed;
+  tx_error_responses += o.tx_error_responses;
+  tx_bad_response_id += o.tx_bad_response_id;
+  tx_pages_held += o.tx_pages_held;
+  tx_notify_sent += o.tx_notify_sent;
+  tx_notify_suppressed += o.tx_notify_suppressed;
+  rx_packets += o.rx_packets;
+  rx_bytes += o.rx_bytes;
+  rx_slots += o.rx_slots;
+  for (std::size_t i = 0; i < rx_drops.size(); ++i) rx_drops[i] += o.rx_drops[i];
+  rx_refills += o.rx_refills;
+  rx_requests_posted += o.rx_requests_posted;
+  rx_notify_sent += o.rx_notify_sent;
+  rx_notify_suppressed += o.rx_notify_suppressed;
+  broken += o.broken;
+  return *this;
+}
+
+namespace {
+
+const std::string kStateToken = "netfront-backend-state";
+
+std::optional<std::string> read_opt(hv::XenStore& xs, const std::string& path) {
+  auto r = xs.read(path);
+  if (!r) return std::nullopt;
+  return std::move(*r);
+}
+
+}  // namespace
+
+Netfront::Netfront(hv::Hypervisor& hv, NetfrontOptions opts)
+    : hv_(hv), opts_(std::move(opts)), xs_(hv.open_xenstore()) {
+  if (auto problem = zerocopy::config_problem(opts_.tx_limiter))
+    throw SetupError("netfront: bad tx_limiter: " + *problem);
+  if (opts_.queues == 0 || opts_.rx_budget == 0)
+    throw SetupError("netfront: queues and rx_budget must be >= 1");
+  fe_dir_ = "/local/domain/" + std::to_string(hv_.self().value()) + "/device/vif/" +
+            std::to_string(opts_.devid.value());
+}
+
+Netfront::~Netfront() {
+  disconnect(std::chrono::milliseconds(0));
+}
+
+std::error_code Netfront::wait_backend_state(XenbusState want,
+                                             std::chrono::steady_clock::time_point deadline,
+                                             bool at_least) {
+  auto watch = hv::XsWatch::add(*xs_, be_dir_ + "/state", kStateToken);
+  if (!watch) return watch.error();
+  for (;;) {
+    while (xs_->read_watch()) {
+    }
+    auto state = read_opt(*xs_, be_dir_ + "/state");
+    const auto v = state ? hv::parse_xs_uint<std::uint32_t>(*state) : std::nullopt;
+    const auto w = static_cast<std::uint32_t>(want);
+    if (v && (*v == w || (at_least && *v >= w))) return {};
+    if (at_least && !state) return {};  // the backend directory is gone: nothing to wait for
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return std::make_error_code(std::errc::timed_out);
+    pollfd pfd{xs_->watch_fd(), POLLIN, 0};
+    (void)::poll(&pfd, 1, static_cast<int>(std::min<long long>(left.count(), 1000)));
+  }
+}
+
+std::error_code Netfront::connect(std::chrono::milliseconds timeout) {
+  if (connected()) return std::make_error_code(std::errc::already_connected);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto be = xs_->read(fe_dir_ + "/backend");
+  if (!be) return be.error();
+  be_dir_ = *be;
+  auto be_id = xs_->read(fe_dir_ + "/backend-id");
+  if (!be_id) return be_id.error();
+  const auto id = hv::parse_xs_uint<std::uint16_t>(*be_id);
+  if (!id) return std::make_error_code(std::errc::invalid_argument);
+  backend_id_ = DomId{*id};
+
+  // Linux netfront connects when it sees the backend in InitWait.
+  if (auto ec = wait_backend_state(XenbusState::init_wait, deadline, false)) return ec;
+
+  backend_ =
+      read_backend_features([&](const char* key) { return read_opt(*xs_, be_dir_ + "/" + key); });
+  if (!backend_.rx_copy) {
+    log::write(log::Level::error, "netfront", "backend does not support copying receive path");
+    return std::make_error_code(std::errc::no_such_device);
+  }
+  std::uint32_t nq = 1;
+  if (backend_.max_queues)
+    nq = std::clamp<std::uint32_t>(opts_.queues, 1,
+                                   std::max<std::uint32_t>(*backend_.max_queues, 1));
+  split_ = opts_.split_event_channels && backend_.split_event_channels;
+
+  QueueSetup setup;
+  setup.backend = backend_id_;
+  setup.split_event_channels = split_;
+  setup.tx_sg = opts_.sg && backend_.sg;
+  // Linux turns TSO off without SG.
+  setup.tx_gso_tcpv4 = setup.tx_sg && opts_.gso_tcpv4 && backend_.gso_tcpv4;
+  setup.tx_gso_tcpv6 = setup.tx_sg && opts_.gso_tcpv6 && backend_.gso_tcpv6;
+  setup.rx_budget = opts_.rx_budget;
+  setup.limiter = opts_.tx_limiter;
+  setup.tx_headroom = opts_.tx_headroom;
+  setup.tx_buffer_pages = opts_.tx_buffer_pages;
+
+  std::vector<std::shared_ptr<NetfrontQueue>> queues;
+  FrontendConnect fc;
+  fc.rx_notify = opts_.rx_notify;
+  fc.sg = opts_.sg;
+  fc.gso_tcpv4 = opts_.gso_tcpv4;
+  fc.gso_tcpv6 = opts_.gso_tcpv6;
+  fc.ipv6_csum = opts_.csum_ipv6;
+  fc.write_num_queues = backend_.max_queues.has_value();
+  fc.split_event_channels = split_;
+  for (std::uint32_t i = 0; i < nq; ++i) {
+    setup.id = QueueId{i};
+    auto q = NetfrontQueue::create(hv_.grant_sharer(), hv_.open_event_channel(), setup);
+    if (!q) return q.error();
+    fc.queues.push_back((*q)->keys());
+    queues.push_back(std::move(*q));
+  }
+
+  const auto keys = frontend_connect_keys(fc);
+  const std::error_code ec = hv::transact(*xs_, [&](hv::XsTx tx) -> std::error_code {
+    for (const auto& [key, value] : keys)
+      if (auto e = xs_->write(fe_dir_ + "/" + key, value, tx)) return e;
+    return {};
+  });
+  if (ec) return ec;
+  queues_ = std::move(queues);
+  return {};
+}
+
+void Netfront::disconnect(std::chrono::milliseconds wait_for_backend) {
+  if (!connected()) return;
+  const auto deadline = std::chrono::steady_clock::now() + wait_for_backend;
+  (void)xs_->write(fe_dir_ + "/state", std::to_string(static_cast<int>(XenbusState::closing)));
+  if (wait_for_backend.count() > 0) (void)wait_backend_state(XenbusState::closing, deadline, true);
+  // Unbinds the ports and revokes every grant; the sharer defers those the backend holds.
+  queues_.clear();
+  (void)xs_->write(fe_dir_ + "/state", std::to_string(static_cast<int>(XenbusState::closed)));
+}
+
+NetfrontQueue* Netfront::queue(QueueId q) const {
+  return q.value() < queues_.size() ? queues_[q.value()].get() : nullptr;
+}
+
+namespace {
+std::errc missing(const Netfront& nf) {
+  return nf.connected() ? std::errc::invalid_argument : std::errc::not_connected;
+}
+}  // namespace
+
+Result<TxSendInfo> Netfront::send(std::span<const std::byte> frame, const TxMeta& meta, QueueId q) {
+  NetfrontQueue* nq = queue(q);
+  if (!nq) return missing(*this);
+  return nq->send(frame, meta);
+}
+
+Result<TxBuffer> Netfront::alloc_tx_buffer(std::size_t len, QueueId q) {
+  NetfrontQueue* nq = queue(q);
+  if (!nq) return missing(*this);
+  return nq->alloc_tx_buffer(len);
+}
+
+Result<TxSendInfo> Netfront::send(TxBuffer&& buffer, const TxMeta& meta, QueueId q) {
+  NetfrontQueue* nq = queue(q);
+  if (!nq) return missing(*this);
+  return nq->send(std::move(buffer), meta);
+}
+
+Result<TxSendInfo> Netfront::send_raw(std::span<const RawTxSlot> slots,
+                                      std::span<const std::byte> data, const TxMeta& meta,
+                                      std::optional<std::uint16_t> first_size, QueueId q) {
+  NetfrontQueue* nq = queue(q);
+  if (!nq) return missing(*this);
+  return nq->send_raw(slots, data, meta, first_size);
+}
+
+std::size_t Netfront::poll(std::vector<RxPacket>& out, QueueId q) {
+  NetfrontQueue* nq = queue(q);
+  return nq ? nq->poll(out) : 0;
+}
+
+int Netfront::event_fd(QueueId q) const {
+  NetfrontQueue* nq = queue(q);
+  return nq ? nq->event_fd() : -1;
+}
+
+EventKinds Netfront::handle_event(QueueId q) {
+  NetfrontQueue* nq = queue(q);
+  return nq ? nq->handle_event() : EventKinds{};
+}
+
+void Netfront::process_tx_responses(QueueId q) {
+  if (NetfrontQueue* nq = queue(q)) nq->process_tx_responses();
+}
+
+NetfrontStats Netfront::stats() const {
+  NetfrontStats s;
+  for (const auto& q : queues_) s += q->stats();
+  return s;
+}
+
+NetfrontStats Netfront::stats(QueueId q) const {
+  NetfrontQueue* nq = queue(q);
+  return nq ? nq->stats() : NetfrontStats{};
+}
+
+}  // namespace unetback::netfront

@@ -1,0 +1,546 @@
+#include "frontend-shim/netfront_queue.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "common/util/log.hpp"
+#include "frontend-shim/rx_refill.hpp"
+
+namespace unetback::netfront {
+
+// --- TxBuffer ---
+
+TxBuffer::~TxBuffer() {
+  release();
+}
+
+TxBuffer::TxBuffer(TxBuffer&& o) noexcept
+    : queue_(std::move(o.queue_)),
+      pages_(std::move(o.pages_)),
+      addrs_(std::move(o.addrs_)),
+      plan_(o.plan_),
+      len_(std::exchange(o.len_, 0)) {
+  o.pages_.clear();
+  o.addrs_.clear();
+}
+
+TxBuffer& TxBuffer::operator=(TxBuffer&& o) noexcept {
+  if (this != &o) {
+    release();
+    queue_ = std::move(o.queue_);
+    pages_ = std::move(o.pages_);
+    addrs_ = std::move(o.addrs_);
+    plan_ = o.plan_;
+    len_ = std::exchange(o.len_, 0);
+    o.pages_.clear();
+    o.addrs_.clear();
+  }
+  return *this;
+}
+
+void TxBuffer::release() {
+  if (auto q = queue_.lock(); q && !pages_.empty()) q->return_pool_pages(pages_);
+  queue_.reset();
+  pages_.clear();
+  addrs_.clear();
+  plan_ = {};
+  len_ = 0;
+}
+
+std::span<std::byte> TxBuffer::segment(std::size_t i) const {
+  return {addrs_.at(i) + plan_.slots[i].offset, plan_.slots[i].size};
+}
+
+bool TxBuffer::write(std::size_t offset, std::span<const std::byte> data) {
+  if (offset > len_ || data.size() > len_ - offset) return false;
+  for (std::size_t i = 0; i < plan_.count && !data.empty(); ++i) {
+    const std::span<std::byte> seg = segment(i);
+    if (offset >= seg.size()) {
+      offset -= seg.size();
+      continue;
+    }
+    const std::size_t n = std::min(seg.size() - offset, data.size());
+    std::memcpy(seg.data() + offset, data.data(), n);
+    data = data.subspan(n);
+    offset = 0;
+  }
+  return true;
+}
+
+// --- NetfrontQueue: setup ---
+
+NetfrontQueue::NetfrontQueue(hv::GrantSharer& sharer, std::unique_ptr<hv::EventChannel> channel,
+                             const QueueSetup& setup)
+    : sharer_(sharer), setup_(setup), channel_(std::move(channel)), limiter_(setup.limiter) {}
+
+NetfrontQueue::~NetfrontQueue() = default;
+
+Result<std::shared_ptr<NetfrontQueue>> NetfrontQueue::create(
+    hv::GrantSharer& sharer, std::unique_ptr<hv::EventChannel> channel, const QueueSetup& setup) {
+  if (setup.tx_headroom > wire::kPageSize / 2 || setup.tx_buffer_pages < kMaxTxDataSlots)
+    return std::errc::invalid_argument;
+  std::shared_ptr<NetfrontQueue> q(new NetfrontQueue(sharer, std::move(channel), setup));
+  const DomId be = setup.backend;
+
+  auto rings = sharer.share(be, 2, hv::Access::read_write);
+  if (!rings) return rings.error();
+  q->ring_pages_ = std::move(*rings);
+  auto rx_pages = sharer.share(be, kRxRingSize, hv::Access::read_write);
+  if (!rx_pages) return rx_pages.error();
+  q->rx_pages_ = std::move(*rx_pages);
+  auto copy_pages = sharer.share(be, kTxRingSize, hv::Access::read_only);
+  if (!copy_pages) return copy_pages.error();
+  q->tx_copy_pages_ = std::move(*copy_pages);
+  auto pool = sharer.share(be, setup.tx_buffer_pages, hv::Access::read_only);
+  if (!pool) return pool.error();
+  q->tx_pool_ = std::move(*pool);
+
+  q->tx_ = ring::TxFrontRing::init(q->ring_pages_.page(0));
+  q->rx_ = ring::RxFrontRing::init(q->ring_pages_.page(1));
+
+  auto tx_port = q->channel_->bind_unbound(be);
+  if (!tx_port) return tx_port.error();
+  q->tx_port_ = hv::BoundPort(*q->channel_, *tx_port);
+  if (setup.split_event_channels) {
+    auto rx_port = q->channel_->bind_unbound(be);
+    if (!rx_port) return rx_port.error();
+    q->rx_port_ = hv::BoundPort(*q->channel_, *rx_port);
+  }
+
+  for (std::uint32_t i = kTxRingSize; i-- > 0;) {
+    q->free_ids_.push_back(static_cast<std::uint16_t>(i));
+    q->free_packets_.push_back(static_cast<std::uint16_t>(i));
+  }
+  for (std::uint32_t i = setup.tx_buffer_pages; i-- > 0;) q->free_pool_.push_back(i);
+
+  // Linux netfront posts a full ring of buffers before it connects.
+  q->post_rx_buffers(kRxRingSize);
+  return q;
+}
+
+QueueKeys NetfrontQueue::keys() const {
+  const Port rx = setup_.split_event_channels ? rx_port_.port() : tx_port_.port();
+  return QueueKeys{ring_pages_.ref(0), ring_pages_.ref(1), tx_port_.port(), rx};
+}
+
+void NetfrontQueue::mark_broken(const char* why) {
+  if (!broken_) {
+    broken_ = true;
+    stats_.broken = 1;
+    log::write(log::Level::error, "netfront-q" + std::to_string(setup_.id.value()),
+               std::string("backend broke the protocol, queue stopped: ") + why);
+  }
+}
+
+bool NetfrontQueue::grant_held(GrantRef ref) const {
+  // `unknown` (libxengntshr cannot tell) is treated as released: the platform defers the
+  // real revoke itself.
+  return sharer_.in_use(ref) == hv::GrantUse::in_use;
+}
+
+// --- TX ---
+
+std::error_code NetfrontQueue::check_meta(const TxMeta& meta) const {
+  if (broken_) return std::make_error_code(std::errc::io_error);
+  if (meta.gso) {
+    // A GSO extra only for a type the backend advertised (and only with SG, as Linux).
+    const bool ok = (meta.gso->type == wire::GsoType::tcpv4 && setup_.tx_gso_tcpv4) ||
+                    (meta.gso->type == wire::GsoType::tcpv6 && setup_.tx_gso_tcpv6);
+    if (!ok || meta.gso->size == 0) return std::make_error_code(std::errc::not_supported);
+  }
+  return {};
+}
+
+bool NetfrontQueue::room_for(std::uint32_t data_slots, const TxMeta& meta, bool linux_stop) const {
+  const std::uint32_t needed = data_slots + (meta.gso ? 1 : 0);
+  const std::uint32_t free = tx_->free_requests();
+  // Netfront keeps its queue stopped below 19 free slots (the largest packet + its extra).
+  if (linux_stop && free < kTxStopThreshold) return false;
+  return free >= needed && free_ids_.size() >= data_slots && !free_packets_.empty();
+}
+
+Result<TxSendInfo> NetfrontQueue::send(std::span<const std::byte> frame, const TxMeta& meta) {
+  if (auto ec = check_meta(meta)) return ec;
+  auto plan = plan_tx_slots(frame.size(), setup_.tx_headroom, setup_.tx_sg);
+  if (!plan) return plan.error();
+  if (!room_for(plan->count, meta, true)) {
+    ++stats_.tx_busy;
+    return std::errc::resource_unavailable_try_again;
+  }
+  const zerocopy::Verdict v = limiter_.decide(frame.size());
+  if (v.decision == zerocopy::Decision::stall) {
+    ++stats_.tx_busy;
+    return std::errc::resource_unavailable_try_again;
+  }
+  if (v.decision == zerocopy::Decision::zerocopy) {
+    // A linear frame in our own memory: it is staged in granted pages of the pool and
+    // sent from there, as a frame read straight into a TxBuffer would be.
+    auto buffer = alloc_tx_buffer(frame.size());
+    if (buffer) {
+      buffer->write(0, frame);
+      return post_zerocopy(*buffer, meta);
+    }
+  }
+  const std::span<const std::byte> pieces[] = {frame};
+  return post_copy(pieces, frame.size(), meta);
+}
+
+Result<TxBuffer> NetfrontQueue::alloc_tx_buffer(std::size_t len) {
+  if (broken_) return std::errc::io_error;
+  auto plan = plan_tx_slots(len, setup_.tx_headroom, setup_.tx_sg);
+  if (!plan) return plan.error();
+  if (free_pool_.size() < plan->count) return std::errc::resource_unavailable_try_again;
+  TxBuffer b;
+  b.queue_ = weak_from_this();
+  b.plan_ = *plan;
+  b.len_ = len;
+  for (std::uint32_t i = 0; i < plan->count; ++i) {
+    const std::uint32_t page = free_pool_.back();
+    free_pool_.pop_back();
+    b.pages_.push_back(page);
+    b.addrs_.push_back(tx_pool_.page(page));
+  }
+  return b;
+}
+
+Result<TxSendInfo> NetfrontQueue::send(TxBuffer&& buffer, const TxMeta& meta) {
+  if (buffer.queue_.lock().get() != this || buffer.len_ == 0) return std::errc::invalid_argument;
+  if (auto ec = check_meta(meta)) return ec;
+  TxBuffer b = std::move(buffer);
+  if (!room_for(b.plan_.count, meta, true)) {
+    ++stats_.tx_busy;
+    buffer = std::move(b);  // the caller keeps its frame and may retry
+    return std::errc::resource_unavailable_try_again;
+  }
+  const zerocopy::Verdict v = limiter_.decide(b.len_);
+  if (v.decision == zerocopy::Decision::stall) {
+    ++stats_.tx_busy;
+    buffer = std::move(b);
+    return std::errc::resource_unavailable_try_again;
+  }
+  if (v.decision == zerocopy::Decision::zerocopy) return post_zerocopy(b, meta);
+  // Copy: the frame goes into the slots' own pages and the buffer returns at once.
+  std::vector<std::span<const std::byte>> pieces;
+  for (std::size_t i = 0; i < b.segment_count(); ++i) pieces.emplace_back(b.segment(i));
+  return post_copy(pieces, b.len_, meta);
+}
+
+Result<TxSendInfo> NetfrontQueue::post_copy(std::span<const std::span<const std::byte>> pieces,
+                                            std::size_t total, const TxMeta& meta) {
+  // Copied frames are packed from offset 0 of each slot's page.
+  auto plan = plan_tx_slots(total, 0, setup_.tx_sg);
+  if (!plan) return plan.error();
+  std::array<OutSlot, kMaxTxDataSlots> out{};
+  std::size_t piece = 0, piece_off = 0;
+  for (std::uint32_t i = 0; i < plan->count; ++i) {
+    const std::uint16_t id = free_ids_.back();
+    free_ids_.pop_back();
+    std::byte* dst = tx_copy_pages_.page(id) + plan->slots[i].offset;
+    std::size_t want = plan->slots[i].size;
+    while (want > 0) {
+      const std::size_t n = std::min(want, pieces[piece].size() - piece_off);
+      std::memcpy(dst, pieces[piece].data() + piece_off, n);
+      dst += n;
+      want -= n;
+      piece_off += n;
+      if (piece_off == pieces[piece].size()) {
+        ++piece;
+        piece_off = 0;
+      }
+    }
+    ids_[id].copy_page = true;
+    out[i] = OutSlot{id, tx_copy_pages_.ref(id), plan->slots[i].offset, plan->slots[i].size};
+  }
+  emit(std::span(out.data(), plan->count), static_cast<std::uint16_t>(total), meta);
+  ++stats_.tx_copy;
+  return TxSendInfo{plan->count, false};
+}
+
+Result<TxSendInfo> NetfrontQueue::post_zerocopy(TxBuffer& b, const TxMeta& meta) {
+  auto token = limiter_.begin();
+  if (!token) return token.error();
+  std::array<OutSlot, kMaxTxDataSlots> out{};
+  for (std::uint32_t i = 0; i < b.plan_.count; ++i) {
+    const std::uint16_t id = free_ids_.back();
+    free_ids_.pop_back();
+    ids_[id].copy_page = false;
+    out[i] = OutSlot{id, tx_pool_.ref(b.pages_[i]), b.plan_.slots[i].offset, b.plan_.slots[i].size};
+  }
+  const std::uint32_t count = b.plan_.count;
+  emit(std::span(out.data(), count), static_cast<std::uint16_t>(b.len_), meta);
+  // The pages now belong to the packet until its last response.
+  TxPacketRec& rec = packets_[ids_[out[0].id].packet];
+  rec.token = *token;
+  rec.pool_pages = std::move(b.pages_);
+  b.pages_.clear();
+  b.release();
+  ++stats_.tx_zerocopy;
+  return TxSendInfo{count, true};
+}
+
+Result<TxSendInfo> NetfrontQueue::send_raw(std::span<const RawTxSlot> slots,
+                                           std::span<const std::byte> data, const TxMeta& meta,
+                                           std::optional<std::uint16_t> first_size) {
+  if (auto ec = check_meta(meta)) return ec;
+  if (slots.empty()) return std::errc::invalid_argument;
+  std::size_t total = 0;
+  for (const RawTxSlot& s : slots) {
+    if (std::size_t{s.offset} + s.size > wire::kPageSize) return std::errc::invalid_argument;
+    total += s.size;
+  }
+  if (total != data.size()) return std::errc::invalid_argument;
+  if (!first_size && total > wire::kMaxTxSize) return std::errc::message_size;
+  const auto count = static_cast<std::uint32_t>(slots.size());
+  if (!room_for(count, meta, false)) {
+    ++stats_.tx_busy;
+    return std::errc::resource_unavailable_try_again;
+  }
+  std::vector<OutSlot> out;
+  out.reserve(count);
+  for (const RawTxSlot& s : slots) {
+    const std::uint16_t id = free_ids_.back();
+    free_ids_.pop_back();
+    std::memcpy(tx_copy_pages_.page(id) + s.offset, data.data(), s.size);
+    data = data.subspan(s.size);
+    ids_[id].copy_page = true;
+    out.push_back(OutSlot{id, tx_copy_pages_.ref(id), s.offset, s.size});
+  }
+  emit(out, first_size.value_or(static_cast<std::uint16_t>(total)), meta);
+  ++stats_.tx_copy;
+  return TxSendInfo{count, false};
+}
+
+void NetfrontQueue::emit(std::span<const OutSlot> slots, std::uint16_t first_size,
+                         const TxMeta& meta) {
+  const std::uint16_t packet = free_packets_.back();
+  free_packets_.pop_back();
+  packets_[packet] = TxPacketRec{static_cast<std::uint32_t>(slots.size()), false, {}, {}};
+  std::uint32_t bytes = 0;
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    const OutSlot& s = slots[i];
+    ids_[s.id].in_flight = true;
+    ids_[s.id].packet = packet;
+    wire::TxFlags flags;
+    if (i + 1 < slots.size()) flags |= wire::TxFlag::more_data;
+    if (i == 0) {
+      if (meta.csum_blank) flags |= wire::TxFlag::csum_blank;
+      if (meta.data_validated) flags |= wire::TxFlag::data_validated;
+      if (meta.gso) flags |= wire::TxFlag::extra_info;
+    }
+    wire::TxRequest req{};
+    req.gref = s.ref.value();
+    req.offset = s.offset;
+    req.flags = flags.raw();
+    req.id = s.id;
+    // netif.h: the first request carries the whole packet's size, the others their own.
+    req.size = i == 0 ? first_size : s.size;
+    tx_->put_request(req);
+    bytes += s.size;
+    if (i == 0 && meta.gso) {
+      // The GSO extra follows the first request (netif.h; backends reject it elsewhere).
+      wire::ExtraInfo extra{};
+      extra.type = static_cast<std::uint8_t>(wire::ExtraType::gso);
+      extra.flags = 0;
+      extra.u.gso.size = meta.gso->size;
+      extra.u.gso.type = static_cast<std::uint8_t>(meta.gso->type);
+      extra.u.gso.pad = 0;
+      extra.u.gso.features = 0;
+      tx_->put_request_as(extra);
+    }
+  }
+  ++stats_.tx_packets;
+  stats_.tx_bytes += bytes;
+  stats_.tx_slots += slots.size();
+  if (tx_->push_requests()) {
+    ++stats_.tx_notify_sent;
+    (void)tx_port_.notify();
+  } else {
+    ++stats_.tx_notify_suppressed;
+  }
+}
+
+void NetfrontQueue::process_tx_responses() {
+  if (broken_) return;
+  do {
+    // XSA-391 hardening: a producer beyond what we asked for is a broken backend.
+    const std::uint32_t n = tx_->unconsumed_responses();
+    if (tx_->response_prod_overflow() || n > tx_->req_prod_pvt().since(tx_->rsp_cons())) {
+      mark_broken("TX response producer overflow");
+      return;
+    }
+    for (std::uint32_t i = 0; i < n; ++i) on_tx_response(tx_->take_response());
+  } while (tx_->final_check_for_responses());
+  release_held();
+}
+
+void NetfrontQueue::on_tx_response(const wire::TxResponse& rsp) {
+  if (rsp.status == static_cast<std::int16_t>(wire::RspStatus::null)) return;  // an extra's slot
+  // The id is the backend's word: accept only one that is in flight (XSA-396).
+  if (rsp.id >= kTxRingSize || !ids_[rsp.id].in_flight) {
+    ++stats_.tx_bad_response_id;
+    return;
+  }
+  TxId& slot = ids_[rsp.id];
+  slot.in_flight = false;
+  TxPacketRec& rec = packets_[slot.packet];
+  if (rsp.status != static_cast<std::int16_t>(wire::RspStatus::okay)) {
+    rec.failed = true;
+    ++stats_.tx_error_responses;
+  }
+  if (slot.copy_page && grant_held(tx_copy_pages_.ref(rsp.id))) {
+    held_ids_.push_back(rsp.id);
+    ++stats_.tx_pages_held;
+  } else {
+    free_ids_.push_back(rsp.id);
+  }
+  if (--rec.remaining == 0) finish_packet(slot.packet);
+}
+
+void NetfrontQueue::finish_packet(std::uint16_t packet) {
+  TxPacketRec& rec = packets_[packet];
+  if (rec.token) (void)limiter_.complete(*rec.token, !rec.failed);
+  for (std::uint32_t page : rec.pool_pages) {
+    if (grant_held(tx_pool_.ref(page))) {
+      held_pool_.push_back(page);
+      ++stats_.tx_pages_held;
+    } else {
+      free_pool_.push_back(page);
+    }
+  }
+  rec = TxPacketRec{};
+  free_packets_.push_back(packet);
+  ++stats_.tx_completed;
+}
+
+void NetfrontQueue::release_held() {
+  std::erase_if(held_ids_, [&](std::uint16_t id) {
+    if (grant_held(tx_copy_pages_.ref(id))) return false;
+    free_ids_.push_back(id);
+    return true;
+  });
+  std::erase_if(held_pool_, [&](std::uint32_t page) {
+    if (grant_held(tx_pool_.ref(page))) return false;
+    free_pool_.push_back(page);
+    return true;
+  });
+}
+
+void NetfrontQueue::return_pool_pages(std::span<const std::uint32_t> pages) {
+  free_pool_.insert(free_pool_.end(), pages.begin(), pages.end());
+}
+
+// --- RX ---
+
+void NetfrontQueue::post_rx_buffers(std::uint32_t n) {
+  for (std::uint32_t i = 0; i < n; ++i) {
+    // Request id = ring index (mod ring size), buffer = that id's page: a response at ring
+    // index i belongs to the request at index i, whatever its id says.
+    const auto slot = static_cast<std::uint16_t>(rx_->req_prod_pvt().value() & (kRxRingSize - 1));
+    wire::RxRequest req{};
+    req.id = slot;
+    req.gref = rx_pages_.ref(slot).value();
+    rx_->put_request(req);
+  }
+  stats_.rx_requests_posted += n;
+  const Port port = setup_.split_event_channels ? rx_port_.port() : tx_port_.port();
+  if (rx_->push_requests()) {
+    ++stats_.rx_notify_sent;
+    (void)channel_->notify(port);
+  } else {
+    ++stats_.rx_notify_suppressed;
+  }
+}
+
+void NetfrontQueue::refill_if_due() {
+  if (broken_) return;
+  const std::uint32_t free = kRxRingSize - rx_posted();
+  if (!rx_refill_due(free, setup_.rx_budget, kRxRingSize)) return;
+  post_rx_buffers(free);
+  ++stats_.rx_refills;
+}
+
+bool NetfrontQueue::take_rx_responses() {
+  const std::uint32_t n = rx_->unconsumed_responses();
+  if (rx_->response_prod_overflow() || n > rx_->req_prod_pvt().since(rx_->rsp_cons())) {
+    mark_broken("RX response producer overflow");
+    return false;
+  }
+  if (n == 0) return true;
+  if (rx_tail_ + n > rx_pending_.size()) {
+    std::copy(rx_pending_.begin() + rx_head_, rx_pending_.begin() + rx_tail_, rx_pending_.begin());
+    rx_tail_ -= rx_head_;
+    rx_head_ = 0;
+  }
+  for (std::uint32_t i = 0; i < n; ++i) rx_pending_[rx_tail_++] = rx_->take_response();
+  return true;
+}
+
+std::size_t NetfrontQueue::poll(std::vector<RxPacket>& out) {
+  std::size_t got = 0;
+  while (!broken_ && got < setup_.rx_budget) {
+    if (!take_rx_responses()) break;
+    if (rx_head_ == rx_tail_) {
+      if (!rx_->final_check_for_responses()) break;
+      continue;
+    }
+    const std::span<const wire::RxResponse> avail(rx_pending_.data() + rx_head_,
+                                                  rx_tail_ - rx_head_);
+    RxParse p = parse_rx_packet(avail);
+    auto page_of = [&](std::uint32_t pos) {
+      return static_cast<std::uint32_t>((rx_processed_ + pos).value() & (kRxRingSize - 1));
+    };
+    for (std::uint32_t k = 0; k < p.consumed; ++k) {
+      if (grant_held(rx_pages_.ref(page_of(k)))) {
+        p.drop = RxDrop::grant_in_use;
+        mark_broken("RX buffer grant still in use by the backend");
+      }
+    }
+    if (p.drop == RxDrop::none) {
+      RxPacket pkt;
+      pkt.bytes.resize(p.bytes);
+      std::size_t at = 0;
+      for (std::uint32_t s = 0; s < p.segment_count; ++s) {
+        const RxSegment& seg = p.segments[s];
+        std::memcpy(pkt.bytes.data() + at, rx_pages_.page(page_of(seg.slot)) + seg.offset, seg.len);
+        at += seg.len;
+      }
+      pkt.flags = p.flags;
+      pkt.gso = p.gso;
+      pkt.slots_used = p.consumed;
+      ++stats_.rx_packets;
+      stats_.rx_bytes += p.bytes;
+      stats_.rx_slots += p.consumed;
+      out.push_back(std::move(pkt));
+      ++got;
+    } else {
+      ++stats_.rx_drops[static_cast<std::size_t>(p.drop)];
+    }
+    rx_head_ += p.consumed;
+    rx_processed_ += p.consumed;
+    if (rx_head_ == rx_tail_) rx_head_ = rx_tail_ = 0;
+  }
+  refill_if_due();
+  return got;
+}
+
+EventKinds NetfrontQueue::handle_event() {
+  EventKinds kinds;
+  std::array<Port, 2> fired{};
+  std::size_t nfired = 0;
+  // At most our two ports can be pending; each is reported once and stays masked.
+  for (int i = 0; i < 2; ++i) {
+    auto p = channel_->pending();
+    if (!p || !p->has_value()) break;
+    const Port port = **p;
+    if (port == tx_port_.port()) kinds.tx = true;
+    if (!setup_.split_event_channels || port == rx_port_.port()) kinds.rx = true;
+    fired[nfired++] = port;
+  }
+  process_tx_responses();
+  // Unmask only after the work is done (lateeoi discipline, XSA-332).
+  for (std::size_t i = 0; i < nfired; ++i) (void)channel_->unmask(fired[i]);
+  return kinds;
+}
+
+}  // namespace unetback::netfront

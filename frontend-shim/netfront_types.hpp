@@ -1,0 +1,86 @@
+// The public value types of Netfront: options, per-packet metadata, received packets and
+// counters.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "common/util/strong_id.hpp"
+#include "common/wire/netif.hpp"
+#include "common/zerocopy/pending_limiter.hpp"
+#include "frontend-shim/rx_response_parser.hpp"
+
+namespace unetback::netfront {
+
+struct NetfrontOptions {
+  DevId devid{0};
+  /// Queues requested; capped by the backend's multi-queue-max-queues (1 if it has none).
+  std::uint32_t queues = 1;
+  /// Features we ask for (each TX offload is used only if the backend offers it too).
+  bool sg = true, gso_tcpv4 = true, gso_tcpv6 = true, csum_ipv6 = true, rx_notify = true;
+  /// Packets per poll() (NAPI budget); also seed 002's refill rule:
+  /// refill when free requests > min(rx_budget, ring_size) / 2.
+  std::uint32_t rx_budget = 64;
+  /// Use separate TX and RX event channels if the backend offers feature-split-event-channels.
+  bool split_event_channels = true;
+  /// TX zerocopy (grant the packet's own buffer) vs copy (into the slot's own page).
+  zerocopy::LimiterConfig tx_limiter;
+  /// Where a frame's data starts in its first page (Linux: NET_SKB_PAD + NET_IP_ALIGN);
+  /// the first slot then holds at most 4096 - tx_headroom bytes. At most 2048.
+  std::uint16_t tx_headroom = 0;
+  /// Granted pages per queue for TX buffers handed out by alloc_tx_buffer() (zerocopy).
+  std::uint32_t tx_buffer_pages = 320;
+};
+
+/// Per-frame TX metadata (netif TX flags and the GSO extra).
+struct TxMeta {
+  bool csum_blank = false;      ///< NETTXF_csum_blank: L4 checksum is partial
+  bool data_validated = false;  ///< NETTXF_data_validated
+  std::optional<RxGso> gso;     ///< a GSO extra {type, size} after the first request
+};
+
+/// What send() did with a frame.
+struct TxSendInfo {
+  std::uint32_t slots = 0;  ///< data slots (the GSO extra not counted)
+  bool zerocopy = false;    ///< the frame's own pages were granted (else copied)
+};
+
+/// One slot of a raw TX layout (send_raw): `size` bytes at `offset` of the slot's page.
+struct RawTxSlot {
+  std::uint16_t offset = 0;
+  std::uint16_t size = 0;
+};
+
+struct RxPacket {
+  std::vector<std::byte> bytes;
+  wire::RxFlags flags;  ///< of data slot 0 (csum_blank, data_validated, ...)
+  std::optional<RxGso> gso;
+  std::uint32_t slots_used = 0;  ///< ring slots consumed, extras included
+};
+
+/// Monotonic counters (per queue; Netfront::stats() sums the queues).
+struct NetfrontStats {
+  std::uint64_t tx_packets = 0, tx_bytes = 0, tx_slots = 0;
+  std::uint64_t tx_zerocopy = 0, tx_copy = 0;
+  std::uint64_t tx_busy = 0;             ///< send() refused: fewer than 19 free slots / ids / pages
+  std::uint64_t tx_completed = 0;        ///< packets whose every slot was answered
+  std::uint64_t tx_error_responses = 0;  ///< slots answered ERROR or DROPPED
+  std::uint64_t tx_bad_response_id = 0;  ///< responses naming an id not in flight (ignored)
+  std::uint64_t tx_pages_held = 0;       ///< answered slots whose page the backend still held
+  std::uint64_t tx_notify_sent = 0, tx_notify_suppressed = 0;
+  std::uint64_t rx_packets = 0, rx_bytes = 0, rx_slots = 0;
+  std::array<std::uint64_t, kRxDropCount> rx_drops{};  ///< indexed by RxDrop
+  std::uint64_t rx_refills = 0, rx_requests_posted = 0;
+  std::uint64_t rx_notify_sent = 0, rx_notify_suppressed = 0;
+  std::uint64_t broken = 0;  ///< queues that stopped because the backend broke the protocol
+
+  [[nodiscard]] std::uint64_t rx_dropped(RxDrop why) const {
+    return rx_drops[static_cast<std::size_t>(why)];
+  }
+  NetfrontStats& operator+=(const NetfrontStats& o);
+};
+
+}  // namespace unetback::netfront

@@ -1,0 +1,539 @@
+// Netfront end to end through xensim: the frontend (a domU SimHypervisor) and a minimal
+// backend (dom0, tests/integration/netfront/test_backend) in one process.
+#include "frontend-shim/netfront.hpp"
+
+#include <gtest/gtest.h>
+#include <memory>
+#include <poll.h>
+#include <set>
+#include <thread>
+
+#include "common/hv/sim/sim_grant_sharer.hpp"
+#include "common/hv/sim/sim_hypervisor.hpp"
+#include "tests/integration/netfront/test_backend.hpp"
+#include "tests/integration/xensim/xensim_process.hpp"
+
+namespace unetback::test {
+namespace {
+
+using namespace std::chrono_literals;
+using netfront::Netfront;
+using netfront::NetfrontOptions;
+using netfront::RxDrop;
+using netfront::RxGso;
+using netfront::RxPacket;
+using netfront::TxMeta;
+
+std::vector<std::byte> pattern(std::size_t n, std::uint8_t seed) {
+  std::vector<std::byte> v(n);
+  for (std::size_t i = 0; i < n; ++i)
+    v[i] = std::byte(static_cast<std::uint8_t>(seed + i * 7 + (i >> 8)));
+  return v;
+}
+
+class NetfrontWorld : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    world_ = std::make_unique<XensimProcess>();
+    hv::HypervisorOptions be;
+    be.role = hv::Role::backend;
+    dom0_ = std::make_unique<hv::SimHypervisor>(world_->dir(), be);
+    hv::HypervisorOptions fe;
+    fe.role = hv::Role::frontend;
+    fe.name = "netfront";
+    domu_ = std::make_unique<hv::SimHypervisor>(world_->dir(), fe);
+    backend_ = std::make_unique<TestBackend>(*dom0_, domu_->self());
+    backend_->create_device();
+  }
+  void TearDown() override {
+    nf_.reset();
+    backend_.reset();
+    domu_.reset();
+    dom0_.reset();
+  }
+
+  /// Advertises, connects a Netfront with `opts` and attaches the backend to queue 0.
+  void connect(NetfrontOptions opts = {}, BackendAdvert advert = {}) {
+    backend_->advertise(advert);
+    nf_ = std::make_unique<Netfront>(*domu_, opts);
+    ASSERT_FALSE(nf_->connect(5s));
+    ASSERT_TRUE(backend_->attach(0));
+  }
+
+  std::unique_ptr<XensimProcess> world_;
+  std::unique_ptr<hv::SimHypervisor> dom0_, domu_;
+  std::unique_ptr<TestBackend> backend_;
+  std::unique_ptr<Netfront> nf_;
+};
+
+// --- connect ---
+
+TEST_F(NetfrontWorld, ConnectWritesLinuxNetfrontKeysAndGoesStraightToConnected) {
+  // Watch the frontend's state: when it turns 4, every other key must already be there
+  // (they are written in the same transaction).
+  auto xs = dom0_->open_xenstore();
+  ASSERT_FALSE(xs->watch(backend_->fe_dir() + "/state", "t"));
+  BackendAdvert a;
+  a.max_queues = 4;
+  connect({}, a);
+  const auto keys = backend_->frontend_keys();
+  const std::set<std::string> want{"backend",
+                                   "backend-id",
+                                   "state",
+                                   "tx-ring-ref",
+                                   "rx-ring-ref",
+                                   "event-channel-tx",
+                                   "event-channel-rx",
+                                   "request-rx-copy",
+                                   "feature-rx-notify",
+                                   "feature-sg",
+                                   "feature-gso-tcpv4",
+                                   "feature-gso-tcpv6",
+                                   "feature-ipv6-csum-offload",
+                                   "multi-queue-num-queues"};
+  std::set<std::string> got;
+  for (const auto& [k, v] : keys) got.insert(k);
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(keys.at("state"), "4");
+  EXPECT_EQ(keys.at("request-rx-copy"), "1");
+  EXPECT_EQ(keys.at("feature-rx-notify"), "1");
+  EXPECT_EQ(keys.at("multi-queue-num-queues"), "1");
+  // The state went 1 -> 4 directly: no watch event ever showed 3 (Initialised).
+  std::set<std::string> seen_states;
+  while (auto ev = xs->read_watch())
+    if (auto v = xs->read(backend_->fe_dir() + "/state")) seen_states.insert(*v);
+  EXPECT_EQ(seen_states.count("3"), 0U);
+  // A full ring of RX buffers was posted before connecting, one page each, id = index.
+  EXPECT_EQ(backend_->rx_req_prod(), RingIdx{256});
+  EXPECT_EQ(backend_->rx_available(), 256U);
+  EXPECT_TRUE(nf_->split_event_channels());
+}
+
+TEST_F(NetfrontWorld, ConnectWaitsForInitWaitWithABound) {
+  nf_ = std::make_unique<Netfront>(*domu_, NetfrontOptions{});
+  const auto t0 = std::chrono::steady_clock::now();
+  EXPECT_EQ(nf_->connect(300ms), std::errc::timed_out);
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 3s);
+  EXPECT_EQ(backend_->frontend_state(), 1);
+  std::thread later([&] {
+    std::this_thread::sleep_for(100ms);
+    backend_->advertise({});
+  });
+  EXPECT_FALSE(nf_->connect(5s));
+  later.join();
+  EXPECT_EQ(backend_->frontend_state(), 4);
+}
+
+TEST_F(NetfrontWorld, RefusesABackendWithoutRxCopy) {
+  BackendAdvert a;
+  a.rx_copy = false;
+  backend_->advertise(a);
+  nf_ = std::make_unique<Netfront>(*domu_, NetfrontOptions{});
+  EXPECT_EQ(nf_->connect(2s), std::errc::no_such_device);
+  EXPECT_FALSE(nf_->connected());
+  EXPECT_EQ(backend_->frontend_state(), 1);
+}
+
+TEST_F(NetfrontWorld, QueuesAreCappedByTheBackendMaximum) {
+  NetfrontOptions o;
+  o.queues = 4;
+  BackendAdvert a;
+  a.max_queues = 2;
+  a.split = false;
+  backend_->advertise(a);
+  nf_ = std::make_unique<Netfront>(*domu_, o);
+  ASSERT_FALSE(nf_->connect(5s));
+  EXPECT_EQ(nf_->num_queues(), 2U);
+  const auto keys = backend_->frontend_keys();
+  EXPECT_EQ(keys.at("multi-queue-num-queues"), "2");
+  for (const char* k : {"queue-0/tx-ring-ref", "queue-0/rx-ring-ref", "queue-0/event-channel",
+                        "queue-1/tx-ring-ref", "queue-1/rx-ring-ref", "queue-1/event-channel"})
+    EXPECT_EQ(keys.count(k), 1U) << k;
+  EXPECT_EQ(keys.count("tx-ring-ref"), 0U);
+  EXPECT_EQ(keys.count("queue-0/event-channel-tx"), 0U);
+  EXPECT_TRUE(backend_->attach(1));
+}
+
+TEST_F(NetfrontWorld, WithoutAMaxQueuesKeyOneQueueAndNoNumQueuesKey) {
+  NetfrontOptions o;
+  o.queues = 4;
+  connect(o);
+  EXPECT_EQ(nf_->num_queues(), 1U);
+  EXPECT_EQ(backend_->frontend_keys().count("multi-queue-num-queues"), 0U);
+}
+
+// --- TX ---
+
+TEST_F(NetfrontWorld, TxFramesArriveIntactSplitLikeLinux) {
+  NetfrontOptions o;
+  o.tx_headroom = 66;  // NET_SKB_PAD + NET_IP_ALIGN
+  connect(o);
+  struct Case {
+    std::size_t len;
+    std::optional<RxGso> gso;
+    std::uint32_t slots;
+    bool zerocopy;
+  };
+  const Case cases[] = {{60, {}, 1, false},  // below goodcopy_len: copied
+                        {1514, {}, 1, true},
+                        {9000, RxGso{wire::GsoType::tcpv4, 8948}, 3, true},
+                        {65000, RxGso{wire::GsoType::tcpv6, 1428}, 16, true}};
+  std::uint8_t seed = 1;
+  for (const Case& c : cases) {
+    const auto frame = pattern(c.len, seed++);
+    TxMeta meta;
+    meta.gso = c.gso;
+    meta.csum_blank = c.gso.has_value();
+    auto sent = nf_->send(frame, meta);
+    ASSERT_TRUE(sent) << c.len << ": " << sent.error().message();
+    EXPECT_EQ(sent->slots, c.slots) << c.len;
+    EXPECT_EQ(sent->zerocopy, c.zerocopy) << c.len;
+    auto got = backend_->receive_tx();
+    ASSERT_TRUE(got) << c.len;
+    EXPECT_TRUE(got->copy_ok);
+    EXPECT_EQ(got->bytes, frame) << c.len;
+    ASSERT_EQ(got->requests.size(), c.slots);
+    EXPECT_EQ(got->requests[0].size, c.len);  // the first request carries the total
+    // Linux layout: zerocopy frames start at the headroom and fill to the page end.
+    if (c.zerocopy) {
+      EXPECT_EQ(got->requests[0].offset, 66);
+    }
+    for (std::size_t i = 1; i < got->requests.size(); ++i)
+      EXPECT_LE(got->requests[i].offset + got->requests[i].size, 4096);
+    ASSERT_EQ(got->extra.has_value(), c.gso.has_value());
+    if (c.gso) {
+      EXPECT_EQ(got->extra->type, XEN_NETIF_EXTRA_TYPE_GSO);
+      EXPECT_EQ(got->extra->u.gso.size, c.gso->size);
+      EXPECT_EQ(got->extra->u.gso.type, static_cast<std::uint8_t>(c.gso->type));
+      EXPECT_TRUE(wire::tx_flags(got->requests[0]).has(wire::TxFlag::csum_blank));
+    }
+  }
+  nf_->process_tx_responses();
+  const auto s = nf_->stats();
+  EXPECT_EQ(s.tx_packets, 4U);
+  EXPECT_EQ(s.tx_completed, 4U);
+  EXPECT_EQ(s.tx_zerocopy, 3U);
+  EXPECT_EQ(s.tx_copy, 1U);
+  EXPECT_EQ(s.tx_slots, 21U);
+  EXPECT_EQ(s.tx_bad_response_id, 0U);
+  EXPECT_EQ(nf_->queue(QueueId{0})->limiter_stats().zerocopy_success, 3U);
+  EXPECT_EQ(nf_->queue(QueueId{0})->tx_free_slots(), 256U);
+}
+
+TEST_F(NetfrontWorld, TxWithoutSgSendsOneSlotAndRefusesJumboFrames) {
+  BackendAdvert a;
+  a.sg = false;
+  connect({}, a);
+  const auto frame = pattern(1514, 3);
+  auto sent = nf_->send(frame);
+  ASSERT_TRUE(sent);
+  EXPECT_EQ(sent->slots, 1U);
+  EXPECT_EQ(nf_->send(pattern(9000, 1)).error(), std::errc::message_size);
+  // GSO needs SG (Linux drops TSO without it).
+  TxMeta meta;
+  meta.gso = RxGso{wire::GsoType::tcpv4, 1448};
+  EXPECT_EQ(nf_->send(frame, meta).error(), std::errc::not_supported);
+  auto got = backend_->receive_tx();
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->bytes, frame);
+}
+
+TEST_F(NetfrontWorld, TxBufferIsSentFromItsOwnGrantedPages) {
+  NetfrontOptions o;
+  o.tx_headroom = 128;
+  connect(o);
+  const auto frame = pattern(6000, 9);
+  auto buf = nf_->alloc_tx_buffer(frame.size());
+  ASSERT_TRUE(buf);
+  ASSERT_EQ(buf->segment_count(), 2U);
+  EXPECT_EQ(buf->segment(0).size(), 4096U - 128);
+  ASSERT_TRUE(buf->write(0, frame));
+  auto sent = nf_->send(std::move(*buf));
+  ASSERT_TRUE(sent);
+  EXPECT_TRUE(sent->zerocopy);
+  auto got = backend_->receive_tx();
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->bytes, frame);
+  EXPECT_EQ(got->requests[0].offset, 128);
+}
+
+TEST_F(NetfrontWorld, TxPageTheBackendStillMapsIsNotReused) {
+  connect();
+  for (std::size_t len : {std::size_t{60}, std::size_t{1514}}) {  // a copy page, then a pool page
+    ASSERT_TRUE(nf_->send(pattern(len, 1)));
+    auto held = backend_->receive_tx(/*hold_map=*/true);
+    ASSERT_TRUE(held);
+    const GrantRef ref{held->requests[0].gref};
+    nf_->process_tx_responses();
+    EXPECT_EQ(nf_->queue(QueueId{0})->tx_held_pages(), 1U) << len;
+    // While it is mapped, no new request names that grant.
+    for (int i = 0; i < 40; ++i) {
+      ASSERT_TRUE(nf_->send(pattern(len, static_cast<std::uint8_t>(i))));
+      auto got = backend_->receive_tx();
+      ASSERT_TRUE(got);
+      for (const auto& r : got->requests) EXPECT_NE(GrantRef{r.gref}, ref) << len << " " << i;
+      nf_->process_tx_responses();
+    }
+    EXPECT_EQ(nf_->queue(QueueId{0})->tx_held_pages(), 1U);
+    backend_->release_held();
+    nf_->process_tx_responses();
+    EXPECT_EQ(nf_->queue(QueueId{0})->tx_held_pages(), 0U) << len;
+  }
+  EXPECT_EQ(nf_->stats().tx_pages_held, 2U);
+}
+
+TEST_F(NetfrontWorld, TxIsBusyBelowNineteenFreeSlots) {
+  connect();
+  const auto frame = pattern(1514, 5);
+  std::uint32_t sent = 0;
+  while (nf_->send(frame)) ++sent;
+  EXPECT_EQ(sent, 256U - 18U);  // stops when fewer than 19 slots are free
+  EXPECT_EQ(nf_->send(frame).error(), std::errc::resource_unavailable_try_again);
+  EXPECT_EQ(nf_->stats().tx_busy, 2U);
+  // The zerocopy limit (min(128, 256/4) = 64) was reached and the rest copied, never stalled.
+  EXPECT_EQ(nf_->stats().tx_zerocopy, 64U);
+  EXPECT_EQ(nf_->stats().tx_copy, sent - 64U);
+  while (backend_->receive_tx()) {
+  }
+  nf_->process_tx_responses();
+  EXPECT_TRUE(nf_->send(frame));
+  EXPECT_EQ(nf_->stats().tx_completed, sent);
+}
+
+TEST_F(NetfrontWorld, RawLayoutsReachTheBackendAsGiven) {
+  connect();
+  // A 10-byte first slot, a zero-size slot, then page frags; and a 20-slot chain.
+  const netfront::RawTxSlot layout[] = {{100, 10}, {0, 0}, {0, 4096}, {200, 300}};
+  const auto data = pattern(10 + 4096 + 300, 4);
+  ASSERT_TRUE(nf_->send_raw(layout, data));
+  auto got = backend_->receive_tx();
+  ASSERT_TRUE(got);
+  ASSERT_EQ(got->requests.size(), 4U);
+  EXPECT_EQ(got->requests[0].size, data.size());
+  EXPECT_EQ(got->requests[0].offset, 100);
+  EXPECT_EQ(got->requests[1].size, 0);
+  EXPECT_EQ(got->requests[3].offset, 200);
+  EXPECT_EQ(got->bytes, data);
+
+  std::vector<netfront::RawTxSlot> twenty(20, {0, 100});
+  ASSERT_TRUE(nf_->send_raw(twenty, pattern(2000, 1)));
+  got = backend_->receive_tx();
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->requests.size(), 20U);
+  nf_->process_tx_responses();
+  EXPECT_EQ(nf_->stats().tx_completed, 2U);
+}
+
+TEST_F(NetfrontWorld, TxResponsesWithIdsNotInFlightAreCountedAndIgnored) {
+  connect();
+  std::set<std::uint16_t> ids;
+  for (int i = 0; i < 4; ++i) {
+    ASSERT_TRUE(nf_->send(pattern(100, 1)));
+    auto got = backend_->receive_tx(false, NETIF_RSP_OKAY, /*respond=*/false);
+    ASSERT_TRUE(got);
+    ids.insert(got->requests[0].id);
+  }
+  std::uint16_t stranger = 0;
+  while (ids.count(stranger)) ++stranger;
+  const std::uint16_t id = *ids.begin();
+  // Four responses for four requests, but only one names a request in flight.
+  backend_->raw_tx_response(300, NETIF_RSP_OKAY);       // out of range
+  backend_->raw_tx_response(stranger, NETIF_RSP_OKAY);  // never sent
+  backend_->raw_tx_response(id, NETIF_RSP_ERROR);
+  backend_->raw_tx_response(id, NETIF_RSP_OKAY);  // answered already
+  nf_->process_tx_responses();
+  const auto s = nf_->stats();
+  EXPECT_EQ(s.tx_bad_response_id, 3U);
+  EXPECT_EQ(s.tx_completed, 1U);
+  EXPECT_EQ(s.tx_error_responses, 1U);
+  EXPECT_EQ(s.broken, 0U);
+  EXPECT_TRUE(nf_->send(pattern(100, 1)));
+}
+
+TEST_F(NetfrontWorld, MoreTxResponsesThanRequestsBreakTheQueue) {
+  connect();
+  ASSERT_TRUE(nf_->send(pattern(100, 1)));
+  auto got = backend_->receive_tx(false, NETIF_RSP_OKAY, /*respond=*/false);
+  ASSERT_TRUE(got);
+  backend_->raw_tx_response(got->requests[0].id, NETIF_RSP_OKAY);
+  backend_->raw_tx_response(got->requests[0].id, NETIF_RSP_OKAY);
+  nf_->process_tx_responses();
+  EXPECT_EQ(nf_->stats().broken, 1U);
+  EXPECT_EQ(nf_->stats().tx_completed, 0U);  // nothing of a broken batch is trusted
+  EXPECT_EQ(nf_->send(pattern(100, 1)).error(), std::errc::io_error);
+}
+
+TEST_F(NetfrontWorld, EventFdWakesOnBackendNotifyAndHandleEventCompletesTx) {
+  connect();
+  ASSERT_TRUE(nf_->send(pattern(1514, 2)));
+  ASSERT_TRUE(backend_->receive_tx());  // answers and notifies (rsp_event was armed)
+  pollfd pfd{nf_->event_fd(), POLLIN, 0};
+  ASSERT_EQ(::poll(&pfd, 1, 5000), 1);
+  const auto kinds = nf_->handle_event();
+  EXPECT_TRUE(kinds.tx);
+  EXPECT_FALSE(kinds.rx);
+  EXPECT_EQ(nf_->stats().tx_completed, 1U);
+  // The backend got our TX kick too.
+  EXPECT_GE(backend_->drain_events(), 1U);
+}
+
+// --- RX ---
+
+TEST_F(NetfrontWorld, RxMultiSlotPacketsAreReassembled) {
+  connect();
+  const auto small = pattern(60, 1), jumbo = pattern(9000, 2), gso = pattern(65000, 3);
+  ASSERT_TRUE(backend_->deliver_rx(small, {}, wire::RxFlag::data_validated));
+  ASSERT_TRUE(backend_->deliver_rx(jumbo));
+  ASSERT_TRUE(backend_->deliver_rx(gso, RxGso{wire::GsoType::tcpv4, 1448},
+                                   wire::RxFlag::csum_blank | wire::RxFlag::data_validated));
+  pollfd pfd{nf_->event_fd(), POLLIN, 0};
+  ASSERT_EQ(::poll(&pfd, 1, 5000), 1);
+  EXPECT_TRUE(nf_->handle_event().rx);
+  std::vector<RxPacket> out;
+  ASSERT_EQ(nf_->poll(out), 3U);
+  EXPECT_EQ(out[0].bytes, small);
+  EXPECT_TRUE(out[0].flags.has(wire::RxFlag::data_validated));
+  EXPECT_EQ(out[0].slots_used, 1U);
+  EXPECT_EQ(out[1].bytes, jumbo);
+  EXPECT_EQ(out[1].slots_used, 3U);
+  EXPECT_EQ(out[2].bytes, gso);
+  EXPECT_EQ(out[2].slots_used, 17U);  // 16 data slots + the GSO extra
+  ASSERT_TRUE(out[2].gso);
+  EXPECT_EQ(*out[2].gso, (RxGso{wire::GsoType::tcpv4, 1448}));
+  EXPECT_TRUE(out[2].flags.has(wire::RxFlag::csum_blank));
+  EXPECT_EQ(nf_->stats().rx_bytes, 60U + 9000 + 65000);
+}
+
+class RxRefill : public NetfrontWorld, public ::testing::WithParamInterface<std::uint32_t> {};
+
+TEST_P(RxRefill, HappensOnceFreeExceedsHalfTheBudget) {
+  NetfrontOptions o;
+  o.rx_budget = GetParam();
+  connect(o);
+  const std::uint32_t threshold = std::min<std::uint32_t>(GetParam(), 256) / 2;
+  const auto frame = pattern(100, 1);
+  std::vector<RxPacket> out;
+  for (std::uint32_t i = 0; i < threshold; ++i) {
+    ASSERT_TRUE(backend_->deliver_rx(frame));
+    (void)nf_->poll(out);
+  }
+  EXPECT_EQ(out.size(), threshold);
+  // `threshold` slots free: not more than the threshold, no refill yet.
+  EXPECT_EQ(backend_->rx_req_prod(), RingIdx{256});
+  EXPECT_EQ(nf_->stats().rx_refills, 0U);
+  ASSERT_TRUE(backend_->deliver_rx(frame));
+  (void)nf_->poll(out);
+  EXPECT_EQ(backend_->rx_req_prod(), RingIdx{256 + threshold + 1});
+  EXPECT_EQ(nf_->stats().rx_refills, 1U);
+  EXPECT_EQ(backend_->rx_available(), 256U);
+}
+
+INSTANTIATE_TEST_SUITE_P(Budgets, RxRefill, ::testing::Values(2U, 16U, 64U, 300U));
+
+TEST_F(NetfrontWorld, RxHostileResponsesAreDroppedAndCounted) {
+  connect();
+  auto rsp = [](std::int16_t status, wire::RxFlags flags = {}, std::uint16_t offset = 0) {
+    wire::RxResponse r{};
+    r.status = status;
+    r.flags = flags.raw();
+    r.offset = offset;
+    return r;
+  };
+  ASSERT_TRUE(backend_->deliver_raw_rx({rsp(100, {}, 4000)}));  // crosses the page end
+  ASSERT_TRUE(backend_->deliver_raw_rx({rsp(-1)}));
+  std::vector<wire::RxResponse> twenty(20, rsp(1000, wire::RxFlag::more_data));
+  twenty.back().flags = 0;
+  ASSERT_TRUE(backend_->deliver_raw_rx(twenty));
+  const auto good = pattern(500, 7);
+  ASSERT_TRUE(backend_->deliver_rx(good));
+  std::vector<RxPacket> out;
+  ASSERT_EQ(nf_->poll(out), 1U);
+  EXPECT_EQ(out[0].bytes, good);
+  const auto s = nf_->stats();
+  EXPECT_EQ(s.rx_dropped(RxDrop::bad_slot), 2U);
+  EXPECT_EQ(s.rx_dropped(RxDrop::too_many_slots), 1U);
+  EXPECT_EQ(s.broken, 0U);
+}
+
+TEST_F(NetfrontWorld, RxResponseProducerOverflowBreaksTheQueue) {
+  connect();
+  backend_->corrupt_rx_rsp_prod(1000);
+  std::vector<RxPacket> out;
+  EXPECT_EQ(nf_->poll(out), 0U);
+  EXPECT_EQ(nf_->stats().broken, 1U);
+  EXPECT_EQ(nf_->send(pattern(100, 1)).error(), std::errc::io_error);
+}
+
+TEST_F(NetfrontWorld, ThousandsOfPacketsBothWaysWrapTheRings) {
+  NetfrontOptions o;
+  o.tx_headroom = 66;
+  o.rx_budget = 32;
+  connect(o);
+  std::vector<RxPacket> out;
+  std::size_t rx_expected = 0;
+  for (std::uint32_t i = 0; i < 3000; ++i) {
+    const std::size_t len = 14 + (i * 977) % 20000;
+    const auto frame = pattern(len, static_cast<std::uint8_t>(i));
+    auto sent = nf_->send(frame);
+    ASSERT_TRUE(sent) << i << ": " << sent.error().message();
+    auto got = backend_->receive_tx();
+    ASSERT_TRUE(got);
+    ASSERT_EQ(got->bytes, frame) << i;
+    nf_->process_tx_responses();
+    ASSERT_TRUE(backend_->deliver_rx(frame)) << i;
+    ++rx_expected;
+    const std::size_t before = out.size();
+    (void)nf_->poll(out);
+    for (std::size_t k = before; k < out.size(); ++k) {
+      const std::size_t idx = rx_expected - (out.size() - k);
+      ASSERT_EQ(out[k].bytes.size(), 14 + (idx * 977) % 20000) << idx;
+    }
+  }
+  EXPECT_EQ(out.size(), rx_expected);
+  const auto s = nf_->stats();
+  EXPECT_EQ(s.tx_completed, 3000U);
+  EXPECT_EQ(s.rx_packets, 3000U);
+  EXPECT_GT(backend_->rx_req_prod().value(), 256U * 10);
+  EXPECT_EQ(nf_->queue(QueueId{0})->limiter_stats().zerocopy_success, s.tx_zerocopy);
+}
+
+// --- disconnect ---
+
+TEST_F(NetfrontWorld, DisconnectClosesAndRevokesEveryGrant) {
+  connect();
+  ASSERT_TRUE(nf_->send(pattern(1514, 1)));
+  auto held = backend_->receive_tx(/*hold_map=*/true);
+  ASSERT_TRUE(held);
+  const GrantRef tx_ref{held->requests[0].gref};
+  const auto keys = backend_->frontend_keys();
+  const GrantRef rx_ring{static_cast<std::uint32_t>(std::stoul(keys.at("rx-ring-ref")))};
+
+  // The frontend closes in another thread; this one plays netback reacting to Closing.
+  std::thread closer([&] { nf_->disconnect(5s); });
+  ASSERT_TRUE(backend_->wait_frontend_state(5, 5s));
+  backend_->detach();  // unmaps the rings and unbinds, but one TX page stays mapped:
+  auto still =
+      dom0_->grant_table().map(domu_->self(), std::span(&tx_ref, 1), hv::Access::read_only);
+  ASSERT_TRUE(still);
+  backend_->set_state(6);
+  closer.join();
+  EXPECT_EQ(backend_->frontend_state(), 6);
+  EXPECT_FALSE(nf_->connected());
+
+  // Everything but the page we hold is revoked at once; that one is deferred.
+  std::array<std::byte, 16> buf{};
+  hv::GrantCopySegment seg{hv::GrantCopyPtr::granted(domu_->self(), rx_ring, 0),
+                           hv::GrantCopyPtr::local(buf.data()), 16, 99};
+  dom0_->grant_table().copy(std::span(&seg, 1));
+  EXPECT_NE(seg.status, GNTST_okay);
+  EXPECT_EQ(domu_->sim_grant_sharer().deferred_count(), 1U);
+  still->reset();
+  EXPECT_EQ(domu_->sim_grant_sharer().retry_deferred(), 0U);
+  hv::GrantCopySegment seg2{hv::GrantCopyPtr::granted(domu_->self(), tx_ref, 0),
+                            hv::GrantCopyPtr::local(buf.data()), 16, 99};
+  dom0_->grant_table().copy(std::span(&seg2, 1));
+  EXPECT_NE(seg2.status, GNTST_okay);
+}
+
+}  // namespace
+}  // namespace unetback::test

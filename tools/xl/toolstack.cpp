@@ -1,0 +1,121 @@
+#include "tools/xl/toolstack.hpp"
+
+#include <poll.h>
+#include <vector>
+
+namespace unetback::toolstack {
+namespace {
+
+std::string num(std::uint64_t v) {
+  return std::to_string(v);
+}
+
+std::error_code write_all(hv::XenStore& xs, hv::XsTx tx, const std::string& dir,
+                          const std::vector<std::pair<std::string, std::string>>& kv) {
+  for (const auto& [k, v] : kv)
+    if (auto ec = xs.write(dir + "/" + k, v, tx)) return ec;
+  return {};
+}
+
+}  // namespace
+
+std::string backend_path(DomId backend, DomId frontend, DevId devid) {
+  return "/local/domain/" + num(backend.value()) + "/backend/vif/" + num(frontend.value()) + "/" +
+         num(devid.value());
+}
+
+std::string frontend_path(DomId frontend, DevId devid) {
+  return "/local/domain/" + num(frontend.value()) + "/device/vif/" + num(devid.value());
+}
+
+std::error_code add_vif(hv::XenStore& xs, DomId backend, DomId frontend, const VifSpec& spec) {
+  const std::string be = backend_path(backend, frontend, spec.devid);
+  const std::string fe = frontend_path(frontend, spec.devid);
+  const std::string priv =
+      "/libxl/" + num(frontend.value()) + "/device/vif/" + num(spec.devid.value());
+
+  std::vector<std::pair<std::string, std::string>> be_keys = {
+      {"frontend", fe},
+      {"frontend-id", num(frontend.value())},
+      {"online", "1"},
+      {"state", "1"},
+      {"script", spec.script},
+      {"mac", spec.mac},
+      {"handle", num(spec.devid.value())},
+      {"type", "vif"},
+      // "force backend to wait for hotplug script execution before switching to connected"
+      {"hotplug-status", ""},
+  };
+  if (!spec.bridge.empty()) be_keys.emplace_back("bridge", spec.bridge);
+  if (spec.vifname) be_keys.emplace_back("vifname", *spec.vifname);
+  if (spec.ip) be_keys.emplace_back("ip", *spec.ip);
+  if (spec.rate) be_keys.emplace_back("rate", *spec.rate);
+  if (spec.mtu) be_keys.emplace_back("mtu", num(*spec.mtu));
+  const std::vector<std::pair<std::string, std::string>> fe_keys = {
+      {"backend", be},   {"backend-id", num(backend.value())},
+      {"state", "1"},    {"handle", num(spec.devid.value())},
+      {"mac", spec.mac}, {"trusted", spec.trusted ? "1" : "0"},
+  };
+  const std::string mtu = num(spec.mtu.value_or(1500));
+
+  const hv::XsPerm be_perms[] = {{backend, hv::XsPerm::Kind::none},
+                                 {frontend, hv::XsPerm::Kind::read}};
+  const hv::XsPerm fe_perms[] = {{frontend, hv::XsPerm::Kind::none},
+                                 {backend, hv::XsPerm::Kind::read}};
+  const hv::XsPerm ro_perms[] = {{backend, hv::XsPerm::Kind::none},
+                                 {frontend, hv::XsPerm::Kind::read}};
+  return hv::transact(xs, [&](hv::XsTx tx) -> std::error_code {
+    if (auto ec = xs.mkdir(be, tx)) return ec;
+    if (auto ec = xs.set_perms(be, be_perms, tx)) return ec;
+    if (auto ec = xs.mkdir(fe, tx)) return ec;
+    if (auto ec = xs.set_perms(fe, fe_perms, tx)) return ec;
+    if (auto ec = write_all(xs, tx, be, be_keys)) return ec;
+    if (auto ec = write_all(xs, tx, fe, fe_keys)) return ec;
+    if (auto ec = xs.write(fe + "/mtu", mtu, tx)) return ec;
+    if (auto ec = xs.set_perms(fe + "/mtu", ro_perms, tx)) return ec;
+    if (auto ec = write_all(xs, tx, priv, be_keys)) return ec;
+    return {};
+  });
+}
+
+std::error_code wait_for_value(hv::XenStore& xs, const std::string& path, std::string_view value,
+                               std::chrono::milliseconds timeout) {
+  const std::string token = "toolstack-wait:" + path;
+  auto watch = hv::XsWatch::add(xs, path, token);
+  if (!watch) return watch.error();
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    auto v = xs.read(path);
+    if (v && *v == value) return {};
+    // Drain queued events (ours and anyone else's on this connection: the caller owns it).
+    while (xs.read_watch()) {
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return std::make_error_code(std::errc::timed_out);
+    pollfd pfd{xs.watch_fd(), POLLIN, 0};
+    (void)::poll(&pfd, 1, static_cast<int>(std::min<std::int64_t>(left.count(), 100)));
+  }
+}
+
+std::error_code remove_vif(hv::XenStore& xs, DomId backend, DomId frontend, DevId devid) {
+  const std::string be = backend_path(backend, frontend, devid);
+  const std::string fe = frontend_path(frontend, devid);
+  const std::string priv = "/libxl/" + num(frontend.value()) + "/device/vif/" + num(devid.value());
+  auto state = xs.read(be + "/state");
+  std::error_code wait_error;
+  if (state && *state != "6") {
+    if (auto ec = hv::transact(xs, [&](hv::XsTx tx) -> std::error_code {
+          if (auto e = xs.write(be + "/online", "0", tx)) return e;
+          return xs.write(be + "/state", "5", tx);
+        }))
+      return ec;
+    wait_error = wait_for_value(xs, be + "/state", "6", kDestroyTimeout);
+  }
+  (void)xs.rm(fe);
+  (void)xs.rm(be);
+  (void)xs.rm(priv);
+  return wait_error;
+}
+
+}  // namespace unetback::toolstack

@@ -1,0 +1,56 @@
+// libxl's vif contract, for the xensim world (and for tests): the xenstore nodes libxl writes
+// for `vif = ['mac=…,bridge=…']`, the waits with libxl's timeouts, and the removal sequence.
+// Facts: netback-facts §5 and xenlab/README.md ("What libxl (4.17) does … observed").
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <system_error>
+
+#include "common/hv/xenstore.hpp"
+#include "common/util/strong_id.hpp"
+
+namespace unetback::toolstack {
+
+/// LIBXL_INIT_TIMEOUT: how long libxl waits for the backend's InitWait (also its
+/// LIBXL_DESTROY_TIMEOUT for Closed).
+inline constexpr std::chrono::seconds kInitTimeout{10};
+inline constexpr std::chrono::seconds kDestroyTimeout{10};
+/// LIBXL_HOTPLUG_TIMEOUT: the hotplug script's limit.
+inline constexpr std::chrono::seconds kHotplugTimeout{40};
+
+struct VifSpec {
+  DevId devid{0};
+  std::string mac = "00:16:3e:00:00:01";
+  std::string bridge;
+  std::string script = "/etc/xen/scripts/vif-bridge";
+  std::optional<std::string> vifname;
+  std::optional<std::string> ip;
+  /// B:rate as libxl writes it: "<bytes>,<usecs>" (only when an interval is set).
+  std::optional<std::string> rate;
+  std::optional<std::uint32_t> mtu;
+  bool trusted = true;
+};
+
+[[nodiscard]] std::string backend_path(DomId backend, DomId frontend, DevId devid);
+[[nodiscard]] std::string frontend_path(DomId frontend, DevId devid);
+
+/// libxl__device_generic_add + libxl__set_xenstore_nic: in one transaction (retried on
+/// EAGAIN) the backend dir (perms n<backend>,r<frontend>), the frontend dir (perms
+/// n<frontend>,r<backend>; `mtu` read-only to the guest) and libxl's private copy under
+/// /libxl/<domid>/device/vif/<devid>.
+std::error_code add_vif(hv::XenStore& xs, DomId backend, DomId frontend, const VifSpec& spec);
+
+/// Waits (bounded) until `path` reads `value`, by watching it.
+std::error_code wait_for_value(hv::XenStore& xs, const std::string& path, std::string_view value,
+                               std::chrono::milliseconds timeout);
+
+/// libxl__initiate_device_generic_remove: online=0 and state=5 in one transaction, wait up
+/// to kDestroyTimeout for the backend's Closed (6), then delete the frontend dir, the
+/// backend dir and the private copy (even after a timeout, as libxl does). Returns the
+/// wait's error (timed_out) if the backend never closed.
+std::error_code remove_vif(hv::XenStore& xs, DomId backend, DomId frontend, DevId devid);
+
+}  // namespace unetback::toolstack
