@@ -77,14 +77,7 @@ void VifQueue::start() {
 
 void VifQueue::stop() {
   std::promise<void> stopped;
-  boost::asio::post(io_, [this] {
-    stopped_ = true;
-    boost::system::error_code ignored;
-    evtchn_sd_.cancel(ignored);
-    tap_sd_.cancel(ignored);
-    housekeeping_.cancel();
-    tx_retry_.cancel();
-  });
+  boost::asio::post(io_, [this] { cancel_all(); });
   // The cancelled operations' handlers are queued by now; this runs after them.
   boost::asio::post(io_, [&stopped] { stopped.set_value(); });
   stopped.get_future().wait();
@@ -264,15 +257,19 @@ void VifQueue::arm_tx_retry(Clock::time_point at) {
   });
 }
 
-void VifQueue::fail(const std::string& why) {
-  // Stop serving this frontend at once; the teardown itself happens from the daemon's
-  // thread through xenbus.
+void VifQueue::cancel_all() {
   stopped_ = true;
   boost::system::error_code ignored;
   evtchn_sd_.cancel(ignored);
   tap_sd_.cancel(ignored);
   housekeeping_.cancel();
   tx_retry_.cancel();
+}
+
+void VifQueue::fail(const std::string& why) {
+  // Stop serving this frontend at once; the teardown itself happens from the daemon's
+  // thread through xenbus.
+  cancel_all();
   log::write(log::Level::warn, prefix_, "disabling the vif: " + why);
   if (on_fatal_) on_fatal_(why);
 }

@@ -82,6 +82,8 @@ class VifQueue {
   void run_rx();
   void arm_housekeeping();
   void arm_tx_retry(std::chrono::steady_clock::time_point at);
+  /// Stops every wait of this queue (their handlers then see stopped_ and return).
+  void cancel_all();
   void fail(const std::string& why);
 
   boost::asio::io_context& io_;

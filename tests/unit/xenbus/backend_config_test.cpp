@@ -7,19 +7,13 @@
 #include <map>
 
 #include "common/net/tap_device.hpp"
+#include "tests/unit/xenbus/key_map.hpp"
 
 namespace unetback::xenbus {
 namespace {
 
-using Keys = std::map<std::string, std::string, std::less<>>;
-
-KeyReader reader(const Keys& keys) {
-  return [&keys](std::string_view k) -> std::optional<std::string> {
-    auto it = keys.find(k);
-    if (it == keys.end()) return std::nullopt;
-    return it->second;
-  };
-}
+using testing::Keys;
+using testing::reader;
 
 // What libxl 4.17 writes for `vif = ['bridge=xenbr0,mac=00:16:3e:01:02:03']` of domain 5.
 Keys libxl_keys() {

@@ -6,18 +6,13 @@
 #include <gtest/gtest.h>
 #include <map>
 
+#include "tests/unit/xenbus/key_map.hpp"
+
 namespace unetback::xenbus {
 namespace {
 
-using Keys = std::map<std::string, std::string, std::less<>>;
-
-KeyReader reader(const Keys& keys) {
-  return [&keys](std::string_view k) -> std::optional<std::string> {
-    auto it = keys.find(k);
-    if (it == keys.end()) return std::nullopt;
-    return it->second;
-  };
-}
+using testing::Keys;
+using testing::reader;
 
 // What Linux netfront writes for one queue with split event channels.
 Keys netfront_one_queue() {
