@@ -1,0 +1,238 @@
+#include "backend/daemon/backend_manager.hpp"
+
+#include <cerrno>
+
+#include "backend/xenbus/xenbus_state.hpp"
+
+namespace unetback::daemon {
+namespace {
+
+constexpr std::string_view kLog = "manager";
+
+// Domain ids from DOMID_FIRST_RESERVED (0x7FF0) up name no real domain (DOMID_SELF, _IO, ...).
+constexpr std::uint16_t kFirstReservedDomId = 0x7FF0;
+
+std::optional<DomId> parse_domid(std::string_view s) {
+  const auto v = hv::parse_xs_uint<std::uint16_t>(s);
+  if (!v || *v >= kFirstReservedDomId) return std::nullopt;
+  return DomId{*v};
+}
+
+std::optional<DevId> parse_devid(std::string_view s) {
+  const auto v = hv::parse_xs_uint<std::uint32_t>(s);
+  if (!v) return std::nullopt;
+  return DevId{*v};
+}
+
+// Names come from xenstore: keep control characters out of the log.
+std::string printable(std::string_view s) {
+  std::string out;
+  for (char c : s.substr(0, 64)) out += (c >= 0x20 && c < 0x7f) ? c : '?';
+  return out;
+}
+
+}  // namespace
+
+std::optional<VifId> parse_vif_id(std::string_view s) {
+  const auto slash = s.find('/');
+  if (slash == std::string_view::npos) return std::nullopt;
+  const auto d = parse_domid(s.substr(0, slash));
+  const auto v = parse_devid(s.substr(slash + 1));
+  if (!d || !v) return std::nullopt;
+  return VifId{*d, *v};
+}
+
+std::string format_vif_id(const VifId& id) {
+  return std::to_string(id.domid.value()) + "/" + std::to_string(id.devid.value());
+}
+
+BackendManager::BackendManager(hv::XenStore& xs, DomId self, VifFactory& factory,
+                               TunableStore& tunables, DomainExists domain_exists)
+    : xs_(xs),
+      self_(self),
+      factory_(factory),
+      tunables_(tunables),
+      domain_exists_(std::move(domain_exists)),
+      root_("/local/domain/" + std::to_string(self.value()) + "/backend/vif") {}
+
+BackendManager::~BackendManager() = default;
+
+std::error_code BackendManager::start() {
+  if (auto ec = tunables_.start()) return ec;
+  auto b = hv::XsWatch::add(xs_, root_, std::string(kBackendsToken));
+  if (!b) return b.error();
+  backends_watch_ = std::move(*b);
+  // @releaseDomain fires when any domain dies; xenstored tells us no more, so every vif whose
+  // frontend domain no longer exists is torn down (as Linux's xenbus does with its frontends).
+  auto r = hv::XsWatch::add(xs_, "@releaseDomain", std::string(kReleaseToken));
+  if (!r) return r.error();
+  release_watch_ = std::move(*r);
+  return {};
+}
+
+bool BackendManager::process_events(std::size_t max_events) {
+  for (std::size_t n = 0; n < max_events; ++n) {
+    auto ev = xs_.read_watch();
+    if (!ev) return false;
+    if (shut_down_) continue;  // drain: nothing reacts any more
+    if (tunables_.owns(*ev)) {
+      tunables_.handle_watch(*ev);
+    } else if (ev->token == kBackendsToken) {
+      on_backends_event(ev->path);
+    } else if (ev->token == kReleaseToken) {
+      on_release_domain();
+    } else {
+      for (auto& [id, vif] : vifs_) {
+        if (vif.xenbus->owns(*ev)) {
+          vif.xenbus->handle_watch(*ev);
+          break;
+        }
+      }
+    }
+    check_vifs();
+  }
+  return true;
+}
+
+void BackendManager::on_backends_event(const std::string& path) {
+  if (path == root_) return scan_backends();
+  if (path.size() <= root_.size() + 1 || !path.starts_with(root_) || path[root_.size()] != '/')
+    return;
+  // Only the first two components matter: <domid>[/<devid>[/<key>...]].
+  const std::string_view rest = std::string_view(path).substr(root_.size() + 1);
+  const auto slash = rest.find('/');
+  const std::string dom_name(rest.substr(0, slash));
+  if (slash == std::string_view::npos) return scan_domain_entry(dom_name, std::nullopt);
+  const std::string_view dev = rest.substr(slash + 1);
+  scan_domain_entry(dom_name, std::string(dev.substr(0, dev.find('/'))));
+}
+
+void BackendManager::scan_backends() {
+  auto doms = xs_.directory(root_);
+  if (!doms) return;  // no backend/vif yet: libxl creates it with the first vif
+  for (const auto& d : *doms) scan_domain_entry(d, std::nullopt);
+}
+
+void BackendManager::scan_domain_entry(const std::string& dom_name,
+                                       const std::optional<std::string>& dev_name) {
+  const auto domid = parse_domid(dom_name);
+  if (!domid) {
+    warn_junk("ignoring " + root_ + "/" + printable(dom_name) + ": not a domain id");
+    return;
+  }
+  if (dev_name) {
+    consider(dom_name, *domid, *dev_name);
+    return;
+  }
+  auto devs = xs_.directory(root_ + "/" + dom_name);
+  if (!devs) return;  // removed meanwhile
+  for (const auto& v : *devs) consider(dom_name, *domid, v);
+}
+
+void BackendManager::consider(const std::string& dom_name, DomId domid,
+                              const std::string& dev_name) {
+  const auto devid = parse_devid(dev_name);
+  if (!devid) {
+    warn_junk("ignoring " + root_ + "/" + dom_name + "/" + printable(dev_name) +
+              ": not a device id");
+    return;
+  }
+  const VifId id{domid, *devid};
+  if (auto it = vifs_.find(id); it != vifs_.end()) {
+    // A vif that finished (its device was removed) may be re-created at once in the same
+    // directory (detach + attach): let the old one go before judging the new one.
+    if (!it->second.xenbus->finished()) return;
+    vifs_.erase(it);
+  }
+  // A device directory is ours to serve while the toolstack keeps it online and it is not
+  // closing: after a teardown our own state=6 write (and libxl's removal) must not bring a vif
+  // back, while a daemon restarted under a live device still answers its removal.
+  const std::string dir = root_ + "/" + dom_name + "/" + dev_name;
+  const auto online = xs_.read(dir + "/online");
+  const auto state_raw = xs_.read(dir + "/state");
+  if (!online || *online != "1" || !state_raw) return;
+  const auto state = xenbus::parse_xenbus_state(*state_raw);
+  if (!state || *state == xenbus::XenbusState::closing || *state == xenbus::XenbusState::closed)
+    return;
+  if (!domain_exists_(domid)) return;
+  add_vif(id);
+}
+
+void BackendManager::add_vif(const VifId& id) {
+  const Tunables& t = tunables_.current();
+  Vif vif;
+  vif.handle = factory_.make_vif(id.domid, id.devid, t);
+  if (!vif.handle) {
+    log::write(log::Level::error, kLog, "vif " + format_vif_id(id) + ": the vif layer refused it");
+    return;
+  }
+  const xenbus::FeatureOptions features{t.max_queues, /*split_event_channels=*/true,
+                                        /*ctrl_ring=*/false};
+  vif.xenbus = std::make_unique<xenbus::BackendXenbus>(xs_, self_, id.domid, id.devid, *vif.handle,
+                                                       features);
+  if (auto ec = vif.xenbus->start()) {
+    log::write(log::Level::error, kLog,
+               "vif " + format_vif_id(id) + ": cannot watch its directory: " + ec.message());
+    return;
+  }
+  log::write(log::Level::info, kLog, "new vif " + format_vif_id(id));
+  vifs_.emplace(id, std::move(vif));
+}
+
+void BackendManager::on_release_domain() {
+  for (auto& [id, vif] : vifs_) {
+    if (vif.xenbus->finished() || domain_exists_(id.domid)) continue;
+    log::write(log::Level::info, kLog,
+               "vif " + format_vif_id(id) + ": frontend domain is gone, tearing down");
+    vif.xenbus->frontend_domain_gone();
+  }
+}
+
+void BackendManager::check_vifs() {
+  for (auto it = vifs_.begin(); it != vifs_.end();) {
+    Vif& vif = it->second;
+    if (!vif.xenbus->finished() && vif.xenbus->view().rings == xenbus::RingsState::up &&
+        vif.handle->disabled()) {
+      log::write(log::Level::warn, kLog,
+                 "vif " + format_vif_id(it->first) + ": disabled by its data path, closing");
+      vif.xenbus->fatal_from_datapath(EPROTO, "frontend violated the netif protocol");
+    }
+    if (vif.xenbus->finished()) {
+      log::write(log::Level::info, kLog, "vif " + format_vif_id(it->first) + " released");
+      it = vifs_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void BackendManager::shutdown() {
+  if (shut_down_) return;
+  shut_down_ = true;
+  backends_watch_.reset();
+  release_watch_.reset();
+  for (auto& [id, vif] : vifs_) vif.xenbus->shutdown();
+  vifs_.clear();
+}
+
+std::vector<VifStatus> BackendManager::list() const {
+  std::vector<VifStatus> out;
+  out.reserve(vifs_.size());
+  for (const auto& [id, vif] : vifs_) out.push_back({id, vif.xenbus->view(), vif.handle->report()});
+  return out;
+}
+
+std::optional<VifStatus> BackendManager::status(const VifId& id) const {
+  const auto it = vifs_.find(id);
+  if (it == vifs_.end()) return std::nullopt;
+  return VifStatus{id, it->second.xenbus->view(), it->second.handle->report()};
+}
+
+void BackendManager::warn_junk(const std::string& msg) {
+  std::uint64_t suppressed = 0;
+  if (!junk_log_limit_.allow(suppressed)) return;
+  log::write(log::Level::warn, kLog,
+             suppressed == 0 ? msg : msg + " (" + std::to_string(suppressed) + " suppressed)");
+}
+
+}  // namespace unetback::daemon

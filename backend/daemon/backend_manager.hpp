@@ -1,0 +1,110 @@
+// BackendManager: the daemon's control plane. One per daemon, one XenStore connection.
+//
+// It watches `/local/domain/<self>/backend/vif` (where libxl creates `<domid>/<devid>`), makes
+// a VifHandle (through the VifFactory) and a BackendXenbus for every new device directory,
+// routes each watch event to the vif that owns it, tears vifs down when their frontend domain
+// dies (@releaseDomain), turns a data path's "disabled" into a xenbus fatal error from this
+// thread (XSA-90: never from the data path), and destroys vifs whose BackendXenbus finished.
+//
+// Threading: single-threaded. Its owner (main, or a test) calls process_events() whenever
+// XenStore::watch_fd() is readable and check_vifs() periodically (run() does both on an
+// io_context). VifHandle methods may be called from here while the vif's data path runs on
+// its own threads (the vif layer makes them thread-safe).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backend/daemon/tunables.hpp"
+#include "backend/daemon/vif_factory.hpp"
+#include "backend/xenbus/xenbus_adapter.hpp"
+#include "common/hv/xenstore.hpp"
+#include "common/util/log.hpp"
+#include "common/util/strong_id.hpp"
+
+namespace unetback::daemon {
+
+/// `<domid>/<devid>`, the key of a vif in the backend tree.
+struct VifId {
+  DomId domid{};
+  DevId devid{};
+  friend auto operator<=>(const VifId&, const VifId&) = default;
+};
+/// "5/0" -> {5, 0}: strict decimal on both sides, nothing else.
+[[nodiscard]] std::optional<VifId> parse_vif_id(std::string_view s);
+[[nodiscard]] std::string format_vif_id(const VifId& id);
+
+/// What `unetback-ctl list` shows of one vif: the xenbus view plus the vif's report.
+struct VifStatus {
+  VifId id;
+  xenbus::BackendView view;
+  VifReport report;
+};
+
+class BackendManager {
+ public:
+  /// Whether a domain still exists (Hypervisor::domain_exists in the daemon).
+  using DomainExists = std::function<bool(DomId)>;
+
+  /// Nothing happens until start(). Every reference must outlive the manager.
+  BackendManager(hv::XenStore& xs, DomId self, VifFactory& factory, TunableStore& tunables,
+                 DomainExists domain_exists);
+  /// Destroys the vifs without writing anything (call shutdown() first for an orderly stop).
+  ~BackendManager();
+  BackendManager(const BackendManager&) = delete;
+  BackendManager& operator=(const BackendManager&) = delete;
+
+  /// Starts the tunables, then watches the backend tree and @releaseDomain. The watches'
+  /// initial events (handled by process_events) pick up devices that already exist.
+  std::error_code start();
+
+  /// Handles every queued watch event, then check_vifs(). Bounded per call so a flood of
+  /// events cannot starve the control socket; returns true if events may remain.
+  bool process_events(std::size_t max_events = 1024);
+  /// Reports disabled vifs fatal and destroys finished ones.
+  void check_vifs();
+
+  /// Closes every vif (state 6 written, TAP gone) and stops reacting to events.
+  void shutdown();
+
+  [[nodiscard]] std::vector<VifStatus> list() const;
+  [[nodiscard]] std::optional<VifStatus> status(const VifId& id) const;
+  [[nodiscard]] std::size_t vif_count() const { return vifs_.size(); }
+  [[nodiscard]] TunableStore& tunables() { return tunables_; }
+  [[nodiscard]] const std::string& backend_root() const { return root_; }
+
+  static constexpr std::string_view kBackendsToken = "unetback/backends";
+  static constexpr std::string_view kReleaseToken = "unetback/release-domain";
+
+ private:
+  struct Vif {
+    std::unique_ptr<VifHandle> handle;
+    std::unique_ptr<xenbus::BackendXenbus> xenbus;
+  };
+
+  void on_backends_event(const std::string& path);
+  void scan_backends();
+  void scan_domain_entry(const std::string& dom_name, const std::optional<std::string>& dev_name);
+  void consider(const std::string& dom_name, DomId domid, const std::string& dev_name);
+  void add_vif(const VifId& id);
+  void on_release_domain();
+  void warn_junk(const std::string& msg);
+
+  hv::XenStore& xs_;
+  DomId self_;
+  VifFactory& factory_;
+  TunableStore& tunables_;
+  DomainExists domain_exists_;
+  std::string root_;  // /local/domain/<self>/backend/vif
+  std::map<VifId, Vif> vifs_;
+  hv::XsWatch backends_watch_, release_watch_;
+  bool shut_down_ = false;
+  log::RateLimit junk_log_limit_;
+};
+
+}  // namespace unetback::daemon

@@ -1,0 +1,56 @@
+// The control socket's requests: one line each, words separated by single spaces or tabs.
+//
+//   list                      the vifs, their xenbus states, TAP, connected, carrier
+//   stats [<domid>/<devid>]   per-queue counters (every vif, or one)
+//   rings <domid>/<devid>     per-queue ring indices
+//   tunables                  every daemon-wide tunable and its value in force
+//   get <tunable>             one tunable's value in force
+//   set <tunable> <value>     change a tunable (through xenstore; validated like a watch)
+//
+// Parsing is pure and strict: an unknown verb, a missing or extra argument, or a malformed vif
+// id is an error message for the client, never an exception.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include "backend/daemon/backend_manager.hpp"
+
+namespace unetback::daemon {
+
+struct ListRequest {
+  friend bool operator==(const ListRequest&, const ListRequest&) = default;
+};
+struct StatsRequest {
+  std::optional<VifId> vif;
+  friend bool operator==(const StatsRequest&, const StatsRequest&) = default;
+};
+struct RingsRequest {
+  VifId vif;
+  friend bool operator==(const RingsRequest&, const RingsRequest&) = default;
+};
+struct TunablesRequest {
+  friend bool operator==(const TunablesRequest&, const TunablesRequest&) = default;
+};
+struct GetRequest {
+  std::string name;
+  friend bool operator==(const GetRequest&, const GetRequest&) = default;
+};
+struct SetRequest {
+  std::string name;
+  std::string value;
+  friend bool operator==(const SetRequest&, const SetRequest&) = default;
+};
+
+using Request =
+    std::variant<ListRequest, StatsRequest, RingsRequest, TunablesRequest, GetRequest, SetRequest>;
+
+/// A request, or the message explaining what is wrong with the line.
+using ParsedRequest = std::variant<Request, std::string>;
+
+/// Parses one line (without its newline; a trailing '\r' is tolerated).
+[[nodiscard]] ParsedRequest parse_request(std::string_view line);
+
+}  // namespace unetback::daemon

@@ -1,0 +1,226 @@
+#include "backend/daemon/control_server.hpp"
+
+#include <array>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
+#include <cerrno>
+#include <cstring>
+#include <list>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include <utility>
+
+#include "backend/daemon/json_writer.hpp"
+#include "common/util/log.hpp"
+#include "common/util/result.hpp"
+#include "common/util/unique_fd.hpp"
+
+namespace unetback::daemon {
+
+namespace asio = boost::asio;
+using Local = asio::local::stream_protocol;
+
+namespace {
+constexpr std::string_view kLog = "control";
+}  // namespace
+
+// Named (not anonymous): ControlServer::Shared, which has external linkage, refers to it.
+namespace control_detail {
+class Session;
+}  // namespace control_detail
+using control_detail::Session;
+
+struct ControlServer::Shared {
+  Shared(asio::io_context& io, Handler h, Limits l)
+      : acceptor(io), handler(std::move(h)), limits(l) {}
+  Local::acceptor acceptor;
+  Handler handler;
+  Limits limits;
+  bool stopped = false;
+  // Weak: a session lives as long as its pending operations; the list lets stop() close them.
+  std::list<std::weak_ptr<Session>> sessions;
+
+  void prune() {
+    sessions.remove_if([](const std::weak_ptr<Session>& w) { return w.expired(); });
+  }
+};
+
+namespace control_detail {
+
+class Session : public std::enable_shared_from_this<Session> {
+ public:
+  Session(Local::socket socket, std::shared_ptr<ControlServer::Shared> shared)
+      : socket_(std::move(socket)), timer_(socket_.get_executor()), shared_(std::move(shared)) {}
+
+  void start() {
+    arm_timer();
+    do_read();
+  }
+
+  void close() {
+    boost::system::error_code ignored;
+    socket_.shutdown(Local::socket::shutdown_both, ignored);
+    socket_.close(ignored);
+    timer_.cancel();
+  }
+
+ private:
+  void arm_timer() {
+    timer_.expires_after(shared_->limits.idle_timeout);
+    timer_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {
+      if (ec) return;  // re-armed or cancelled
+      self->close();
+    });
+  }
+
+  void do_read() {
+    socket_.async_read_some(asio::buffer(chunk_),
+                            [self = shared_from_this()](const boost::system::error_code& ec,
+                                                        std::size_t n) { self->on_read(ec, n); });
+  }
+
+  void on_read(const boost::system::error_code& ec, std::size_t n) {
+    if (ec || shared_->stopped) return close();
+    arm_timer();
+    in_.append(chunk_.data(), n);
+    std::string out;
+    std::size_t start = 0;
+    for (auto nl = in_.find('\n'); nl != std::string::npos; nl = in_.find('\n', start)) {
+      const std::string_view line(in_.data() + start, nl - start);
+      if (line.size() > shared_->limits.max_line) {
+        out += json_error("request line too long") + "\n";
+        return write_and_close(std::move(out));
+      }
+      out += shared_->handler(line) + "\n";
+      start = nl + 1;
+    }
+    in_.erase(0, start);
+    if (in_.size() > shared_->limits.max_line) {
+      out += json_error("request line too long") + "\n";
+      return write_and_close(std::move(out));
+    }
+    if (out.empty()) return do_read();
+    out_ = std::move(out);
+    asio::async_write(
+        socket_, asio::buffer(out_),
+        [self = shared_from_this()](const boost::system::error_code& wec, std::size_t) {
+          if (wec) return self->close();
+          self->do_read();
+        });
+  }
+
+  void write_and_close(std::string out) {
+    out_ = std::move(out);
+    asio::async_write(socket_, asio::buffer(out_),
+                      [self = shared_from_this()](const boost::system::error_code&, std::size_t) {
+                        self->close();
+                      });
+  }
+
+  Local::socket socket_;
+  asio::steady_timer timer_;
+  std::shared_ptr<ControlServer::Shared> shared_;
+  std::array<char, 4096> chunk_{};
+  std::string in_;
+  std::string out_;
+};
+
+}  // namespace control_detail
+
+namespace {
+
+void do_accept(const std::shared_ptr<ControlServer::Shared>& shared) {
+  shared->acceptor.async_accept(
+      [shared](const boost::system::error_code& ec, Local::socket socket) {
+        if (shared->stopped) return;
+        if (ec) {
+          if (ec == asio::error::operation_aborted) return;
+          // EMFILE and friends: log, keep accepting (the next client may fit).
+          log::write(log::Level::warn, kLog, "accept: " + ec.message());
+          return do_accept(shared);
+        }
+        shared->prune();
+        if (shared->sessions.size() >= shared->limits.max_connections) {
+          // Best effort and non-blocking: the client learns why, the daemon never waits.
+          const std::string msg = json_error("too many connections") + "\n";
+          socket.non_blocking(true);
+          boost::system::error_code ignored;
+          socket.write_some(asio::buffer(msg), ignored);
+          socket.close(ignored);
+        } else {
+          socket.non_blocking(true);
+          auto session = std::make_shared<Session>(std::move(socket), shared);
+          shared->sessions.push_back(session);
+          session->start();
+        }
+        do_accept(shared);
+      });
+}
+
+// True if something accepts connections on `path`.
+bool socket_is_live(const std::string& path) {
+  UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  if (!fd) return false;
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, path.c_str(), path.size() + 1);
+  return ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0;
+}
+
+}  // namespace
+
+ControlServer::ControlServer(asio::io_context& io, std::string path, Handler handler, Limits limits)
+    : path_(std::move(path)), shared_(std::make_shared<Shared>(io, std::move(handler), limits)) {
+  if (path_.empty() || path_.size() >= sizeof(sockaddr_un{}.sun_path))
+    throw SetupError("control socket path '" + path_ + "' is empty or too long");
+  if (const auto slash = path_.rfind('/'); slash != std::string::npos && slash > 0) {
+    const std::string parent = path_.substr(0, slash);
+    if (::mkdir(parent.c_str(), 0755) != 0 && errno != EEXIST)
+      throw SetupError("cannot create " + parent + ": " + last_errno().message());
+  }
+  struct stat st {};
+  if (::lstat(path_.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode))
+      throw SetupError("control socket path " + path_ + " exists and is not a socket");
+    if (socket_is_live(path_)) throw SetupError("another daemon is listening on " + path_);
+    ::unlink(path_.c_str());  // stale: left by a daemon that did not stop cleanly
+  }
+  boost::system::error_code ec;
+  auto& acc = shared_->acceptor;
+  if (!ec) acc.open(Local(), ec);
+  if (!ec) acc.bind(Local::endpoint(path_), ec);
+  if (ec) throw SetupError("control socket " + path_ + ": " + ec.message());
+  // Before listen(): nobody can connect while the mode is still the umask's.
+  if (::chmod(path_.c_str(), 0600) != 0) {
+    const auto err = last_errno();
+    ::unlink(path_.c_str());
+    throw SetupError("chmod " + path_ + ": " + err.message());
+  }
+  acc.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    ::unlink(path_.c_str());
+    throw SetupError("control socket " + path_ + ": listen: " + ec.message());
+  }
+  acc.non_blocking(true);
+  do_accept(shared_);
+}
+
+ControlServer::~ControlServer() {
+  shared_->stopped = true;
+  boost::system::error_code ignored;
+  shared_->acceptor.close(ignored);
+  for (auto& w : shared_->sessions)
+    if (auto s = w.lock()) s->close();
+  shared_->sessions.clear();
+  ::unlink(path_.c_str());
+}
+
+std::size_t ControlServer::connections() const {
+  shared_->prune();
+  return shared_->sessions.size();
+}
+
+}  // namespace unetback::daemon

@@ -1,0 +1,111 @@
+#include "backend/daemon/daemon_options.hpp"
+
+#include "backend/daemon/tunables.hpp"
+#include "common/hv/xenstore.hpp"
+
+namespace unetback::daemon {
+
+std::string default_control_path(std::string_view hypervisor) {
+  if (hypervisor.starts_with("sim:") && hypervisor.size() > 4)
+    return std::string(hypervisor.substr(4)) + "/unetbackd.sock";
+  return "/run/unetback/unetbackd.sock";
+}
+
+std::variant<DaemonOptions, std::string> parse_daemon_args(std::span<const std::string_view> args) {
+  DaemonOptions o;
+  std::optional<std::string> control;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    std::string_view a = args[i];
+    if (a == "--help" || a == "-h") {
+      o.help = true;
+      return o;
+    }
+    if (!a.starts_with("--")) return "unexpected argument '" + std::string(a) + "'";
+    std::string_view name = a.substr(2);
+    std::optional<std::string_view> value;
+    if (const auto eq = name.find('='); eq != std::string_view::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+    } else if (i + 1 < args.size()) {
+      value = args[++i];
+    }
+    static constexpr std::string_view kOwn[] = {"hypervisor", "backend-domid", "control",
+                                                "log-level"};
+    bool known = find_tunable(name) != nullptr;
+    for (auto k : kOwn) known = known || k == name;
+    if (!known) return "unknown option --" + std::string(name);
+    if (!value) return "--" + std::string(name) + " needs a value";
+    if (name == "hypervisor") {
+      if (*value != "xen" && !(value->starts_with("sim:") && value->size() > 4))
+        return "--hypervisor takes xen or sim:<world-dir>, not '" + std::string(*value) + "'";
+      o.hypervisor = *value;
+    } else if (name == "backend-domid") {
+      const auto d = hv::parse_xs_uint<std::uint16_t>(*value);
+      if (!d || *d >= 0x7FF0)
+        return "--backend-domid: '" + std::string(*value) + "' is not a domid";
+      o.backend_domid = DomId{*d};
+    } else if (name == "control") {
+      if (value->empty()) return "--control needs a path";
+      control = *value;
+    } else if (name == "log-level") {
+      if (*value == "debug") {
+        o.log_level = log::Level::debug;
+      } else if (*value == "info") {
+        o.log_level = log::Level::info;
+      } else if (*value == "warn") {
+        o.log_level = log::Level::warn;
+      } else if (*value == "error") {
+        o.log_level = log::Level::error;
+      } else {
+        return "--log-level takes debug, info, warn or error";
+      }
+    } else if (const auto* spec = find_tunable(name)) {
+      if (auto why = set_tunable(o.tunables, *spec, *value))
+        return "--" + std::string(name) + ": " + *why;
+      o.explicit_tunables.emplace_back(spec->name);
+    }
+  }
+  if (o.hypervisor.empty()) return std::string("--hypervisor is required (xen or sim:<world-dir>)");
+  o.control_path = control ? *control : default_control_path(o.hypervisor);
+  return o;
+}
+
+std::string daemon_usage() {
+  std::string s =
+      "usage: unetbackd --hypervisor xen|sim:<world-dir> [--backend-domid N] [--control PATH]\n"
+      "                 [--log-level debug|info|warn|error] [--<tunable> VALUE ...]\n"
+      "\n"
+      "The userspace Xen netback daemon. It serves every vif under\n"
+      "/local/domain/<self>/backend/vif, logs to stderr, and stops on SIGTERM or SIGINT after\n"
+      "closing every vif (backend state 6).\n"
+      "\n"
+      "  --hypervisor xen       the real Xen hypervisor (libxen*, xenstored)\n"
+      "  --hypervisor sim:DIR   the xensim world running in DIR\n"
+      "  --backend-domid N      xensim: run as domain N (default: dom0)\n"
+      "  --control PATH         control socket for unetback-ctl (default\n"
+      "                         /run/unetback/unetbackd.sock, or DIR/unetbackd.sock on xensim)\n"
+      "  --log-level LEVEL      debug, info (default), warn or error\n"
+      "\n"
+      "Tunables (xenstore /local/domain/<self>/unetback/<name>; a value given here replaces\n"
+      "the one in xenstore, other keys keep a valid stored value or get the default):\n";
+  const Tunables defaults;
+  for (const auto& spec : tunable_specs()) {
+    std::string line = "  --" + std::string(spec.name) + " ";
+    if (spec.choices.empty()) {
+      line += std::to_string(spec.min) + ".." + std::to_string(spec.max);
+    } else {
+      for (std::size_t i = spec.choices.size(); i-- > 0;)
+        line += std::string(spec.choices[i]) + (i > 0 ? "|" : "");
+    }
+    line.resize(std::max<std::size_t>(line.size() + 1, 38), ' ');
+    s += line + std::string(spec.help) + " (default " + format_tunable(defaults, spec) + ")\n";
+  }
+  s += "\n"
+       "Exit status:\n"
+       "  0  stopped cleanly (SIGTERM/SIGINT), or --help\n"
+       "  1  setup failed (hypervisor or xenstore missing, control socket in use, ...)\n"
+       "  2  bad command line\n";
+  return s;
+}
+
+}  // namespace unetback::daemon

@@ -1,0 +1,42 @@
+// unetbackd's command line, parsed purely (no exit(), no printing) so it can be tested.
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "backend/daemon/vif_factory.hpp"
+#include "common/util/log.hpp"
+#include "common/util/strong_id.hpp"
+
+namespace unetback::daemon {
+
+/// Exit codes, as `unetbackd --help` documents them.
+inline constexpr int kExitOk = 0;     // stopped cleanly (SIGTERM/SIGINT), or --help
+inline constexpr int kExitSetup = 1;  // setup failed (hypervisor missing, socket in use, ...)
+inline constexpr int kExitUsage = 2;  // bad command line
+
+struct DaemonOptions {
+  std::string hypervisor;              // "xen" or "sim:<world-dir>"
+  std::optional<DomId> backend_domid;  // xensim: register as this domain (default dom0)
+  std::string control_path;            // default_control_path(hypervisor) unless given
+  log::Level log_level = log::Level::info;
+  Tunables tunables;                           // the defaults with --<tunable> applied
+  std::vector<std::string> explicit_tunables;  // names given on the command line
+  bool help = false;
+};
+
+/// `/run/unetback/unetbackd.sock` for "xen", `<world-dir>/unetbackd.sock` for "sim:<dir>".
+[[nodiscard]] std::string default_control_path(std::string_view hypervisor);
+
+/// The options, or the message explaining what is wrong (exit kExitUsage).
+[[nodiscard]] std::variant<DaemonOptions, std::string> parse_daemon_args(
+    std::span<const std::string_view> args);
+
+/// The --help text.
+[[nodiscard]] std::string daemon_usage();
+
+}  // namespace unetback::daemon

@@ -1,0 +1,400 @@
+// The daemon against a real xensim world: BackendManager in-process on the real SimHypervisor's
+// xenstore (with a recording VifFactory, so no TAP or root is needed), a dom0 toolstack
+// connection playing libxl, and unetback-ctl run as a program against the control socket.
+// The last tests run the real unetbackd (no vif is created, so no TAP is needed).
+#include <boost/asio/io_context.hpp>
+#include <cerrno>
+#include <chrono>
+#include <csignal>
+#include <fcntl.h>
+#include <functional>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+#include <utility>
+
+#include "backend/daemon/backend_manager.hpp"
+#include "backend/daemon/control_handler.hpp"
+#include "backend/daemon/control_server.hpp"
+#include "backend/daemon/manager_loop.hpp"
+#include "common/hv/sim/sim_hypervisor.hpp"
+#include "tests/integration/xensim/xensim_process.hpp"
+#include "tests/unit/daemon/fake_vif_factory.hpp"
+
+extern char** environ;
+
+namespace unetback::test {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::string env_or(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? v : fallback;
+}
+
+struct ProgramResult {
+  int status = -1;  // exit status, or -1 if it did not exit in time (it is then killed)
+  std::string out, err;
+};
+
+// Runs `argv` with stdout/stderr captured, calling `tick` (the test's event loop) until it
+// exits, at most `timeout`.
+ProgramResult run_program(const std::vector<std::string>& argv, const std::function<void()>& tick,
+                          std::chrono::milliseconds timeout = 10s) {
+  int out[2], err[2];
+  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) return {};
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+  posix_spawn_file_actions_adddup2(&fa, err[1], 2);
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  pid_t pid = -1;
+  const int rc = ::posix_spawn(&pid, args[0], &fa, nullptr, args.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  ::close(out[1]);
+  ::close(err[1]);
+  ProgramResult r;
+  if (rc != 0) {
+    ::close(out[0]);
+    ::close(err[0]);
+    r.err = "spawn failed";
+    return r;
+  }
+  const auto drain = [](int fd, std::string& into) {
+    char buf[4096];
+    for (;;) {
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, 0) != 1) return;
+      const ssize_t n = ::read(fd, buf, sizeof buf);
+      if (n <= 0) return;
+      into.append(buf, static_cast<std::size_t>(n));
+    }
+  };
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    tick();
+    drain(out[0], r.out);
+    drain(err[0], r.err);
+    int st = 0;
+    if (::waitpid(pid, &st, WNOHANG) == pid) {
+      drain(out[0], r.out);
+      drain(err[0], r.err);
+      r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+      break;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+      break;
+    }
+  }
+  ::close(out[0]);
+  ::close(err[0]);
+  return r;
+}
+
+class DaemonWorld : public ::testing::Test {
+ protected:
+  XensimProcess world_;
+  std::unique_ptr<hv::Hypervisor> hv_;
+  std::unique_ptr<hv::XenStore> xs_;         // the daemon's connection
+  std::unique_ptr<hv::XenStore> toolstack_;  // libxl's
+  testing::FakeVifFactory factory_;
+  boost::asio::io_context io_;
+  std::unique_ptr<daemon::TunableStore> tunables_;
+  std::unique_ptr<daemon::BackendManager> manager_;
+  std::unique_ptr<daemon::ManagerLoop> loop_;
+  std::unique_ptr<daemon::ControlServer> control_;
+  DomId guest_{};
+
+  void SetUp() override {
+    hv::HypervisorOptions o;
+    o.role = hv::Role::backend;
+    hv_ = hv::open_hypervisor(world_.spec(), o);
+    xs_ = hv_->open_xenstore();
+    toolstack_ = hv_->open_xenstore();
+    auto* sim = dynamic_cast<hv::SimHypervisor*>(hv_.get());
+    ASSERT_NE(sim, nullptr);
+    auto id = sim->create_domain("guest");
+    ASSERT_TRUE(id) << id.error().message();
+    guest_ = *id;
+    tunables_ = std::make_unique<daemon::TunableStore>(*xs_, hv_->self(), daemon::Tunables{});
+    manager_ = std::make_unique<daemon::BackendManager>(
+        *xs_, hv_->self(), factory_, *tunables_, [this](DomId d) { return hv_->domain_exists(d); });
+    control_ = std::make_unique<daemon::ControlServer>(
+        io_, world_.dir() + "/unetbackd.sock",
+        [this](std::string_view line) { return daemon::handle_line(line, *manager_); });
+    ASSERT_FALSE(manager_->start());
+    loop_ = std::make_unique<daemon::ManagerLoop>(io_, *manager_, xs_->watch_fd());
+    loop_->start();
+  }
+  void TearDown() override {
+    loop_.reset();
+    control_.reset();
+    manager_->shutdown();
+    manager_.reset();
+  }
+
+  void tick() {
+    io_.run_for(5ms);
+    io_.restart();
+  }
+  // Runs the daemon's loop until `pred` holds, at most `timeout`.
+  bool run_until(const std::function<bool()>& pred, std::chrono::milliseconds timeout = 5s) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (pred()) return true;
+      tick();
+    }
+    return pred();
+  }
+  std::string read(const std::string& p) {
+    auto r = toolstack_->read(p);
+    return r ? *r : "<absent>";
+  }
+  std::string be() const {
+    return "/local/domain/0/backend/vif/" + std::to_string(guest_.value()) + "/0";
+  }
+  std::string fe() const {
+    return "/local/domain/" + std::to_string(guest_.value()) + "/device/vif/0";
+  }
+  std::string vif_id() const { return std::to_string(guest_.value()) + "/0"; }
+
+  // libxl__device_generic_add + libxl__set_xenstore_nic: one transaction, with libxl's perms.
+  void libxl_add() {
+    const std::string dom = std::to_string(guest_.value());
+    ASSERT_FALSE(hv::transact(*toolstack_, [&](hv::XsTx tx) -> std::error_code {
+      const std::pair<std::string, std::string> keys[] = {
+          {be() + "/frontend", fe()},
+          {be() + "/frontend-id", dom},
+          {be() + "/online", "1"},
+          {be() + "/state", "1"},
+          {be() + "/script", "/etc/xen/scripts/vif-bridge"},
+          {be() + "/mac", "00:16:3e:00:00:01"},
+          {be() + "/bridge", "xenbr0"},
+          {be() + "/handle", "0"},
+          {be() + "/type", "vif"},
+          {be() + "/hotplug-status", ""},
+          {fe() + "/backend", be()},
+          {fe() + "/backend-id", "0"},
+          {fe() + "/state", "1"},
+          {fe() + "/handle", "0"},
+          {fe() + "/mac", "00:16:3e:00:00:01"},
+          {fe() + "/trusted", "1"},
+          {fe() + "/mtu", "1500"}};
+      for (const auto& [k, v] : keys)
+        if (auto ec = toolstack_->write(k, v, tx)) return ec;
+      const hv::XsPerm be_perms[] = {{kDom0, hv::XsPerm::Kind::none},
+                                     {guest_, hv::XsPerm::Kind::read}};
+      const hv::XsPerm fe_perms[] = {{guest_, hv::XsPerm::Kind::none},
+                                     {kDom0, hv::XsPerm::Kind::read}};
+      if (auto ec = toolstack_->set_perms(be(), be_perms, tx)) return ec;
+      return toolstack_->set_perms(fe(), fe_perms, tx);
+    }));
+  }
+  void frontend_connects() {
+    for (const auto& [k, v] :
+         std::vector<std::pair<std::string, std::string>>{{"tx-ring-ref", "8"},
+                                                          {"rx-ring-ref", "9"},
+                                                          {"event-channel-tx", "3"},
+                                                          {"event-channel-rx", "4"},
+                                                          {"request-rx-copy", "1"},
+                                                          {"feature-sg", "1"},
+                                                          {"feature-rx-notify", "1"},
+                                                          {"state", "4"}})
+      ASSERT_FALSE(toolstack_->write(fe() + "/" + k, v));
+  }
+  void bring_up() {
+    libxl_add();
+    ASSERT_TRUE(run_until([&] { return read(be() + "/state") == "2"; }));
+    ASSERT_FALSE(toolstack_->write(be() + "/hotplug-status", "connected"));
+    frontend_connects();
+    ASSERT_TRUE(run_until([&] { return read(be() + "/state") == "4"; }));
+  }
+  ProgramResult ctl(std::vector<std::string> args) {
+    args.insert(args.begin(),
+                {env_or("UNETBACK_CTL_BIN", UNETBACK_CTL_BIN_DEFAULT), "--world", world_.dir()});
+    return run_program(args, [this] { tick(); });
+  }
+};
+
+TEST_F(DaemonWorld, LibxlCreateNetfrontConnectAndLibxlDestroy) {
+  libxl_add();
+  ASSERT_TRUE(run_until([&] { return read(be() + "/state") == "2"; }));
+  EXPECT_EQ(read(be() + "/feature-rx-copy"), "1");
+  EXPECT_EQ(read(be() + "/multi-queue-max-queues"), "4");
+  EXPECT_EQ(read(be() + "/feature-split-event-channels"), "1");
+  testing::FakeVif* vif = factory_.find(guest_, DevId{0});
+  ASSERT_NE(vif, nullptr);
+  EXPECT_EQ(vif->tap, "vif" + std::to_string(guest_.value()) + ".0");
+
+  frontend_connects();
+  ASSERT_TRUE(run_until([&] { return vif->connected; }));
+  EXPECT_EQ(vif->queues, 1U);
+  tick();
+  EXPECT_EQ(read(be() + "/state"), "2") << "Connected waits for the hotplug script";
+  ASSERT_FALSE(toolstack_->write(be() + "/hotplug-status", "connected"));
+  ASSERT_TRUE(run_until([&] { return read(be() + "/state") == "4"; }));
+
+  // xl destroy: online=0 and state=5 in one transaction.
+  ASSERT_FALSE(hv::transact(*toolstack_, [&](hv::XsTx tx) -> std::error_code {
+    if (auto ec = toolstack_->write(be() + "/online", "0", tx)) return ec;
+    return toolstack_->write(be() + "/state", "5", tx);
+  }));
+  ASSERT_TRUE(run_until([&] { return read(be() + "/state") == "6"; }));
+  ASSERT_TRUE(run_until([&] { return factory_.find(guest_, DevId{0}) == nullptr; }));
+  EXPECT_EQ(manager_->vif_count(), 0U);
+  EXPECT_EQ(factory_.made, 1);
+  EXPECT_EQ(factory_.destroyed, 1);
+
+  // libxl removes the directories: nothing comes back.
+  ASSERT_FALSE(toolstack_->rm(be()));
+  ASSERT_FALSE(toolstack_->rm(fe()));
+  run_until([] { return false; }, 100ms);
+  EXPECT_EQ(factory_.made, 1);
+}
+
+TEST_F(DaemonWorld, DomainDeathTearsTheVifDown) {
+  bring_up();
+  auto* sim = dynamic_cast<hv::SimHypervisor*>(hv_.get());
+  ASSERT_FALSE(sim->destroy_domain(guest_));
+  ASSERT_TRUE(run_until([&] { return read(be() + "/state") == "6"; }));
+  ASSERT_TRUE(run_until([&] { return manager_->vif_count() == 0; }));
+  EXPECT_EQ(factory_.destroyed, 1);
+}
+
+TEST_F(DaemonWorld, DataPathViolationIsReportedThroughXenbus) {
+  bring_up();
+  factory_.find(guest_, DevId{0})->disabled_flag = true;
+  // No xenstore event: the loop's periodic check finds it.
+  ASSERT_TRUE(run_until([&] { return read(be() + "/state") == "5"; }));
+  EXPECT_EQ(read("/local/domain/0/error/backend/vif/" + vif_id() + "/error")
+                .rfind(std::to_string(EPROTO) + " data path:", 0),
+            0U);
+}
+
+TEST_F(DaemonWorld, CtlListGetSetAgainstTheControlSocket) {
+  bring_up();
+  auto r = ctl({"list"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("VIF"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(vif_id() + "  Connected  Connected"), std::string::npos) << r.out;
+
+  r = ctl({"--json", "list"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("{\"vifs\":[{\"vif\":\"" + vif_id() + "\"", 0), 0U) << r.out;
+
+  r = ctl({"get", "copy-batch"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "copy-batch = 64\n");
+
+  r = ctl({"set", "copy-batch", "128"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "copy-batch = 128\n");
+  EXPECT_EQ(read("/local/domain/0/unetback/copy-batch"), "128");
+  EXPECT_EQ(tunables_->current().copy_batch, 128U);
+
+  r = ctl({"set", "copy-batch", "5000"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("5000 is out of range 1..1024"), std::string::npos) << r.err;
+  EXPECT_EQ(read("/local/domain/0/unetback/copy-batch"), "128");
+
+  r = ctl({"stats", vif_id()});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("rx_packets"), std::string::npos) << r.out;
+  r = ctl({"rings", vif_id()});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("REQ_PROD"), std::string::npos) << r.out;
+  r = ctl({"tunables"});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("fatal-skb-slots"), std::string::npos) << r.out;
+
+  r = ctl({"rings", "999/0"});
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("no vif 999/0"), std::string::npos) << r.err;
+  r = ctl({"frobnicate"});
+  EXPECT_EQ(r.status, 2);
+}
+
+TEST_F(DaemonWorld, OperatorWritingABadTunableSeesThePreviousValueBack) {
+  ASSERT_FALSE(toolstack_->write("/local/domain/0/unetback/fatal-skb-slots", "25"));
+  ASSERT_TRUE(run_until([&] { return tunables_->current().fatal_skb_slots == 25; }));
+  ASSERT_FALSE(toolstack_->write("/local/domain/0/unetback/fatal-skb-slots", "18"));
+  ASSERT_TRUE(run_until([&] { return read("/local/domain/0/unetback/fatal-skb-slots") == "25"; }));
+  EXPECT_EQ(tunables_->current().fatal_skb_slots, 25U);
+}
+
+TEST(Ctl, SaysSoWhenTheDaemonIsNotRunning) {
+  char tmpl[] = "/tmp/unetback-ctl-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  auto r =
+      run_program({env_or("UNETBACK_CTL_BIN", UNETBACK_CTL_BIN_DEFAULT), "--world", tmpl, "list"},
+                  [] { std::this_thread::sleep_for(2ms); });
+  ::rmdir(tmpl);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("unetbackd is not running"), std::string::npos) << r.err;
+}
+
+#ifdef UNETBACKD_BIN_DEFAULT
+// The real unetbackd: setup failures, then a clean run stopped by SIGTERM.
+TEST(Unetbackd, ExitCodes) {
+  const std::string bin = env_or("UNETBACKD_BIN", UNETBACKD_BIN_DEFAULT);
+  const auto idle = [] { std::this_thread::sleep_for(2ms); };
+  EXPECT_EQ(run_program({bin, "--frobnicate", "1"}, idle).status, 2);
+  EXPECT_EQ(run_program({bin, "--hypervisor", "xen", "--threads", "0"}, idle).status, 2);
+  auto r = run_program({bin, "--hypervisor", "sim:/nonexistent-world"}, idle);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("/nonexistent-world/hv.sock"), std::string::npos) << r.err;
+  EXPECT_EQ(run_program({bin, "--help"}, idle).status, 0);
+}
+
+TEST(Unetbackd, ServesTheControlSocketAndStopsCleanlyOnSigterm) {
+  XensimProcess world;
+  const std::string bin = env_or("UNETBACKD_BIN", UNETBACKD_BIN_DEFAULT);
+  const std::string ctl_bin = env_or("UNETBACK_CTL_BIN", UNETBACK_CTL_BIN_DEFAULT);
+  pid_t pid = -1;
+  std::vector<std::string> argv{bin, "--hypervisor", world.spec(), "--max-queues", "2"};
+  std::vector<char*> args;
+  for (auto& a : argv) args.push_back(a.data());
+  args.push_back(nullptr);
+  ASSERT_EQ(::posix_spawn(&pid, bin.c_str(), nullptr, nullptr, args.data(), environ), 0);
+  const auto idle = [] { std::this_thread::sleep_for(5ms); };
+  ProgramResult r;
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  do {
+    r = run_program({ctl_bin, "--world", world.dir(), "get", "max-queues"}, idle);
+    if (r.status == 0) break;
+    std::this_thread::sleep_for(20ms);
+  } while (std::chrono::steady_clock::now() < deadline);
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "max-queues = 2\n");
+  r = run_program({ctl_bin, "--world", world.dir(), "list"}, idle);
+  EXPECT_EQ(r.out, "no vifs\n");
+
+  ASSERT_EQ(::kill(pid, SIGTERM), 0);
+  int st = 0;
+  const auto stop_deadline = std::chrono::steady_clock::now() + 10s;
+  pid_t done = 0;
+  while ((done = ::waitpid(pid, &st, WNOHANG)) == 0 &&
+         std::chrono::steady_clock::now() < stop_deadline)
+    std::this_thread::sleep_for(10ms);
+  if (done != pid) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &st, 0);
+    FAIL() << "unetbackd did not stop on SIGTERM";
+  }
+  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  struct stat sb {};
+  EXPECT_NE(::stat((world.dir() + "/unetbackd.sock").c_str(), &sb), 0) << "socket removed";
+}
+#endif
+
+}  // namespace
+}  // namespace unetback::test

@@ -1,0 +1,319 @@
+// BackendManager against an in-memory xenstore and a recording VifFactory, driven through
+// what libxl, netfront and a dying domain produce (xenlab/README.md "What libxl does").
+#include "backend/daemon/backend_manager.hpp"
+
+#include <algorithm>
+#include <gtest/gtest.h>
+#include <set>
+
+#include "tests/unit/daemon/fake_vif_factory.hpp"
+#include "tests/unit/daemon/special_watch_xenstore.hpp"
+
+namespace unetback::daemon {
+namespace {
+
+class BackendManagerTest : public ::testing::Test {
+ protected:
+  testing::SpecialWatchXenStore xs_;
+  testing::FakeVifFactory factory_;
+  std::set<std::uint16_t> alive_{5, 6, 7};
+  TunableStore tunables_{xs_, DomId{0}, Tunables{}};
+  BackendManager manager_{xs_, DomId{0}, factory_, tunables_,
+                          [this](DomId d) { return alive_.count(d.value()) > 0; }};
+
+  static std::string be(int dom, int dev) {
+    return "/local/domain/0/backend/vif/" + std::to_string(dom) + "/" + std::to_string(dev);
+  }
+  static std::string fe(int dom, int dev) {
+    return "/local/domain/" + std::to_string(dom) + "/device/vif/" + std::to_string(dev);
+  }
+
+  void pump() {
+    for (int i = 0; i < 100; ++i)
+      if (!manager_.process_events()) return;
+    FAIL() << "watch events never stopped";
+  }
+  void write(const std::string& p, const std::string& v) { ASSERT_FALSE(xs_.write(p, v)); }
+  std::string read(const std::string& p) {
+    auto r = xs_.read(p);
+    return r ? *r : "<absent>";
+  }
+
+  // libxl__device_generic_add + libxl__set_xenstore_nic, in one transaction.
+  void libxl_add(int dom, int dev) {
+    ASSERT_FALSE(hv::transact(xs_, [&](hv::XsTx tx) -> std::error_code {
+      const std::string b = be(dom, dev), f = fe(dom, dev);
+      const std::pair<std::string, std::string> keys[] = {
+          {b + "/frontend", f},
+          {b + "/frontend-id", std::to_string(dom)},
+          {b + "/online", "1"},
+          {b + "/state", "1"},
+          {b + "/script", "/etc/xen/scripts/vif-bridge"},
+          {b + "/mac", "00:16:3e:01:02:03"},
+          {b + "/bridge", "xenbr0"},
+          {b + "/handle", std::to_string(dev)},
+          {b + "/type", "vif"},
+          {b + "/hotplug-status", ""},
+          {f + "/backend", b},
+          {f + "/backend-id", "0"},
+          {f + "/state", "1"},
+          {f + "/handle", std::to_string(dev)},
+          {f + "/mac", "00:16:3e:01:02:03"},
+          {f + "/trusted", "1"},
+          {f + "/mtu", "1500"},
+      };
+      for (const auto& [k, v] : keys)
+        if (auto ec = xs_.write(k, v, tx)) return ec;
+      return {};
+    }));
+  }
+  void libxl_remove(int dom, int dev) {
+    ASSERT_FALSE(hv::transact(xs_, [&](hv::XsTx tx) -> std::error_code {
+      if (auto ec = xs_.write(be(dom, dev) + "/online", "0", tx)) return ec;
+      return xs_.write(be(dom, dev) + "/state", "5", tx);
+    }));
+  }
+  void netfront_connect(int dom, int dev) {
+    const std::string f = fe(dom, dev);
+    write(f + "/tx-ring-ref", "8");
+    write(f + "/rx-ring-ref", "9");
+    write(f + "/event-channel-tx", "11");
+    write(f + "/event-channel-rx", "12");
+    write(f + "/request-rx-copy", "1");
+    write(f + "/state", "4");
+  }
+  void bring_up(int dom, int dev) {
+    libxl_add(dom, dev);
+    pump();
+    ASSERT_EQ(read(be(dom, dev) + "/state"), "2");
+    write(be(dom, dev) + "/hotplug-status", "connected");
+    netfront_connect(dom, dev);
+    pump();
+    ASSERT_EQ(read(be(dom, dev) + "/state"), "4");
+  }
+
+  void SetUp() override {
+    ASSERT_FALSE(manager_.start());
+    pump();
+  }
+};
+
+TEST_F(BackendManagerTest, NewBackendDirectoryGetsAVifThatReachesInitWait) {
+  libxl_add(5, 0);
+  pump();
+  ASSERT_EQ(manager_.vif_count(), 1U);
+  testing::FakeVif* vif = factory_.find(DomId{5}, DevId{0});
+  ASSERT_NE(vif, nullptr);
+  EXPECT_EQ(vif->tap, "vif5.0");
+  EXPECT_EQ(read(be(5, 0) + "/state"), "2");
+  EXPECT_EQ(read(be(5, 0) + "/feature-rx-copy"), "1");
+  EXPECT_EQ(read(be(5, 0) + "/multi-queue-max-queues"), "4") << "from the max-queues tunable";
+  EXPECT_EQ(read(be(5, 0) + "/feature-split-event-channels"), "1");
+  EXPECT_EQ(read(be(5, 0) + "/feature-ctrl-ring"), "<absent>");
+  EXPECT_EQ(factory_.made, 1) << "one vif per directory, however many events it caused";
+}
+
+TEST_F(BackendManagerTest, FullLifecycleConnectsThenReleasesTheVifOnRemoval) {
+  bring_up(5, 0);
+  testing::FakeVif* vif = factory_.find(DomId{5}, DevId{0});
+  ASSERT_NE(vif, nullptr);
+  EXPECT_TRUE(vif->connected);
+  auto st = manager_.status({DomId{5}, DevId{0}});
+  ASSERT_TRUE(st.has_value());
+  EXPECT_EQ(st->view.backend, xenbus::XenbusState::connected);
+  EXPECT_EQ(st->report.queues.size(), 1U);
+
+  libxl_remove(5, 0);
+  pump();
+  EXPECT_EQ(read(be(5, 0) + "/state"), "6");
+  EXPECT_EQ(manager_.vif_count(), 0U);
+  EXPECT_EQ(factory_.destroyed, 1);
+  const auto& j = factory_.journal;
+  const auto pos = [&](const std::string& e) {
+    return std::find(j.begin(), j.end(), e) - j.begin();
+  };
+  EXPECT_LT(pos("5/0 disconnect"), pos("5/0 destroy_tap"));
+  EXPECT_LT(pos("5/0 destroy_tap"), pos("5/0 destroyed"));
+
+  // libxl deletes the directories afterwards: no vif comes back.
+  ASSERT_FALSE(xs_.rm(be(5, 0)));
+  ASSERT_FALSE(xs_.rm(fe(5, 0)));
+  pump();
+  EXPECT_EQ(factory_.made, 1);
+}
+
+TEST_F(BackendManagerTest, DeviceReattachedInTheSameDirectoryGetsAFreshVif) {
+  bring_up(5, 0);
+  libxl_remove(5, 0);
+  pump();
+  ASSERT_FALSE(xs_.rm(be(5, 0)));
+  pump();
+  libxl_add(5, 0);
+  pump();
+  EXPECT_EQ(factory_.made, 2);
+  EXPECT_EQ(read(be(5, 0) + "/state"), "2");
+}
+
+TEST_F(BackendManagerTest, SeveralDomainsAndDevicesAreServedIndependently) {
+  libxl_add(5, 0);
+  libxl_add(5, 1);
+  libxl_add(6, 0);
+  pump();
+  EXPECT_EQ(manager_.vif_count(), 3U);
+  write(be(5, 1) + "/hotplug-status", "connected");
+  netfront_connect(5, 1);
+  pump();
+  EXPECT_EQ(read(be(5, 1) + "/state"), "4");
+  EXPECT_EQ(read(be(5, 0) + "/state"), "2");
+  EXPECT_EQ(read(be(6, 0) + "/state"), "2");
+  auto list = manager_.list();
+  ASSERT_EQ(list.size(), 3U);
+  EXPECT_EQ(format_vif_id(list[0].id), "5/0");
+  EXPECT_EQ(format_vif_id(list[1].id), "5/1");
+  EXPECT_EQ(format_vif_id(list[2].id), "6/0");
+}
+
+TEST_F(BackendManagerTest, ExistingDevicesArePickedUpAtStart) {
+  testing::SpecialWatchXenStore xs;
+  testing::FakeVifFactory factory;
+  ASSERT_FALSE(xs.write(be(7, 2) + "/online", "1"));
+  ASSERT_FALSE(xs.write(be(7, 2) + "/state", "1"));
+  ASSERT_FALSE(xs.write(be(7, 2) + "/frontend", fe(7, 2)));
+  ASSERT_FALSE(xs.write(be(7, 2) + "/frontend-id", "7"));
+  ASSERT_FALSE(xs.write(fe(7, 2) + "/state", "1"));
+  TunableStore tunables(xs, DomId{0}, Tunables{});
+  BackendManager m(xs, DomId{0}, factory, tunables, [](DomId) { return true; });
+  ASSERT_FALSE(m.start());
+  while (m.process_events()) {
+  }
+  EXPECT_EQ(m.vif_count(), 1U);
+  EXPECT_EQ(*xs.read(be(7, 2) + "/state"), "2");
+}
+
+TEST_F(BackendManagerTest, JunkDirectoryNamesAreIgnored) {
+  const std::string root = "/local/domain/0/backend/vif";
+  for (const char* bad : {"/foo/0", "/-5/0", "/+5/0", "/5x/0", "/65535/0", "/32752/0", "/ 5/0",
+                          "/5/bar", "/5/-1", "/5/0x1", "/5/99999999999", "/5/ 0"}) {
+    write(root + bad + "/online", "1");
+    write(root + bad + "/state", "1");
+  }
+  pump();
+  EXPECT_EQ(manager_.vif_count(), 0U);
+  EXPECT_EQ(factory_.made, 0);
+  // A real device next to the junk still works.
+  libxl_add(5, 0);
+  pump();
+  EXPECT_EQ(manager_.vif_count(), 1U);
+}
+
+TEST_F(BackendManagerTest, DirectoriesBeingRemovedOrOfDeadDomainsGetNoVif) {
+  write(be(5, 3) + "/online", "0");
+  write(be(5, 3) + "/state", "1");
+  write(be(5, 4) + "/online", "1");
+  write(be(5, 4) + "/state", "6");
+  libxl_add(9, 0);  // domain 9 does not exist
+  pump();
+  EXPECT_EQ(factory_.made, 0);
+}
+
+TEST_F(BackendManagerTest, ReleaseDomainTearsDownTheVifsOfDeadDomainsOnly) {
+  bring_up(5, 0);
+  bring_up(6, 0);
+  alive_.erase(5);
+  xs_.fire_special("@releaseDomain");
+  pump();
+  EXPECT_EQ(read(be(5, 0) + "/state"), "6");
+  EXPECT_EQ(read(be(6, 0) + "/state"), "4");
+  EXPECT_EQ(factory_.find(DomId{5}, DevId{0}), nullptr) << "the dead domain's vif is destroyed";
+  EXPECT_NE(factory_.find(DomId{6}, DevId{0}), nullptr);
+  EXPECT_EQ(manager_.vif_count(), 1U);
+  // Our own state=6 write to the dead domain's directory does not resurrect it.
+  EXPECT_EQ(factory_.made, 2);
+}
+
+TEST_F(BackendManagerTest, DisabledVifIsReportedFatalAndClosed) {
+  bring_up(5, 0);
+  testing::FakeVif* vif = factory_.find(DomId{5}, DevId{0});
+  ASSERT_NE(vif, nullptr);
+  vif->disabled_flag = true;
+  manager_.check_vifs();
+  EXPECT_EQ(read(be(5, 0) + "/state"), "5");
+  const std::string err = read("/local/domain/0/error/backend/vif/5/0/error");
+  EXPECT_EQ(err.rfind(std::to_string(EPROTO) + " data path: ", 0), 0U) << err;
+  EXPECT_FALSE(vif->connected) << "the rings are released";
+  // Reported once: later checks do not write again.
+  const std::size_t journal = factory_.journal.size();
+  manager_.check_vifs();
+  pump();
+  EXPECT_EQ(factory_.journal.size(), journal);
+
+  // The frontend acknowledges with Closed: the device closes (TAP kept, as Linux).
+  write(fe(5, 0) + "/state", "6");
+  pump();
+  EXPECT_EQ(read(be(5, 0) + "/state"), "6");
+  EXPECT_EQ(manager_.vif_count(), 1U);
+}
+
+TEST_F(BackendManagerTest, DisabledIsCheckedAfterEveryEvent) {
+  bring_up(5, 0);
+  factory_.find(DomId{5}, DevId{0})->disabled_flag = true;
+  write(be(6, 0) + "/junk", "x");  // any event through the manager
+  pump();
+  EXPECT_EQ(read(be(5, 0) + "/state"), "5");
+}
+
+TEST_F(BackendManagerTest, DisabledBeforeConnectingIsNotReported) {
+  libxl_add(5, 0);
+  pump();
+  factory_.find(DomId{5}, DevId{0})->disabled_flag = true;
+  manager_.check_vifs();
+  EXPECT_EQ(read(be(5, 0) + "/state"), "2");
+  EXPECT_EQ(read("/local/domain/0/error/backend/vif/5/0/error"), "<absent>");
+}
+
+TEST_F(BackendManagerTest, ShutdownClosesEveryVif) {
+  bring_up(5, 0);
+  libxl_add(6, 0);
+  pump();
+  manager_.shutdown();
+  EXPECT_EQ(read(be(5, 0) + "/state"), "6");
+  EXPECT_EQ(read(be(6, 0) + "/state"), "6");
+  EXPECT_EQ(manager_.vif_count(), 0U);
+  EXPECT_EQ(factory_.destroyed, 2);
+  EXPECT_TRUE(factory_.live.empty());
+  // Nothing reacts afterwards.
+  libxl_add(7, 0);
+  pump();
+  EXPECT_EQ(factory_.made, 2);
+  EXPECT_EQ(xs_.special_watches(), 0U);
+}
+
+TEST_F(BackendManagerTest, NewVifsGetTheTunablesInForce) {
+  write("/local/domain/0/unetback/max-queues", "2");
+  write("/local/domain/0/unetback/copy-batch", "99");
+  pump();
+  libxl_add(5, 0);
+  pump();
+  EXPECT_EQ(read(be(5, 0) + "/multi-queue-max-queues"), "2");
+  EXPECT_EQ(factory_.find(DomId{5}, DevId{0})->tunables.copy_batch, 99U);
+}
+
+TEST_F(BackendManagerTest, BadTunableIsRejectedAndRewrittenWithThePreviousValue) {
+  write("/local/domain/0/unetback/max-queues", "3");
+  pump();
+  write("/local/domain/0/unetback/max-queues", "99");
+  pump();
+  EXPECT_EQ(read("/local/domain/0/unetback/max-queues"), "3");
+  EXPECT_EQ(tunables_.current().max_queues, 3U);
+}
+
+TEST(VifId, ParsesStrictly) {
+  EXPECT_EQ(format_vif_id(*parse_vif_id("5/0")), "5/0");
+  EXPECT_EQ(format_vif_id(*parse_vif_id("32751/4294967295")), "32751/4294967295");
+  for (const char* bad :
+       {"", "5", "5/", "/0", "5/0/1", "a/0", "5/b", "-1/0", "32752/0", " 5/0", "5/0 ", "5//0"})
+    EXPECT_FALSE(parse_vif_id(bad).has_value()) << bad;
+}
+
+}  // namespace
+}  // namespace unetback::daemon

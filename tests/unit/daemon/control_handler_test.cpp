@@ -1,0 +1,115 @@
+// The control protocol end to end inside one process: request line -> manager -> JSON line.
+#include "backend/daemon/control_handler.hpp"
+
+#include <gtest/gtest.h>
+
+#include "tests/unit/daemon/fake_vif_factory.hpp"
+#include "tests/unit/daemon/special_watch_xenstore.hpp"
+
+namespace unetback::daemon {
+namespace {
+
+class ControlHandlerTest : public ::testing::Test {
+ protected:
+  testing::SpecialWatchXenStore xs_;
+  testing::FakeVifFactory factory_;
+  TunableStore tunables_{xs_, DomId{0}, Tunables{}};
+  BackendManager manager_{xs_, DomId{0}, factory_, tunables_, [](DomId) { return true; }};
+  const std::string be_ = "/local/domain/0/backend/vif/5/0";
+  const std::string fe_ = "/local/domain/5/device/vif/0";
+
+  void pump() {
+    while (manager_.process_events()) {
+    }
+  }
+  void SetUp() override {
+    ASSERT_FALSE(manager_.start());
+    pump();
+  }
+  void connect_vif() {
+    for (const auto& [k, v] :
+         std::vector<std::pair<std::string, std::string>>{{be_ + "/frontend", fe_},
+                                                          {be_ + "/frontend-id", "5"},
+                                                          {be_ + "/online", "1"},
+                                                          {be_ + "/state", "1"},
+                                                          {fe_ + "/state", "1"}})
+      ASSERT_FALSE(xs_.write(k, v));
+    pump();
+    for (const auto& [k, v] :
+         std::vector<std::pair<std::string, std::string>>{{be_ + "/hotplug-status", "connected"},
+                                                          {fe_ + "/tx-ring-ref", "8"},
+                                                          {fe_ + "/rx-ring-ref", "9"},
+                                                          {fe_ + "/event-channel", "10"},
+                                                          {fe_ + "/request-rx-copy", "1"},
+                                                          {fe_ + "/state", "4"}})
+      ASSERT_FALSE(xs_.write(k, v));
+    pump();
+    ASSERT_EQ(*xs_.read(be_ + "/state"), "4");
+  }
+  std::string ask(std::string_view line) { return handle_line(line, manager_); }
+};
+
+TEST_F(ControlHandlerTest, ListWithoutVifs) {
+  EXPECT_EQ(ask("list"), R"({"vifs":[]})");
+}
+
+TEST_F(ControlHandlerTest, ListShowsStateTapAndCarrier) {
+  connect_vif();
+  EXPECT_EQ(ask("list"),
+            R"({"vifs":[{"vif":"5/0","domid":5,"devid":0,"state":"Connected","state_id":4,)"
+            R"("frontend_state":"Connected","tap":"vif5.0","connected":true,"carrier":true,)"
+            R"("queues":1}]})");
+}
+
+TEST_F(ControlHandlerTest, StatsCarryEveryQueueCounter) {
+  connect_vif();
+  const std::string all = ask("stats");
+  EXPECT_EQ(all, R"({"vifs":[{"vif":"5/0","domid":5,"devid":0,"state":"Connected","state_id":4,)"
+                 R"("frontend_state":"Connected","tap":"vif5.0","connected":true,"carrier":true,)"
+                 R"("queues":[{"queue":0,"counters":{"rx_packets":100,"tx_packets":200}}]}]})");
+  EXPECT_EQ(ask("stats 5/0"), all);
+  EXPECT_EQ(ask("stats 5/1"), R"({"error":"no vif 5/1"})");
+}
+
+TEST_F(ControlHandlerTest, RingsDumpBothRingsPerQueue) {
+  connect_vif();
+  EXPECT_EQ(ask("rings 5/0"),
+            R"({"vif":"5/0","connected":true,"queues":[{"queue":0,)"
+            R"("tx":{"req_prod":10,"req_event":11,"rsp_prod":9,"rsp_event":10,"req_cons":10,)"
+            R"("rsp_prod_pvt":9},"rx":{"req_prod":20,"req_event":21,"rsp_prod":19,)"
+            R"("rsp_event":20,"req_cons":20,"rsp_prod_pvt":19}}]})");
+  EXPECT_EQ(ask("rings 9/9"), R"({"error":"no vif 9/9"})");
+}
+
+TEST_F(ControlHandlerTest, GetAndSetGoThroughTheTunables) {
+  EXPECT_EQ(ask("get max-queues"), R"({"name":"max-queues","value":"4"})");
+  EXPECT_EQ(ask("set max-queues 2"), R"({"name":"max-queues","value":"2"})");
+  EXPECT_EQ(*xs_.read("/local/domain/0/unetback/max-queues"), "2");
+  pump();
+  EXPECT_EQ(ask("get max-queues"), R"({"name":"max-queues","value":"2"})");
+  EXPECT_EQ(ask("set max-queues 40"), R"({"error":"max-queues: 40 is out of range 1..16"})");
+  EXPECT_EQ(ask("get max-queues"), R"({"name":"max-queues","value":"2"})");
+  EXPECT_EQ(ask("get nope"), R"({"error":"unknown tunable 'nope'"})");
+  EXPECT_EQ(ask("set rx-coalesce legacy"), R"({"name":"rx-coalesce","value":"legacy"})");
+}
+
+TEST_F(ControlHandlerTest, TunablesListsEveryKeyWithItsDomain) {
+  const std::string t = ask("tunables");
+  for (const auto& spec : tunable_specs())
+    EXPECT_NE(t.find("\"name\":\"" + std::string(spec.name) + "\""), std::string::npos)
+        << spec.name;
+  EXPECT_NE(t.find(R"("name":"fatal-skb-slots","value":"20","min":19,"max":64)"),
+            std::string::npos);
+  EXPECT_NE(t.find(R"("name":"rx-coalesce","value":"full","choices":["legacy","full"])"),
+            std::string::npos);
+}
+
+TEST_F(ControlHandlerTest, BadRequestsGetAnErrorObject) {
+  EXPECT_EQ(ask("bogus"),
+            R"j({"error":"unknown request 'bogus' (list, stats, rings, tunables, get, set)"})j");
+  EXPECT_EQ(ask("get"), R"({"error":"'get': missing argument"})");
+  EXPECT_EQ(ask("set \"x\\ 1"), R"({"error":"\"x\\: unknown tunable '\"x\\'"})");
+}
+
+}  // namespace
+}  // namespace unetback::daemon

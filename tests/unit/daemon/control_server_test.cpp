@@ -1,0 +1,198 @@
+// ControlServer over a real Unix socket in a temporary directory, on an io_context driven by
+// the test: request/reply lines, limits, and clients that misbehave.
+#include "backend/daemon/control_server.hpp"
+
+#include <boost/asio/io_context.hpp>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include <utility>
+
+#include "common/util/result.hpp"
+#include "common/util/unique_fd.hpp"
+
+namespace unetback::daemon {
+namespace {
+
+using namespace std::chrono_literals;
+
+class ControlServerTest : public ::testing::Test {
+ protected:
+  std::string dir_;
+  std::string path_;
+  boost::asio::io_context io_;
+
+  void SetUp() override {
+    char tmpl[] = "/tmp/unetback-ctl-test-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    path_ = dir_ + "/run/d.sock";
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  static std::string echo(std::string_view line) { return "got:" + std::string(line); }
+
+  UniqueFd connect_client() {
+    UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, path_.c_str(), sizeof addr.sun_path - 1);
+    EXPECT_EQ(::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0)
+        << std::strerror(errno);
+    return fd;
+  }
+  static void send_all(int fd, std::string_view s) {
+    while (!s.empty()) {
+      const ssize_t n = ::send(fd, s.data(), s.size(), MSG_NOSIGNAL);
+      ASSERT_GT(n, 0) << std::strerror(errno);
+      s.remove_prefix(static_cast<std::size_t>(n));
+    }
+  }
+  // Runs the io_context until `fd` has a full line (or EOF), at most 5 s.
+  std::optional<std::string> recv_line(int fd, std::string& buf) {
+    const auto deadline = std::chrono::steady_clock::now() + 5s;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (auto nl = buf.find('\n'); nl != std::string::npos) {
+        std::string line = buf.substr(0, nl);
+        buf.erase(0, nl + 1);
+        return line;
+      }
+      io_.run_for(5ms);
+      io_.restart();
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, 0) == 1) {
+        char chunk[4096];
+        const ssize_t n = ::recv(fd, chunk, sizeof chunk, 0);
+        if (n <= 0) return std::nullopt;
+        buf.append(chunk, static_cast<std::size_t>(n));
+      }
+    }
+    return std::nullopt;
+  }
+  // True once the server closed `fd` (EOF), within 5 s.
+  bool closed_by_server(int fd) {
+    std::string buf;
+    while (recv_line(fd, buf)) {
+    }
+    char c;
+    return ::recv(fd, &c, 1, MSG_DONTWAIT) == 0;
+  }
+};
+
+TEST_F(ControlServerTest, AnswersOneLinePerRequestIncludingPipelinedOnes) {
+  ControlServer server(io_, path_, echo);
+  struct stat st {};
+  ASSERT_EQ(::stat(path_.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600U) << "root only: it changes daemon tunables";
+  auto fd = connect_client();
+  send_all(fd.get(), "list\nstats 5/0\n");
+  std::string buf;
+  EXPECT_EQ(recv_line(fd.get(), buf), "got:list");
+  EXPECT_EQ(recv_line(fd.get(), buf), "got:stats 5/0");
+  // A request split across writes is joined.
+  send_all(fd.get(), "ge");
+  io_.run_for(20ms);
+  io_.restart();
+  send_all(fd.get(), "t x\n");
+  EXPECT_EQ(recv_line(fd.get(), buf), "got:get x");
+}
+
+TEST_F(ControlServerTest, OverlongLineIsRefusedAndTheConnectionClosed) {
+  ControlServer server(io_, path_, echo, {.max_line = 64});
+  auto fd = connect_client();
+  send_all(fd.get(), std::string(100, 'a'));  // no newline at all
+  std::string buf;
+  EXPECT_EQ(recv_line(fd.get(), buf), R"({"error":"request line too long"})");
+  EXPECT_TRUE(closed_by_server(fd.get()));
+  // The server still serves others.
+  auto fd2 = connect_client();
+  send_all(fd2.get(), "list\n");
+  std::string buf2;
+  EXPECT_EQ(recv_line(fd2.get(), buf2), "got:list");
+}
+
+TEST_F(ControlServerTest, ConnectionCountIsCapped) {
+  ControlServer server(io_, path_, echo, {.max_connections = 2});
+  auto a = connect_client();
+  auto b = connect_client();
+  io_.run_for(20ms);
+  io_.restart();
+  EXPECT_EQ(server.connections(), 2U);
+  auto c = connect_client();
+  std::string buf;
+  EXPECT_EQ(recv_line(c.get(), buf), R"({"error":"too many connections"})");
+  EXPECT_TRUE(closed_by_server(c.get()));
+  a.reset();
+  io_.run_for(50ms);
+  io_.restart();
+  auto d = connect_client();
+  send_all(d.get(), "list\n");
+  EXPECT_EQ(recv_line(d.get(), buf), "got:list");
+}
+
+TEST_F(ControlServerTest, IdleClientIsDropped) {
+  ControlServer server(io_, path_, echo, {.idle_timeout = 50ms});
+  auto fd = connect_client();
+  io_.run_for(150ms);
+  io_.restart();
+  EXPECT_TRUE(closed_by_server(fd.get()));
+  EXPECT_EQ(server.connections(), 0U);
+}
+
+TEST_F(ControlServerTest, ClientThatNeverReadsBlocksOnlyItself) {
+  // A handler with a large reply: the first client never reads its replies.
+  ControlServer server(io_, path_, [](std::string_view) { return std::string(64 * 1024, 'x'); });
+  auto hog = connect_client();
+  std::string many;
+  for (int i = 0; i < 200; ++i) many += "list\n";
+  ::send(hog.get(), many.data(), many.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  io_.run_for(50ms);
+  io_.restart();
+  auto other = connect_client();
+  send_all(other.get(), "list\n");
+  std::string buf;
+  auto line = recv_line(other.get(), buf);
+  ASSERT_TRUE(line.has_value());
+  EXPECT_EQ(line->size(), 64U * 1024);
+}
+
+TEST_F(ControlServerTest, StaleSocketIsReplacedButALiveOneIsNot) {
+  {
+    // A socket file nobody listens on (a daemon that crashed).
+    ::mkdir((dir_ + "/run").c_str(), 0755);
+    UniqueFd s(::socket(AF_UNIX, SOCK_STREAM, 0));
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, path_.c_str(), sizeof addr.sun_path - 1);
+    ASSERT_EQ(::bind(s.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  }
+  ControlServer server(io_, path_, echo);
+  EXPECT_THROW(ControlServer(io_, path_, echo), SetupError);
+  EXPECT_TRUE(std::filesystem::exists(path_)) << "the live server's socket stays";
+}
+
+TEST_F(ControlServerTest, RefusesAPathThatIsNotASocket) {
+  ::mkdir((dir_ + "/run").c_str(), 0755);
+  {
+    std::FILE* f = std::fopen(path_.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fclose(f);
+  }
+  EXPECT_THROW(ControlServer(io_, path_, echo), SetupError);
+}
+
+TEST_F(ControlServerTest, SocketFileIsRemovedOnDestruction) {
+  { ControlServer server(io_, path_, echo); }
+  EXPECT_FALSE(std::filesystem::exists(path_));
+}
+
+}  // namespace
+}  // namespace unetback::daemon
