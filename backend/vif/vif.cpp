@@ -131,13 +131,15 @@ Result<std::unique_ptr<VifQueue>> Vif::make_queue(const xenbus::FrontendConfig& 
   res.rate_usecs = rate.usecs;
 
   const std::string qprefix = prefix_ + "-q" + std::to_string(index);
-  auto queue = std::make_unique<VifQueue>(loops_.next(), std::move(res), qprefix,
-                                          [this](const std::string& why) {
-                                            if (!disabled_.exchange(true)) {
-                                              disabled_reason_ = why;
-                                              if (on_disabled_) on_disabled_();
-                                            }
-                                          });
+  auto queue = std::make_unique<VifQueue>(
+      loops_.next(), std::move(res), qprefix,
+      [this](const std::string& why) {
+        if (!disabled_.exchange(true)) {
+          disabled_reason_ = why;
+          if (on_disabled_) on_disabled_();
+        }
+      },
+      [this](bool ok) { on_queue_carrier(ok); });
   return queue;
 }
 
@@ -176,6 +178,13 @@ std::error_code Vif::connect(const xenbus::FrontendConfig& fe, const xenbus::Bac
   return {};
 }
 
+void Vif::on_queue_carrier(bool ok) {
+  // netback: the carrier goes off for the whole vif when any queue stalls, so the host
+  // stops queueing packets that cannot be delivered (they may hold other guests' pages).
+  const int stalled = ok ? stalled_queues_.fetch_sub(1) - 1 : stalled_queues_.fetch_add(1) + 1;
+  if (tap_) (void)tap_->set_carrier(stalled == 0);
+}
+
 void Vif::disconnect() {
   std::vector<std::unique_ptr<VifQueue>> queues;
   {
@@ -185,6 +194,7 @@ void Vif::disconnect() {
   for (auto& q : queues) q->stop();
   if (!queues.empty()) log::write(log::Level::info, prefix_, "disconnected");
   queues.clear();  // unbinds the ports, unmaps the rings, detaches the TAP queues
+  if (stalled_queues_.exchange(0) != 0 && tap_) (void)tap_->set_carrier(true);
 }
 
 void Vif::rate_changed(const xenbus::Rate& rate) {
@@ -206,10 +216,9 @@ daemon::VifReport Vif::report() const {
   r.tap_name = tap_ ? tap_->name() : std::string();
   const std::lock_guard lock(mu_);
   r.connected = !queues_.empty();
-  r.carrier = r.connected;
+  r.carrier = r.connected && stalled_queues_.load() == 0;
   for (const auto& q : queues_) {
     r.queues.push_back(q->report());
-    r.carrier = r.carrier && q->carrier();
   }
   return r;
 }

@@ -44,6 +44,7 @@ class Vif final : public daemon::VifHandle {
   [[nodiscard]] const std::string& disabled_reason() const { return disabled_reason_; }
 
  private:
+  void on_queue_carrier(bool ok);
   Result<std::unique_ptr<VifQueue>> make_queue(const xenbus::FrontendConfig& fe,
                                                std::uint32_t index, const xenbus::Rate& rate);
 
@@ -57,6 +58,8 @@ class Vif final : public daemon::VifHandle {
   std::optional<net::TapDevice> tap_;
   mutable std::mutex mu_;  // guards queues_ against report() from the control thread
   std::vector<std::unique_ptr<VifQueue>> queues_;
+  /// Queues whose guest RX is stalled; the TAP's carrier is off while any is.
+  std::atomic<int> stalled_queues_{0};
   std::atomic<bool> disabled_{false};
   std::string disabled_reason_;
 };

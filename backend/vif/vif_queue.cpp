@@ -40,11 +40,12 @@ std::error_code VifQueue::TapSink::deliver(const net::VirtioNetHdr& hdr,
 }
 
 VifQueue::VifQueue(boost::asio::io_context& io, QueueResources res, std::string log_prefix,
-                   std::function<void(std::string)> on_fatal)
+                   std::function<void(std::string)> on_fatal, std::function<void(bool)> on_carrier)
     : io_(io),
       res_(std::move(res)),
       prefix_(std::move(log_prefix)),
       on_fatal_(std::move(on_fatal)),
+      on_carrier_(std::move(on_carrier)),
       counters_(std::make_unique<QueueCounters>()),
       sink_(res_.tap_fd.get()),
       rx_pool_(kRxPoolBuffers),
@@ -171,7 +172,13 @@ void VifQueue::run_rx() {
       (void)res_.tx_port.notify();
     }
   }
-  carrier_.store(rx_->update_carrier(Clock::now()), std::memory_order_relaxed);
+  const bool carrier = rx_->update_carrier(Clock::now());
+  if (carrier != carrier_.exchange(carrier, std::memory_order_relaxed)) {
+    log::write(log::Level::warn, prefix_,
+               carrier ? "guest RX ring has room again: carrier on"
+                       : "guest RX stalled (no room for the head packet): carrier off");
+    if (on_carrier_) on_carrier_(carrier);
+  }
   if (!rx_->empty() && !pass.waiting_for_slots) {
     boost::asio::post(io_, [this] { run_rx(); });
   }

@@ -46,8 +46,10 @@ struct QueueResources {
 
 class VifQueue {
  public:
+  /// `on_carrier(ok)` runs on the queue's thread when the queue's RX stall state changes
+  /// (ok = false: no room for the head packet for rx-stall-timeout).
   VifQueue(boost::asio::io_context& io, QueueResources res, std::string log_prefix,
-           std::function<void(std::string)> on_fatal);
+           std::function<void(std::string)> on_fatal, std::function<void(bool)> on_carrier);
   ~VifQueue();  // requires stop() first
   VifQueue(const VifQueue&) = delete;
   VifQueue& operator=(const VifQueue&) = delete;
@@ -90,6 +92,7 @@ class VifQueue {
   QueueResources res_;
   std::string prefix_;
   std::function<void(std::string)> on_fatal_;
+  std::function<void(bool)> on_carrier_;
   std::unique_ptr<QueueCounters> counters_;
   TapSink sink_;
   std::optional<TxPath> tx_;

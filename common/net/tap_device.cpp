@@ -233,6 +233,12 @@ std::error_code TapDevice::set_offloads(const TapOffloads& offloads) {
   return {};
 }
 
+std::error_code TapDevice::set_carrier(bool on) {
+  int value = on ? 1 : 0;
+  if (::ioctl(fd_.get(), TUNSETCARRIER, &value) < 0) return last_errno();
+  return {};
+}
+
 Result<std::size_t> TapDevice::read(std::span<std::byte> buf) {
   for (;;) {
     const ssize_t n = ::read(fd_.get(), buf.data(), buf.size());

@@ -90,6 +90,8 @@ class TapDevice {
   [[nodiscard]] std::error_code set_mac(const MacAddress& mac);
   /// Changes the offloads (e.g. when a frontend reconnects with other features).
   [[nodiscard]] std::error_code set_offloads(const TapOffloads& offloads);
+  /// TUNSETCARRIER: the link's carrier as the host sees it (off: the host stops sending).
+  std::error_code set_carrier(bool on);
 
   /// Reads one frame (with its vnet header when enabled). A buffer shorter than the frame
   /// truncates it; use at least vnet_hdr_len() + 65535 + 18 bytes with TSO on.

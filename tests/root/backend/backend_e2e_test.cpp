@@ -1,233 +1,9 @@
-// The backend end to end, in one process over a real xensim: libxl's vif nodes (tools/xl),
-// the backend's xenbus state machine driving a real Vif (rings, grant copies, event
-// channels, a multi-queue TAP), and the userspace Netfront as the guest. The host side is
-// the TAP `vif<domid>.0` in a private network namespace, read and written through an
-// AF_PACKET socket. Needs root (TAP, namespace): suite root-netns.
-#include <arpa/inet.h>
-#include <atomic>
-#include <cstring>
-#include <gtest/gtest.h>
-#include <linux/if_packet.h>
-#include <net/ethernet.h>
-#include <net/if.h>
-#include <poll.h>
-#include <sched.h>
-#include <sys/socket.h>
-#include <thread>
-#include <unistd.h>
+// The backend end to end: the vif lifecycle and the data paths in both directions, with a
+// real xensim, the backend's xenbus + Vif and the userspace Netfront (see backend_fixture.hpp).
+#include "tests/root/backend/backend_fixture.hpp"
 
-#include "backend/vif/vif.hpp"
-#include "backend/xenbus/xenbus_adapter.hpp"
-#include "common/hv/sim/sim_grant_sharer.hpp"
-#include "common/hv/sim/sim_hypervisor.hpp"
-#include "common/net/frame_builder.hpp"
-#include "common/net/linux_virtio_net.hpp"
-#include "frontend-shim/netfront.hpp"
-#include "tests/integration/xensim/xensim_process.hpp"
-#include "tools/xl/toolstack.hpp"
-
-namespace unetback {
+namespace unetback::test {
 namespace {
-
-using namespace std::chrono_literals;
-
-bool in_private_netns = false;
-
-class BackendEndToEnd : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    if (::geteuid() != 0 || ::access("/dev/net/tun", R_OK | W_OK) != 0) return;
-    // The whole test process moves to a namespace of its own: the TAPs it creates never
-    // touch the machine's network, and vanish with the process.
-    if (!in_private_netns && ::unshare(CLONE_NEWNET) == 0) {
-      in_private_netns = true;
-      (void)std::system("ip link set lo up");
-      // No IPv6 in this namespace: a TAP coming up would otherwise send its own neighbour
-      // discovery frames to the guest, mixed with the test's.
-      (void)std::system(
-          "sysctl -qw net.ipv6.conf.all.disable_ipv6=1 "
-          "net.ipv6.conf.default.disable_ipv6=1 >/dev/null 2>&1");
-    }
-  }
-
-  void SetUp() override {
-    if (!in_private_netns) GTEST_SKIP() << "needs root and /dev/net/tun (suite root-netns)";
-    world_ = std::make_unique<test::XensimProcess>();
-    hv::HypervisorOptions be;
-    be.role = hv::Role::backend;
-    dom0_ = std::make_unique<hv::SimHypervisor>(world_->dir(), be);
-    hv::HypervisorOptions fe;
-    fe.role = hv::Role::frontend;
-    fe.name = "guest";
-    domu_ = std::make_unique<hv::SimHypervisor>(world_->dir(), fe);
-    fe_dom_ = domu_->self();
-    toolstack_xs_ = dom0_->open_xenstore();
-    backend_xs_ = dom0_->open_xenstore();
-    loops_ = std::make_unique<vif::EventLoopPool>(2);
-  }
-
-  void TearDown() override {
-    if (netfront_) netfront_->disconnect(1s);
-    netfront_.reset();
-    if (toolstack_xs_ && vif_)
-      (void)toolstack::remove_vif(*toolstack_xs_, kDom0, fe_dom_, DevId{0});
-    stop_pump();
-    xenbus_.reset();
-    vif_.reset();
-    loops_.reset();
-    backend_xs_.reset();
-    toolstack_xs_.reset();
-    domu_.reset();
-    dom0_.reset();
-    world_.reset();
-  }
-
-  /// The toolstack adds the vif; the backend probes it (TAP, features, InitWait).
-  void add_vif(toolstack::VifSpec spec = {}, daemon::Tunables tunables = {}) {
-    ASSERT_FALSE(toolstack::add_vif(*toolstack_xs_, kDom0, fe_dom_, spec));
-    vif_ = std::make_unique<vif::Vif>(*dom0_, *loops_, fe_dom_, spec.devid, tunables, nullptr);
-    xenbus_ = std::make_unique<xenbus::BackendXenbus>(
-        *backend_xs_, kDom0, fe_dom_, spec.devid, *vif_,
-        xenbus::FeatureOptions{tunables.max_queues, true, false});
-    ASSERT_FALSE(xenbus_->start());
-    start_pump();
-    ASSERT_FALSE(wait_state("2")) << "no InitWait within libxl's 10 s";
-  }
-
-  /// What vif-bridge does: the TAP up, then hotplug-status=connected.
-  void run_hotplug(std::uint32_t mtu = 1500) {
-    ASSERT_NE(::if_nametoindex(tap_name().c_str()), 0u) << "no TAP before InitWait";
-    ASSERT_EQ(
-        0,
-        std::system(("ip link set " + tap_name() + " mtu " + std::to_string(mtu) + " up").c_str()));
-    ASSERT_FALSE(toolstack_xs_->write(be_path() + "/hotplug-status", "connected"));
-  }
-
-  void connect_guest(netfront::NetfrontOptions opts = {}) {
-    netfront_ = std::make_unique<netfront::Netfront>(*domu_, opts);
-    ASSERT_FALSE(netfront_->connect(5s));
-  }
-
-  void bring_up(std::uint32_t mtu = 1500, netfront::NetfrontOptions opts = {},
-                daemon::Tunables tunables = {}) {
-    add_vif({}, tunables);
-    run_hotplug(mtu);
-    connect_guest(opts);
-    ASSERT_FALSE(wait_state("4"));
-    open_packet_socket();
-  }
-
-  std::error_code wait_state(std::string_view s, std::chrono::milliseconds t = 10s) {
-    return toolstack::wait_for_value(*toolstack_xs_, be_path() + "/state", s, t);
-  }
-  [[nodiscard]] std::string be_path() const {
-    return toolstack::backend_path(kDom0, fe_dom_, DevId{0});
-  }
-  [[nodiscard]] std::string tap_name() const {
-    return "vif" + std::to_string(fe_dom_.value()) + ".0";
-  }
-
-  // --- the backend's xenstore loop (the daemon's BackendManager does this) ---
-  void start_pump() {
-    pump_stop_ = false;
-    pump_ = std::thread([this] {
-      while (!pump_stop_) {
-        pollfd pfd{backend_xs_->watch_fd(), POLLIN, 0};
-        (void)::poll(&pfd, 1, 20);
-        while (auto ev = backend_xs_->read_watch())
-          if (xenbus_->owns(*ev)) xenbus_->handle_watch(*ev);
-      }
-    });
-  }
-  void stop_pump() {
-    pump_stop_ = true;
-    if (pump_.joinable()) pump_.join();
-  }
-
-  // --- the host side: an AF_PACKET socket on the TAP ---
-  void open_packet_socket(bool vnet_hdr = false) {
-    sock_.reset(::socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, htons(ETH_P_ALL)));
-    ASSERT_TRUE(sock_.valid());
-    if (vnet_hdr) {
-      int one = 1;
-      ASSERT_EQ(0, ::setsockopt(sock_.get(), SOL_PACKET, PACKET_VNET_HDR, &one, sizeof one));
-    }
-    sockaddr_ll sll{};
-    sll.sll_family = AF_PACKET;
-    sll.sll_protocol = htons(ETH_P_ALL);
-    sll.sll_ifindex = static_cast<int>(::if_nametoindex(tap_name().c_str()));
-    ASSERT_EQ(0, ::bind(sock_.get(), reinterpret_cast<sockaddr*>(&sll), sizeof sll));
-  }
-  /// The next frame the guest sent (not our own outgoing ones), or empty after `t`.
-  std::vector<std::byte> host_receive(std::chrono::milliseconds t = 3s) {
-    const auto deadline = std::chrono::steady_clock::now() + t;
-    std::vector<std::byte> buf(70000);
-    while (std::chrono::steady_clock::now() < deadline) {
-      pollfd pfd{sock_.get(), POLLIN, 0};
-      if (::poll(&pfd, 1, 50) <= 0) continue;
-      sockaddr_ll from{};
-      socklen_t fl = sizeof from;
-      const ssize_t n = ::recvfrom(sock_.get(), buf.data(), buf.size(), 0,
-                                   reinterpret_cast<sockaddr*>(&from), &fl);
-      if (n <= 0 || from.sll_pkttype == PACKET_OUTGOING) continue;
-      buf.resize(static_cast<std::size_t>(n));
-      return buf;
-    }
-    return {};
-  }
-  void host_send(const std::vector<std::byte>& frame) {
-    ASSERT_EQ(::send(sock_.get(), frame.data(), frame.size(), 0),
-              static_cast<ssize_t>(frame.size()));
-  }
-  /// Polls the guest until a packet arrives (or `t` passes).
-  std::optional<netfront::RxPacket> guest_receive(std::chrono::milliseconds t = 3s) {
-    const auto deadline = std::chrono::steady_clock::now() + t;
-    std::vector<netfront::RxPacket> got;
-    while (std::chrono::steady_clock::now() < deadline) {
-      netfront_->handle_event();
-      if (netfront_->poll(got) > 0) return std::move(got.front());
-      std::this_thread::sleep_for(1ms);
-    }
-    return std::nullopt;
-  }
-  /// Drains TX responses (the guest's side of completion).
-  void guest_settle(std::chrono::milliseconds t = 300ms) {
-    const auto deadline = std::chrono::steady_clock::now() + t;
-    while (std::chrono::steady_clock::now() < deadline) {
-      netfront_->handle_event();
-      netfront_->process_tx_responses();
-      std::this_thread::sleep_for(2ms);
-    }
-  }
-  std::uint64_t counter(std::string_view name) {
-    std::uint64_t sum = 0;
-    for (const auto& q : vif_->report().queues)
-      for (const auto& [k, v] : q.counters)
-        if (k == name) sum += v;
-    return sum;
-  }
-
-  static std::vector<std::byte> tcp_frame(std::size_t payload, std::uint8_t seed,
-                                          net::L4ChecksumMode cs = net::L4ChecksumMode::full) {
-    net::FrameSpec spec;
-    spec.payload_len = payload;
-    spec.payload_seed = seed;
-    spec.checksum = cs;
-    return net::build_frame(spec);
-  }
-
-  std::unique_ptr<test::XensimProcess> world_;
-  std::unique_ptr<hv::SimHypervisor> dom0_, domu_;
-  DomId fe_dom_{};
-  std::unique_ptr<hv::XenStore> toolstack_xs_, backend_xs_;
-  std::unique_ptr<vif::EventLoopPool> loops_;
-  std::unique_ptr<vif::Vif> vif_;
-  std::unique_ptr<xenbus::BackendXenbus> xenbus_;
-  std::unique_ptr<netfront::Netfront> netfront_;
-  std::thread pump_;
-  std::atomic<bool> pump_stop_{false};
-  UniqueFd sock_;
-};
 
 TEST_F(BackendEndToEnd, HandshakeWaitsForHotplugBeforeConnected) {
   add_vif();
@@ -240,7 +16,7 @@ TEST_F(BackendEndToEnd, HandshakeWaitsForHotplugBeforeConnected) {
   EXPECT_EQ(wait_state("4", 300ms), std::errc::timed_out);
   run_hotplug();
   EXPECT_FALSE(wait_state("4"));
-  EXPECT_TRUE(vif_->report().connected);
+  EXPECT_TRUE(guest().vif->report().connected);
 }
 
 class GuestToHost : public BackendEndToEnd, public ::testing::WithParamInterface<std::size_t> {};
@@ -248,13 +24,13 @@ class GuestToHost : public BackendEndToEnd, public ::testing::WithParamInterface
 TEST_P(GuestToHost, FrameArrivesIntactOnTheTap) {
   bring_up(9000);
   const auto frame = tcp_frame(GetParam(), 7);
-  ASSERT_TRUE(netfront_->send(frame).has_value());
+  ASSERT_TRUE(guest().netfront->send(frame).has_value());
   const auto got = host_receive();
   ASSERT_EQ(got.size(), frame.size());
   EXPECT_EQ(0, std::memcmp(got.data(), frame.data(), frame.size()));
   guest_settle();
   EXPECT_EQ(counter("tx_packets"), 1u);
-  EXPECT_EQ(netfront_->stats().tx_error_responses, 0u);
+  EXPECT_EQ(guest().netfront->stats().tx_error_responses, 0u);
 }
 
 // 60 and 1514 bytes (one slot), 9000 (three slots); payload sizes give these frame lengths.
@@ -266,7 +42,7 @@ TEST_F(BackendEndToEnd, GuestGsoSuperFrameReachesTheHostAsOnePacket) {
   netfront::TxMeta meta;
   meta.csum_blank = true;
   meta.gso = netfront::RxGso{wire::GsoType::tcpv4, 1448};
-  ASSERT_TRUE(netfront_->send(frame, meta).has_value());
+  ASSERT_TRUE(guest().netfront->send(frame, meta).has_value());
   const auto got = host_receive();
   ASSERT_EQ(got.size(), frame.size());
   // Everything but the TCP checksum field (the kernel may fill it) is the guest's bytes.
@@ -330,7 +106,7 @@ TEST_F(BackendEndToEnd, TinyFirstSlotsAreGatheredAndEighteenSlotsPass) {
     used += n;
   }
   ASSERT_LE(slots.size(), 18u);
-  ASSERT_TRUE(netfront_->send_raw(slots, frame).has_value());
+  ASSERT_TRUE(guest().netfront->send_raw(slots, frame).has_value());
   const auto got = host_receive();
   ASSERT_EQ(got.size(), frame.size());
   EXPECT_EQ(0, std::memcmp(got.data(), frame.data(), frame.size()));
@@ -341,14 +117,14 @@ TEST_F(BackendEndToEnd, NineteenSlotsAreDroppedWithErrorResponsesAndTheVifStaysU
   const auto frame = tcp_frame(1800, 1);
   std::vector<netfront::RawTxSlot> slots(19, netfront::RawTxSlot{0, 100});
   slots.back().size = static_cast<std::uint16_t>(frame.size() - 18 * 100);
-  ASSERT_TRUE(netfront_->send_raw(slots, frame).has_value());
+  ASSERT_TRUE(guest().netfront->send_raw(slots, frame).has_value());
   guest_settle();
-  EXPECT_EQ(netfront_->stats().tx_error_responses, 19u);
+  EXPECT_EQ(guest().netfront->stats().tx_error_responses, 19u);
   EXPECT_EQ(counter("tx_drop_too_many_slots"), 1u);
-  EXPECT_FALSE(vif_->disabled());
+  EXPECT_FALSE(guest().vif->disabled());
   // The vif still carries traffic.
   const auto ok = tcp_frame(100, 2);
-  ASSERT_TRUE(netfront_->send(ok).has_value());
+  ASSERT_TRUE(guest().netfront->send(ok).has_value());
   EXPECT_EQ(host_receive().size(), ok.size());
 }
 
@@ -357,11 +133,11 @@ TEST_F(BackendEndToEnd, TwentySlotsDisableTheVif) {
   const auto frame = tcp_frame(2000, 1);
   std::vector<netfront::RawTxSlot> slots(20, netfront::RawTxSlot{0, 100});
   slots.back().size = static_cast<std::uint16_t>(frame.size() - 19 * 100);
-  ASSERT_TRUE(netfront_->send_raw(slots, frame).has_value());
+  ASSERT_TRUE(guest().netfront->send_raw(slots, frame).has_value());
   const auto deadline = std::chrono::steady_clock::now() + 3s;
-  while (!vif_->disabled() && std::chrono::steady_clock::now() < deadline)
+  while (!guest().vif->disabled() && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(5ms);
-  EXPECT_TRUE(vif_->disabled());
+  EXPECT_TRUE(guest().vif->disabled());
   EXPECT_EQ(counter("tx_fatal"), 1u);
 }
 
@@ -370,12 +146,12 @@ TEST_F(BackendEndToEnd, ZeroSizeSlotsAreAnsweredAndSkipped) {
   const auto frame = tcp_frame(300, 4);
   std::vector<netfront::RawTxSlot> slots = {
       {0, 100}, {0, 0}, {0, static_cast<std::uint16_t>(frame.size() - 100)}};
-  ASSERT_TRUE(netfront_->send_raw(slots, frame).has_value());
+  ASSERT_TRUE(guest().netfront->send_raw(slots, frame).has_value());
   const auto got = host_receive();
   ASSERT_EQ(got.size(), frame.size());
   EXPECT_EQ(0, std::memcmp(got.data(), frame.data(), frame.size()));
   guest_settle();
-  EXPECT_EQ(netfront_->stats().tx_error_responses, 0u);
+  EXPECT_EQ(guest().netfront->stats().tx_error_responses, 0u);
   EXPECT_EQ(counter("tx_zero_size_slots"), 1u);
 }
 
@@ -383,16 +159,16 @@ TEST_F(BackendEndToEnd, FourQueuesEachCarryTraffic) {
   netfront::NetfrontOptions opts;
   opts.queues = 4;
   bring_up(1500, opts);
-  ASSERT_EQ(netfront_->num_queues(), 4u);
-  ASSERT_EQ(vif_->report().queues.size(), 4u);
+  ASSERT_EQ(guest().netfront->num_queues(), 4u);
+  ASSERT_EQ(guest().vif->report().queues.size(), 4u);
   for (std::uint32_t q = 0; q < 4; ++q) {
     const auto frame = tcp_frame(500 + q, static_cast<std::uint8_t>(q));
-    ASSERT_TRUE(netfront_->send(frame, {}, QueueId{q}).has_value());
+    ASSERT_TRUE(guest().netfront->send(frame, {}, QueueId{q}).has_value());
     const auto got = host_receive();
     ASSERT_EQ(got.size(), frame.size()) << "queue " << q;
   }
   std::uint32_t queues_used = 0;
-  for (const auto& q : vif_->report().queues)
+  for (const auto& q : guest().vif->report().queues)
     for (const auto& [k, v] : q.counters)
       if (k == "tx_packets" && v == 1) ++queues_used;
   EXPECT_EQ(queues_used, 4u);
@@ -410,8 +186,8 @@ TEST_F(BackendEndToEnd, RateLimitCapsGuestTransmit) {
   const auto start = std::chrono::steady_clock::now();
   std::size_t sent = 0;
   for (int i = 0; i < 600; ++i) {
-    if (netfront_->send(frame).has_value()) ++sent;
-    netfront_->process_tx_responses();
+    if (guest().netfront->send(frame).has_value()) ++sent;
+    guest().netfront->process_tx_responses();
   }
   // Whatever the machine's load: within 250 ms at most the burst (128 KiB) plus three
   // refills may pass (an upper bound; the limiter never lets more through).
@@ -427,16 +203,16 @@ TEST_F(BackendEndToEnd, RateLimitCapsGuestTransmit) {
 
 TEST_F(BackendEndToEnd, RemovalClosesReleasesEverythingAndRemovesTheTap) {
   bring_up();
-  ASSERT_TRUE(netfront_->send(tcp_frame(100, 1)).has_value());
+  ASSERT_TRUE(guest().netfront->send(tcp_frame(100, 1)).has_value());
   EXPECT_FALSE(host_receive().empty());
-  ASSERT_FALSE(toolstack::remove_vif(*toolstack_xs_, kDom0, fe_dom_, DevId{0}));
+  ASSERT_FALSE(toolstack::remove_vif(*toolstack_xs_, kDom0, guest().dom, DevId{0}));
   // libxl waited for state 6 and removed the dirs; the backend tore the vif down.
   EXPECT_EQ(::if_nametoindex(tap_name().c_str()), 0u);
-  EXPECT_FALSE(vif_->report().connected);
+  EXPECT_FALSE(guest().vif->report().connected);
   // The guest can revoke every grant: nothing is still mapped by the backend.
-  netfront_->disconnect(1s);
-  EXPECT_EQ(domu_->sim_grant_sharer().deferred_count(), 0u);
+  guest().netfront->disconnect(1s);
+  EXPECT_EQ(guest().hv->sim_grant_sharer().deferred_count(), 0u);
 }
 
 }  // namespace
-}  // namespace unetback
+}  // namespace unetback::test

@@ -1,0 +1,288 @@
+// The backend end to end, in one process over a real xensim: libxl's vif nodes (tools/xl),
+// the backend's xenbus state machine driving a real Vif (rings, grant copies, event
+// channels, a multi-queue TAP), and the userspace Netfront as the guest. The host side of
+// each guest is its TAP `vif<domid>.0` in a private network namespace, read and written
+// through an AF_PACKET socket. Needs root (TAP, namespace): suite root-netns.
+#pragma once
+
+#include <arpa/inet.h>
+#include <atomic>
+#include <cstring>
+#include <gtest/gtest.h>
+#include <linux/if_packet.h>
+#include <mutex>
+#include <net/ethernet.h>
+#include <net/if.h>
+#include <poll.h>
+#include <sched.h>
+#include <sys/socket.h>
+#include <thread>
+#include <unistd.h>
+
+#include "backend/vif/vif.hpp"
+#include "backend/xenbus/xenbus_adapter.hpp"
+#include "common/hv/sim/sim_grant_sharer.hpp"
+#include "common/hv/sim/sim_hypervisor.hpp"
+#include "common/net/frame_builder.hpp"
+#include "common/net/linux_virtio_net.hpp"
+#include "frontend-shim/netfront.hpp"
+#include "tests/integration/xensim/xensim_process.hpp"
+#include "tools/xl/toolstack.hpp"
+
+namespace unetback::test {
+
+using namespace std::chrono_literals;
+
+/// One guest: its domain, its vif on the backend, its netfront, and a packet socket on its
+/// TAP (the host side).
+struct Guest {
+  std::unique_ptr<hv::SimHypervisor> hv;
+  DomId dom{};
+  std::unique_ptr<vif::Vif> vif;
+  std::unique_ptr<xenbus::BackendXenbus> xenbus;
+  std::unique_ptr<netfront::Netfront> netfront;
+  UniqueFd sock;
+
+  [[nodiscard]] std::string be_path() const {
+    return toolstack::backend_path(kDom0, dom, DevId{0});
+  }
+  [[nodiscard]] std::string tap_name() const { return "vif" + std::to_string(dom.value()) + ".0"; }
+};
+
+inline bool in_private_netns = false;
+
+class BackendEndToEnd : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (::geteuid() != 0 || ::access("/dev/net/tun", R_OK | W_OK) != 0) return;
+    // The whole test process moves to a namespace of its own: the TAPs it creates never
+    // touch the machine's network, and vanish with the process.
+    if (!in_private_netns && ::unshare(CLONE_NEWNET) == 0) {
+      in_private_netns = true;
+      (void)std::system("ip link set lo up");
+      // No IPv6 in this namespace: a TAP coming up would otherwise send its own neighbour
+      // discovery frames to the guest, mixed with the test's.
+      (void)std::system(
+          "sysctl -qw net.ipv6.conf.all.disable_ipv6=1 "
+          "net.ipv6.conf.default.disable_ipv6=1 >/dev/null 2>&1");
+    }
+  }
+
+  void SetUp() override {
+    if (!in_private_netns) GTEST_SKIP() << "needs root and /dev/net/tun (suite root-netns)";
+    world_ = std::make_unique<XensimProcess>();
+    hv::HypervisorOptions be;
+    be.role = hv::Role::backend;
+    dom0_ = std::make_unique<hv::SimHypervisor>(world_->dir(), be);
+    toolstack_xs_ = dom0_->open_xenstore();
+    backend_xs_ = dom0_->open_xenstore();
+    loops_ = std::make_unique<vif::EventLoopPool>(2);
+    new_guest();
+    start_pump();
+  }
+
+  void TearDown() override {
+    for (auto& g : guests_) {
+      if (g->netfront) g->netfront->disconnect(1s);
+      g->netfront.reset();
+      if (toolstack_xs_ && g->vif)
+        (void)toolstack::remove_vif(*toolstack_xs_, kDom0, g->dom, DevId{0});
+    }
+    stop_pump();
+    for (auto& g : guests_) {
+      g->xenbus.reset();
+      g->vif.reset();
+    }
+    loops_.reset();
+    backend_xs_.reset();
+    toolstack_xs_.reset();
+    guests_.clear();
+    dom0_.reset();
+    world_.reset();
+  }
+
+  /// A new domU (a frontend-role hypervisor handle in this process).
+  Guest& new_guest() {
+    auto g = std::make_unique<Guest>();
+    hv::HypervisorOptions fe;
+    fe.role = hv::Role::frontend;
+    fe.name = "guest" + std::to_string(guests_.size());
+    g->hv = std::make_unique<hv::SimHypervisor>(world_->dir(), fe);
+    g->dom = g->hv->self();
+    const std::lock_guard lock(mu_);
+    guests_.push_back(std::move(g));
+    return *guests_.back();
+  }
+  Guest& guest(std::size_t i = 0) { return *guests_.at(i); }
+
+  /// The toolstack adds the vif; the backend probes it (TAP, features, InitWait).
+  void add_vif(Guest& g, toolstack::VifSpec spec = {}, daemon::Tunables tunables = {}) {
+    ASSERT_FALSE(toolstack::add_vif(*toolstack_xs_, kDom0, g.dom, spec));
+    {
+      const std::lock_guard lock(mu_);
+      g.vif = std::make_unique<vif::Vif>(*dom0_, *loops_, g.dom, spec.devid, tunables, nullptr);
+      g.xenbus = std::make_unique<xenbus::BackendXenbus>(
+          *backend_xs_, kDom0, g.dom, spec.devid, *g.vif,
+          xenbus::FeatureOptions{tunables.max_queues, true, false});
+      ASSERT_FALSE(g.xenbus->start());
+    }
+    ASSERT_FALSE(wait_state(g, "2")) << "no InitWait within libxl's 10 s";
+  }
+  void add_vif(toolstack::VifSpec spec = {}, daemon::Tunables tunables = {}) {
+    add_vif(guest(), std::move(spec), tunables);
+  }
+
+  /// What vif-bridge does: the TAP up, then hotplug-status=connected.
+  void run_hotplug(Guest& g, std::uint32_t mtu = 1500) {
+    ASSERT_NE(::if_nametoindex(g.tap_name().c_str()), 0u) << "no TAP before InitWait";
+    ASSERT_EQ(0,
+              std::system(
+                  ("ip link set " + g.tap_name() + " mtu " + std::to_string(mtu) + " up").c_str()));
+    ASSERT_FALSE(toolstack_xs_->write(g.be_path() + "/hotplug-status", "connected"));
+  }
+  void run_hotplug(std::uint32_t mtu = 1500) { run_hotplug(guest(), mtu); }
+
+  void connect_guest(Guest& g, netfront::NetfrontOptions opts = {}) {
+    g.netfront = std::make_unique<netfront::Netfront>(*g.hv, opts);
+    ASSERT_FALSE(g.netfront->connect(5s));
+  }
+  void connect_guest(netfront::NetfrontOptions opts = {}) { connect_guest(guest(), opts); }
+
+  void bring_up(Guest& g, std::uint32_t mtu = 1500, netfront::NetfrontOptions opts = {},
+                daemon::Tunables tunables = {}) {
+    add_vif(g, {}, tunables);
+    run_hotplug(g, mtu);
+    connect_guest(g, opts);
+    ASSERT_FALSE(wait_state(g, "4"));
+    open_packet_socket(g);
+  }
+  void bring_up(std::uint32_t mtu = 1500, netfront::NetfrontOptions opts = {},
+                daemon::Tunables tunables = {}) {
+    bring_up(guest(), mtu, opts, tunables);
+  }
+
+  std::error_code wait_state(Guest& g, std::string_view s, std::chrono::milliseconds t = 10s) {
+    return toolstack::wait_for_value(*toolstack_xs_, g.be_path() + "/state", s, t);
+  }
+  std::error_code wait_state(std::string_view s, std::chrono::milliseconds t = 10s) {
+    return wait_state(guest(), s, t);
+  }
+  [[nodiscard]] std::string be_path() { return guest().be_path(); }
+  [[nodiscard]] std::string tap_name() { return guest().tap_name(); }
+
+  // --- the backend's xenstore loop (the daemon's BackendManager does this) ---
+  void start_pump() {
+    pump_stop_ = false;
+    pump_ = std::thread([this] {
+      while (!pump_stop_) {
+        pollfd pfd{backend_xs_->watch_fd(), POLLIN, 0};
+        (void)::poll(&pfd, 1, 20);
+        const std::lock_guard lock(mu_);
+        while (auto ev = backend_xs_->read_watch())
+          for (auto& g : guests_)
+            if (g->xenbus && g->xenbus->owns(*ev)) g->xenbus->handle_watch(*ev);
+      }
+    });
+  }
+  void stop_pump() {
+    pump_stop_ = true;
+    if (pump_.joinable()) pump_.join();
+  }
+
+  // --- the host side: an AF_PACKET socket on the guest's TAP ---
+  void open_packet_socket(Guest& g, bool vnet_hdr = false) {
+    g.sock.reset(::socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, htons(ETH_P_ALL)));
+    ASSERT_TRUE(g.sock.valid());
+    if (vnet_hdr) {
+      int one = 1;
+      ASSERT_EQ(0, ::setsockopt(g.sock.get(), SOL_PACKET, PACKET_VNET_HDR, &one, sizeof one));
+    }
+    sockaddr_ll sll{};
+    sll.sll_family = AF_PACKET;
+    sll.sll_protocol = htons(ETH_P_ALL);
+    sll.sll_ifindex = static_cast<int>(::if_nametoindex(g.tap_name().c_str()));
+    ASSERT_EQ(0, ::bind(g.sock.get(), reinterpret_cast<sockaddr*>(&sll), sizeof sll));
+  }
+  void open_packet_socket(bool vnet_hdr = false) { open_packet_socket(guest(), vnet_hdr); }
+
+  /// The next frame the guest sent (not our own outgoing ones), or empty after `t`.
+  static std::vector<std::byte> host_receive(Guest& g, std::chrono::milliseconds t = 3s) {
+    const auto deadline = std::chrono::steady_clock::now() + t;
+    std::vector<std::byte> buf(70000);
+    while (std::chrono::steady_clock::now() < deadline) {
+      pollfd pfd{g.sock.get(), POLLIN, 0};
+      if (::poll(&pfd, 1, 50) <= 0) continue;
+      sockaddr_ll from{};
+      socklen_t fl = sizeof from;
+      const ssize_t n = ::recvfrom(g.sock.get(), buf.data(), buf.size(), 0,
+                                   reinterpret_cast<sockaddr*>(&from), &fl);
+      if (n <= 0 || from.sll_pkttype == PACKET_OUTGOING) continue;
+      buf.resize(static_cast<std::size_t>(n));
+      return buf;
+    }
+    return {};
+  }
+  std::vector<std::byte> host_receive(std::chrono::milliseconds t = 3s) {
+    return host_receive(guest(), t);
+  }
+  static void host_send(Guest& g, const std::vector<std::byte>& frame) {
+    ASSERT_EQ(::send(g.sock.get(), frame.data(), frame.size(), 0),
+              static_cast<ssize_t>(frame.size()));
+  }
+  void host_send(const std::vector<std::byte>& frame) { host_send(guest(), frame); }
+
+  /// Polls the guest until a packet arrives (or `t` passes).
+  static std::optional<netfront::RxPacket> guest_receive(Guest& g,
+                                                         std::chrono::milliseconds t = 3s) {
+    const auto deadline = std::chrono::steady_clock::now() + t;
+    std::vector<netfront::RxPacket> got;
+    while (std::chrono::steady_clock::now() < deadline) {
+      g.netfront->handle_event();
+      if (g.netfront->poll(got) > 0) return std::move(got.front());
+      std::this_thread::sleep_for(1ms);
+    }
+    return std::nullopt;
+  }
+  std::optional<netfront::RxPacket> guest_receive(std::chrono::milliseconds t = 3s) {
+    return guest_receive(guest(), t);
+  }
+  /// Drains TX responses (the guest's side of completion).
+  static void guest_settle(Guest& g, std::chrono::milliseconds t = 300ms) {
+    const auto deadline = std::chrono::steady_clock::now() + t;
+    while (std::chrono::steady_clock::now() < deadline) {
+      g.netfront->handle_event();
+      g.netfront->process_tx_responses();
+      std::this_thread::sleep_for(2ms);
+    }
+  }
+  void guest_settle(std::chrono::milliseconds t = 300ms) { guest_settle(guest(), t); }
+
+  static std::uint64_t counter(Guest& g, std::string_view name) {
+    std::uint64_t sum = 0;
+    for (const auto& q : g.vif->report().queues)
+      for (const auto& [k, v] : q.counters)
+        if (k == name) sum += v;
+    return sum;
+  }
+  std::uint64_t counter(std::string_view name) { return counter(guest(), name); }
+
+  static std::vector<std::byte> tcp_frame(std::size_t payload, std::uint8_t seed,
+                                          net::L4ChecksumMode cs = net::L4ChecksumMode::full) {
+    net::FrameSpec spec;
+    spec.payload_len = payload;
+    spec.payload_seed = seed;
+    spec.checksum = cs;
+    return net::build_frame(spec);
+  }
+
+  std::unique_ptr<XensimProcess> world_;
+  std::unique_ptr<hv::SimHypervisor> dom0_;
+  std::unique_ptr<hv::XenStore> toolstack_xs_, backend_xs_;
+  std::unique_ptr<vif::EventLoopPool> loops_;
+  std::mutex mu_;  // guests_ and their xenbus objects, against the pump thread
+  std::vector<std::unique_ptr<Guest>> guests_;
+  std::thread pump_;
+  std::atomic<bool> pump_stop_{false};
+};
+
+}  // namespace unetback::test

@@ -1,0 +1,127 @@
+// A guest that breaks the rules: the backend answers with errors or disables that guest's
+// vif, and the other guests' traffic goes on (netback-facts §6; the full hostile suite is
+// issue 9's).
+#include "tests/root/backend/backend_fixture.hpp"
+
+namespace unetback::test {
+namespace {
+
+/// The guest's TX ring page, mapped by a dom0 handle of the test's own: what a guest can
+/// write into its shared ring at any time.
+struct MappedTxRing {
+  std::unique_ptr<hv::GrantTable> table;
+  hv::MappedGrants page;
+  ring::SharedRingHeader* header() const {
+    return reinterpret_cast<ring::SharedRingHeader*>(page.data());
+  }
+};
+
+MappedTxRing map_tx_ring(hv::SimHypervisor& dom0, hv::XenStore& xs, const Guest& g) {
+  MappedTxRing m;
+  m.table = dom0.open_grant_table();
+  const auto ref = xs.read(toolstack::frontend_path(g.dom, DevId{0}) + "/tx-ring-ref");
+  EXPECT_TRUE(ref.has_value());
+  const GrantRef refs[] = {GrantRef{static_cast<std::uint32_t>(std::stoul(*ref))}};
+  auto page = m.table->map(g.dom, refs, hv::Access::read_write);
+  EXPECT_TRUE(page.has_value());
+  if (page) m.page = std::move(*page);
+  return m;
+}
+
+TEST_F(BackendEndToEnd, ImpossibleRequestIndicesDisableThatVifOnly) {
+  Guest& bad = guest(0);
+  Guest& good = new_guest();
+  bring_up(bad);
+  bring_up(good);
+
+  // Hold the backend's notifications, let the guest post a request, then push req_prod far
+  // past anything the ring can hold (RING_REQUEST_PROD_OVERFLOW) before the backend looks.
+  ASSERT_FALSE(dom0_->inject_stall(kDom0, true));
+  ASSERT_TRUE(bad.netfront->send(tcp_frame(100, 1)).has_value());
+  auto ring = map_tx_ring(*dom0_, *toolstack_xs_, bad);
+  ring.header()->req_prod = ring.header()->rsp_prod + 1000;
+  ASSERT_FALSE(dom0_->inject_stall(kDom0, false));
+
+  const auto deadline = std::chrono::steady_clock::now() + 3s;
+  while (!bad.vif->disabled() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(5ms);
+  ASSERT_TRUE(bad.vif->disabled());
+  EXPECT_EQ(counter(bad, "tx_fatal"), 1u);
+  // The daemon reports a data-path fatal through xenbus (from its own thread): error node,
+  // then Closing.
+  {
+    const std::lock_guard lock(mu_);
+    bad.xenbus->fatal_from_datapath(EIO, bad.vif->disabled_reason());
+  }
+  EXPECT_FALSE(wait_state(bad, "5", 3s));
+  const auto err = toolstack_xs_->read("/local/domain/0/error/backend/vif/" +
+                                       std::to_string(bad.dom.value()) + "/0/error");
+  ASSERT_TRUE(err.has_value());
+  EXPECT_NE(err->find("data path"), std::string::npos) << *err;
+
+  // The other guest is untouched, both ways.
+  const auto out = tcp_frame(1400, 2);
+  ASSERT_TRUE(good.netfront->send(out).has_value());
+  EXPECT_EQ(host_receive(good).size(), out.size());
+  const auto in = tcp_frame(1400, 3);
+  host_send(good, in);
+  auto pkt = guest_receive(good);
+  ASSERT_TRUE(pkt.has_value());
+  EXPECT_EQ(pkt->bytes.size(), in.size());
+  EXPECT_FALSE(good.vif->disabled());
+}
+
+TEST_F(BackendEndToEnd, RevokedGrantsGetErrorResponsesAndTheVifStaysUp) {
+  Guest& g = guest();
+  bring_up(g);
+  // Revoke every grant of the guest except its two ring pages: its RX buffers and TX
+  // pages are gone under the backend's feet (what a guest may do at any time).
+  const std::string fe = toolstack::frontend_path(g.dom, DevId{0});
+  const auto tx_ref = std::stoul(*toolstack_xs_->read(fe + "/tx-ring-ref"));
+  const auto rx_ref = std::stoul(*toolstack_xs_->read(fe + "/rx-ring-ref"));
+  for (std::uint32_t ref = 0; ref < 4096; ++ref)
+    if (ref != tx_ref && ref != rx_ref) (void)dom0_->inject_revoke_grant(g.dom, GrantRef{ref});
+
+  host_send(g, tcp_frame(1400, 5));  // host -> guest: the copy into the guest fails
+  const auto deadline = std::chrono::steady_clock::now() + 3s;
+  while (counter(g, "rx_copy_errors") == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(5ms);
+  EXPECT_GT(counter(g, "rx_copy_errors"), 0u);
+  EXPECT_FALSE(guest_receive(g, 300ms).has_value());  // the guest dropped the errored slot
+
+  ASSERT_TRUE(g.netfront->send(tcp_frame(1400, 6)).has_value());  // guest -> host
+  guest_settle(g);
+  EXPECT_GE(g.netfront->stats().tx_error_responses, 1u);
+  EXPECT_EQ(counter(g, "tx_drop_copy_error"), 1u);
+  EXPECT_TRUE(host_receive(g, 300ms).empty());
+  EXPECT_FALSE(g.vif->disabled());
+  EXPECT_FALSE(wait_state(g, "4", 100ms));  // still Connected
+}
+
+TEST_F(BackendEndToEnd, GuestThatStopsPostingBuffersLosesCarrierAndGetsItBack) {
+  daemon::Tunables t;
+  t.rx_stall_timeout_ms = 200;
+  Guest& g = guest();
+  bring_up(g, 1500, {}, t);
+  // Fill the guest's RX ring without the guest taking anything.
+  const auto frame = tcp_frame(1400, 7);
+  for (int i = 0; i < 300; ++i) host_send(g, frame);
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (g.vif->report().carrier && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(20ms);
+  EXPECT_FALSE(g.vif->report().carrier);
+  EXPECT_GE(counter(g, "rx_stalls"), 1u);
+  // The guest drains its ring and posts buffers again: carrier back.
+  std::vector<netfront::RxPacket> got;
+  const auto until = std::chrono::steady_clock::now() + 5s;
+  while (!g.vif->report().carrier && std::chrono::steady_clock::now() < until) {
+    g.netfront->handle_event();
+    (void)g.netfront->poll(got);
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_TRUE(g.vif->report().carrier);
+  EXPECT_GT(got.size(), 0u);
+}
+
+}  // namespace
+}  // namespace unetback::test
