@@ -1,5 +1,7 @@
 #include "backend/vif/event_loop_pool.hpp"
 
+#include <boost/asio/steady_timer.hpp>
+
 #include "common/util/log.hpp"
 #include "common/util/result.hpp"
 
@@ -10,6 +12,9 @@ EventLoopPool::EventLoopPool(unsigned threads) {
   for (unsigned i = 0; i < threads; ++i) {
     auto loop = std::make_unique<Loop>();
     Loop* l = loop.get();
+    // Create the loop's reactor (epoll, eventfd, timerfd) now rather than at the first vif:
+    // the daemon's fds and memory then stay flat as vifs come and go.
+    { boost::asio::steady_timer warm_up(l->io); }
     l->thread = std::thread([l, i] {
       for (;;) {
         try {

@@ -1,5 +1,7 @@
 // The backend end to end: the vif lifecycle and the data paths in both directions, with a
 // real xensim, the backend's xenbus + Vif and the userspace Netfront (see backend_fixture.hpp).
+#include <filesystem>
+
 #include "tests/root/backend/backend_fixture.hpp"
 
 namespace unetback::test {
@@ -201,8 +203,19 @@ TEST_F(BackendEndToEnd, RateLimitCapsGuestTransmit) {
   EXPECT_GT(counter("tx_rate_limited"), 0u);
 }
 
+/// Open file descriptors of this process: every xensim port is an eventfd, every TAP queue,
+/// event-channel handle and grant-table handle an fd.
+std::size_t open_fds() {
+  std::size_t n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
+  return n;
+}
+
 TEST_F(BackendEndToEnd, RemovalClosesReleasesEverythingAndRemovesTheTap) {
-  bring_up();
+  const std::size_t fds_before = open_fds();
+  netfront::NetfrontOptions two_queues;
+  two_queues.queues = 2;
+  bring_up(1500, two_queues);
   ASSERT_TRUE(guest().netfront->send(tcp_frame(100, 1)).has_value());
   EXPECT_FALSE(host_receive().empty());
   ASSERT_FALSE(toolstack::remove_vif(*toolstack_xs_, kDom0, guest().dom, DevId{0}));
@@ -212,6 +225,15 @@ TEST_F(BackendEndToEnd, RemovalClosesReleasesEverythingAndRemovesTheTap) {
   // The guest can revoke every grant: nothing is still mapped by the backend.
   guest().netfront->disconnect(1s);
   EXPECT_EQ(guest().hv->sim_grant_sharer().deferred_count(), 0u);
+  // Nothing of the vif is left: no port, no handle, no TAP queue, no socket.
+  guest().netfront.reset();
+  guest().sock.reset();
+  {
+    const std::lock_guard lock(mu_);
+    guest().xenbus.reset();
+    guest().vif.reset();
+  }
+  EXPECT_EQ(open_fds(), fds_before);
 }
 
 }  // namespace
