@@ -4,6 +4,7 @@
 #include <boost/asio/post.hpp>
 #include <fcntl.h>
 #include <future>
+#include <thread>
 #include <unistd.h>
 
 #include "common/util/log.hpp"
@@ -66,7 +67,7 @@ VifQueue::~VifQueue() {
 }
 
 void VifQueue::start() {
-  boost::asio::post(io_, [this] {
+  post([this] {
     do_wait_event();
     do_wait_tap();
     arm_housekeeping();
@@ -77,15 +78,14 @@ void VifQueue::start() {
 }
 
 void VifQueue::stop() {
-  std::promise<void> stopped;
-  boost::asio::post(io_, [this] { cancel_all(); });
-  // The cancelled operations' handlers are queued by now; this runs after them.
-  boost::asio::post(io_, [&stopped] { stopped.set_value(); });
-  stopped.get_future().wait();
+  post([this] { cancel_all(); });
+  // cancel_all() makes every wait complete (operation_aborted) and every start path a no-op;
+  // once no handler of ours exists any more, nothing can touch this object.
+  while (outstanding_.load() != 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
 }
 
 void VifQueue::set_rate(std::uint64_t bytes, std::uint64_t usecs) {
-  boost::asio::post(io_, [this, bytes, usecs] {
+  post([this, bytes, usecs] {
     if (stopped_) return;
     tx_->set_rate(bytes, usecs, Clock::now());
     run_tx();
@@ -94,7 +94,7 @@ void VifQueue::set_rate(std::uint64_t bytes, std::uint64_t usecs) {
 
 daemon::QueueReport VifQueue::report() {
   std::promise<daemon::QueueReport> done;
-  boost::asio::post(io_, [this, &done] {
+  post([this, &done] {
     daemon::QueueReport r;
     r.queue = res_.id;
     r.counters = counters_->snapshot();
@@ -109,7 +109,7 @@ daemon::QueueReport VifQueue::report() {
 
 void VifQueue::do_wait_event() {
   evtchn_sd_.async_wait(boost::asio::posix::stream_descriptor::wait_read,
-                        [this](const boost::system::error_code& ec) { on_event(ec); });
+                        [this, t = op()](const boost::system::error_code& ec) { on_event(ec); });
 }
 
 void VifQueue::on_event(const boost::system::error_code& ec) {
@@ -159,7 +159,7 @@ void VifQueue::run_tx() {
     if (!tx_->final_check()) return;
   }
   // Budget spent with work left: yield to the other queues on this thread, then go on.
-  boost::asio::post(io_, [this] { run_tx(); });
+  post([this] { run_tx(); });
 }
 
 void VifQueue::run_rx() {
@@ -180,7 +180,7 @@ void VifQueue::run_rx() {
     if (on_carrier_) on_carrier_(carrier);
   }
   if (!rx_->empty() && !pass.waiting_for_slots) {
-    boost::asio::post(io_, [this] { run_rx(); });
+    post([this] { run_rx(); });
   }
   // Buffers came back: take frames from the TAP again.
   if (!tap_waiting_ && rx_pool_.free_count() > 0) do_wait_tap();
@@ -189,8 +189,9 @@ void VifQueue::run_rx() {
 void VifQueue::do_wait_tap() {
   if (stopped_ || tap_waiting_) return;
   tap_waiting_ = true;
-  tap_sd_.async_wait(boost::asio::posix::stream_descriptor::wait_read,
-                     [this](const boost::system::error_code& ec) { on_tap_readable(ec); });
+  tap_sd_.async_wait(
+      boost::asio::posix::stream_descriptor::wait_read,
+      [this, t = op()](const boost::system::error_code& ec) { on_tap_readable(ec); });
 }
 
 void VifQueue::on_tap_readable(const boost::system::error_code& ec) {
@@ -234,7 +235,7 @@ void VifQueue::read_tap_frames() {
     (void)rx_->enqueue(std::move(p), now);
   }
   // Budget used up with frames left: come back after serving the ring.
-  boost::asio::post(io_, [this] {
+  post([this] {
     if (!stopped_) {
       read_tap_frames();
       run_rx();
@@ -244,7 +245,7 @@ void VifQueue::read_tap_frames() {
 
 void VifQueue::arm_housekeeping() {
   housekeeping_.expires_after(kHousekeepingPeriod);
-  housekeeping_.async_wait([this](const boost::system::error_code& ec) {
+  housekeeping_.async_wait([this, t = op()](const boost::system::error_code& ec) {
     if (stopped_ || ec) return;
     // Expiry and stall detection run even when no event arrives (a guest that stopped
     // posting buffers sends none).
@@ -257,7 +258,7 @@ void VifQueue::arm_tx_retry(Clock::time_point at) {
   if (tx_retry_armed_) return;
   tx_retry_armed_ = true;
   tx_retry_.expires_at(at);
-  tx_retry_.async_wait([this](const boost::system::error_code& ec) {
+  tx_retry_.async_wait([this, t = op()](const boost::system::error_code& ec) {
     tx_retry_armed_ = false;
     if (stopped_ || ec) return;
     run_tx();

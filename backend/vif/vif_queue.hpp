@@ -11,6 +11,7 @@
 #include <atomic>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <functional>
 #include <memory>
@@ -86,6 +87,30 @@ class VifQueue {
   void arm_tx_retry(std::chrono::steady_clock::time_point at);
   /// Stops every wait of this queue (their handlers then see stopped_ and return).
   void cancel_all();
+
+  /// Counts a handler of this queue from its creation to its destruction, so stop() can
+  /// wait until none exists: a handler that was running while stop() was called may post
+  /// another one after stop()'s own, and that one must not outlive the queue.
+  class OpToken {
+   public:
+    explicit OpToken(std::atomic<int>& n) : n_(&n) { n_->fetch_add(1); }
+    OpToken(const OpToken& o) : n_(o.n_) { n_->fetch_add(1); }
+    OpToken(OpToken&& o) noexcept : n_(std::exchange(o.n_, nullptr)) {}
+    OpToken& operator=(const OpToken&) = delete;
+    OpToken& operator=(OpToken&&) = delete;
+    ~OpToken() {
+      if (n_ != nullptr) n_->fetch_sub(1);
+    }
+
+   private:
+    std::atomic<int>* n_;
+  };
+  OpToken op() { return OpToken(outstanding_); }
+  /// post() of a queue handler, counted.
+  template <typename F>
+  void post(F&& f) {
+    boost::asio::post(io_, [t = op(), f = std::forward<F>(f)]() mutable { f(); });
+  }
   void fail(const std::string& why);
 
   boost::asio::io_context& io_;
@@ -105,6 +130,7 @@ class VifQueue {
   bool tap_waiting_ = false;
   bool tx_retry_armed_ = false;
   bool stopped_ = false;
+  std::atomic<int> outstanding_{0};
   std::atomic<bool> carrier_{true};
 };
 
