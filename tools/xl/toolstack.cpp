@@ -98,23 +98,30 @@ std::error_code wait_for_value(hv::XenStore& xs, const std::string& path, std::s
   }
 }
 
-std::error_code remove_vif(hv::XenStore& xs, DomId backend, DomId frontend, DevId devid) {
+std::error_code close_vif(hv::XenStore& xs, DomId backend, DomId frontend, DevId devid) {
   const std::string be = backend_path(backend, frontend, devid);
-  const std::string fe = frontend_path(frontend, devid);
-  const std::string priv = "/libxl/" + num(frontend.value()) + "/device/vif/" + num(devid.value());
   auto state = xs.read(be + "/state");
-  std::error_code wait_error;
-  if (state && *state != "6") {
-    if (auto ec = hv::transact(xs, [&](hv::XsTx tx) -> std::error_code {
-          if (auto e = xs.write(be + "/online", "0", tx)) return e;
-          return xs.write(be + "/state", "5", tx);
-        }))
-      return ec;
-    wait_error = wait_for_value(xs, be + "/state", "6", kDestroyTimeout);
-  }
-  (void)xs.rm(fe);
-  (void)xs.rm(be);
-  (void)xs.rm(priv);
+  if (!state || *state == "6") return {};
+  if (auto ec = hv::transact(xs, [&](hv::XsTx tx) -> std::error_code {
+        if (auto e = xs.write(be + "/online", "0", tx)) return e;
+        return xs.write(be + "/state", "5", tx);
+      }))
+    return ec;
+  return wait_for_value(xs, be + "/state", "6", kDestroyTimeout);
+}
+
+void delete_vif_nodes(hv::XenStore& xs, DomId backend, DomId frontend, DevId devid) {
+  // libxl removes the frontend dir first (with force).
+  (void)xs.rm(frontend_path(frontend, devid));
+  (void)xs.rm(backend_path(backend, frontend, devid));
+  (void)xs.rm("/libxl/" + num(frontend.value()) + "/device/vif/" + num(devid.value()));
+}
+
+std::error_code remove_vif(hv::XenStore& xs, DomId backend, DomId frontend, DevId devid) {
+  const std::error_code wait_error = close_vif(xs, backend, frontend, devid);
+  // Even after a timeout, as libxl does. (A failed write is not a timeout: keep the nodes.)
+  if (wait_error && wait_error != std::errc::timed_out) return wait_error;
+  delete_vif_nodes(xs, backend, frontend, devid);
   return wait_error;
 }
 

@@ -53,4 +53,11 @@ std::error_code wait_for_value(hv::XenStore& xs, const std::string& path, std::s
 /// wait's error (timed_out) if the backend never closed.
 std::error_code remove_vif(hv::XenStore& xs, DomId backend, DomId frontend, DevId devid);
 
+/// remove_vif's two halves, for a caller that runs the hotplug script `offline` in between
+/// as libxl does: close_vif writes online=0 + state=5 (unless already Closed) and waits up
+/// to kDestroyTimeout for 6; delete_vif_nodes removes the frontend dir, the backend dir and
+/// the private copy.
+std::error_code close_vif(hv::XenStore& xs, DomId backend, DomId frontend, DevId devid);
+void delete_vif_nodes(hv::XenStore& xs, DomId backend, DomId frontend, DevId devid);
+
 }  // namespace unetback::toolstack

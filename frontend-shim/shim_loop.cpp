@@ -1,0 +1,516 @@
+#include "frontend-shim/shim_loop.hpp"
+
+#include <algorithm>
+#include <cerrno>
+#include <csignal>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "common/net/frame.hpp"
+#include "common/util/log.hpp"
+#include "frontend-shim/guest_netdev.hpp"
+
+namespace unetback::shim {
+
+namespace {
+
+namespace asio = boost::asio;
+using namespace std::chrono_literals;
+
+constexpr std::string_view kLog = "netfront-shim";
+/// Frames read from one TAP queue before yielding to the other handlers.
+constexpr int kTapBatch = 64;
+/// A TSO super-frame is at most 64 KiB plus its Ethernet/VLAN header, behind the vnet header.
+constexpr std::size_t kTapBufferLen = net::kVnetHdrLen + 65535 + 18 + 64;
+/// While a TAP queue waits for TX slots, TX responses are also polled this often, in case a
+/// notification is suppressed or lost (the event is the fast path, this the safety net).
+constexpr auto kTxRetry = 1ms;
+/// How long a clean disconnect waits for the backend to follow (Closing/Closed).
+constexpr auto kDisconnectWait = 2000ms;
+
+std::optional<std::uint32_t> read_state(hv::XenStore& xs, const std::string& path) {
+  auto v = xs.read(path);
+  if (!v) return std::nullopt;
+  return hv::parse_xs_uint<std::uint32_t>(*v);
+}
+
+void info(const std::string& msg) {
+  log::write(log::Level::info, kLog, msg);
+}
+void warn(const std::string& msg) {
+  log::write(log::Level::warn, kLog, msg);
+}
+void error(const std::string& msg) {
+  log::write(log::Level::error, kLog, msg);
+}
+
+netfront::NetfrontOptions netfront_options(const ShimOptions& o) {
+  netfront::NetfrontOptions n;
+  n.devid = o.devid;
+  n.queues = o.queues;
+  n.sg = o.sg;
+  n.gso_tcpv4 = o.sg;
+  n.gso_tcpv6 = o.sg;
+  n.rx_budget = o.rx_budget;
+  // A slow guest: the budget is what one token-bucket tick may take, so the bucket never
+  // goes below zero (about 100 polls per second at most).
+  if (o.rx_rate) n.rx_budget = std::clamp<std::uint32_t>(*o.rx_rate / 100, 1, o.rx_budget);
+  return n;
+}
+
+}  // namespace
+
+ShimLoop::ShimLoop(hv::Hypervisor& hv, ShimOptions opts, std::ostream& ready_out)
+    : hv_(hv),
+      opts_(std::move(opts)),
+      ready_out_(ready_out),
+      nf_opts_(netfront_options(opts_)),
+      signals_(io_, SIGTERM, SIGINT),
+      deadline_timer_(io_),
+      rx_timer_(io_),
+      tx_retry_timer_(io_) {
+  fe_dir_ = "/local/domain/" + std::to_string(hv_.self().value()) + "/device/vif/" +
+            std::to_string(opts_.devid.value());
+}
+
+ShimLoop::~ShimLoop() {
+  teardown(0ms);
+  if (xs_desc_) (void)xs_desc_->release();
+}
+
+int ShimLoop::run() {
+  try {
+    xs_ = hv_.open_xenstore();
+    nf_ = std::make_unique<netfront::Netfront>(hv_, nf_opts_);
+  } catch (const SetupError& e) {
+    error(e.what());
+    return kExitSetupFailure;
+  }
+  if (!xs_->read(fe_dir_ + "/backend")) {
+    error("no vif " + fe_dir_ + " (has the toolstack added it?)");
+    return kExitSetupFailure;
+  }
+  if (auto ec = reset_stale_frontend()) warn("resetting the frontend state: " + ec.message());
+  if (auto ec = xs_->watch(fe_dir_, "fe")) {
+    error("watch " + fe_dir_ + ": " + ec.message());
+    return kExitSetupFailure;
+  }
+  xs_desc_ = std::make_unique<Descriptor>(io_, xs_->watch_fd());
+  arm_xs_watch();
+
+  signals_.async_wait([this](const boost::system::error_code& ec, int sig) {
+    if (ec) return;
+    info("signal " + std::to_string(sig) + ": disconnecting");
+    stop(kExitClean);
+  });
+  deadline_timer_.expires_after(std::chrono::milliseconds(opts_.connect_timeout_ms));
+  deadline_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || ever_ready_) return;
+    error("not connected within " + std::to_string(opts_.connect_timeout_ms) + " ms (backend " +
+          (be_dir_.empty() ? fe_dir_ + "/backend" : be_dir_) + " never reached Connected)");
+    stop(kExitSetupFailure);
+  });
+  evaluate();
+  io_.run();
+  teardown(kDisconnectWait);
+  if (xs_desc_) (void)xs_desc_->release();
+  xs_desc_.reset();
+  const auto& s = nf_totals_;
+  info("stopped: tap_rx=" + std::to_string(stats_.tap_rx_frames) + " tap_rx_dropped=" +
+       std::to_string(stats_.tap_rx_dropped) + " tap_tx=" + std::to_string(stats_.tap_tx_frames) +
+       " tap_tx_dropped=" + std::to_string(stats_.tap_tx_dropped) + " tx_busy_stalls=" +
+       std::to_string(stats_.tx_busy_stalls) + " reconnects=" + std::to_string(stats_.reconnects) +
+       " nf_tx_packets=" + std::to_string(s.tx_packets) +
+       " nf_rx_packets=" + std::to_string(s.rx_packets));
+  return exit_code_;
+}
+
+void ShimLoop::stop(int code) {
+  if (stopping_) return;
+  stopping_ = true;
+  exit_code_ = code;
+  signals_.cancel();
+  deadline_timer_.cancel();
+  teardown(kDisconnectWait);
+  io_.stop();
+}
+
+std::error_code ShimLoop::reset_stale_frontend() {
+  // A previous shim for this domain may have left the frontend Connected (it crashed) or
+  // Closed (it stopped cleanly). Like Linux's xenbus_reset_state at boot, close what is
+  // stale and start over from Initialising once the backend is Closed (evaluate()).
+  const auto fe = read_state(*xs_, fe_dir_ + "/state");
+  if (!fe || *fe == 1) return {};
+  restart_pending_ = true;
+  if (*fe == 6) return {};
+  return xs_->write(fe_dir_ + "/state", "6");
+}
+
+void ShimLoop::arm_xs_watch() {
+  xs_desc_->async_wait(Descriptor::wait_read, [this](const boost::system::error_code& ec) {
+    if (ec || stopping_) return;
+    while (xs_->read_watch()) {
+    }
+    evaluate();
+    if (!stopping_) arm_xs_watch();
+  });
+}
+
+void ShimLoop::watch_backend(const std::string& be_dir) {
+  const std::string path = be_dir + "/state";
+  if (path == watched_be_state_) return;
+  if (!watched_be_state_.empty()) (void)xs_->unwatch(watched_be_state_, "be");
+  watched_be_state_.clear();
+  if (auto ec = xs_->watch(path, "be")) {
+    warn("watch " + path + ": " + ec.message());
+    return;
+  }
+  watched_be_state_ = path;
+}
+
+void ShimLoop::evaluate() {
+  if (stopping_) return;
+  auto be = xs_->read(fe_dir_ + "/backend");
+  if (!be) {
+    // The toolstack removed the device: nothing to talk to until it adds it again.
+    if (nf_->connected()) {
+      info("the vif was removed: disconnecting");
+      teardown(kDisconnectWait);
+      restart_pending_ = true;
+    }
+    return;
+  }
+  be_dir_ = *be;
+  watch_backend(be_dir_);
+  auto state = read_state(*xs_, be_dir_ + "/state");
+  if (nf_->connected()) {
+    if (!state || *state == 5 || *state == 6) {
+      // netfront: the backend Closing/Closed closes the frontend.
+      info("backend state " + (state ? std::to_string(*state) : std::string("gone")) +
+           ": disconnecting");
+      teardown(kDisconnectWait);
+      restart_pending_ = true;
+      state = read_state(*xs_, be_dir_ + "/state");
+    } else {
+      if (*state == 4 && !announced_) {
+        announced_ = true;
+        if (!ever_ready_) {
+          ever_ready_ = true;
+          deadline_timer_.cancel();
+          ready_out_ << "netfront-shim ready domid=" << hv_.self().value()
+                     << " devid=" << opts_.devid.value() << " tap=" << opts_.tap
+                     << " queues=" << nf_->num_queues() << std::endl;
+        } else {
+          info("reconnected (" + std::to_string(nf_->num_queues()) + " queues)");
+        }
+      }
+      return;
+    }
+  }
+  // Disconnected. After a close, say Initialising once the backend is Closed (our backend
+  // and Linux's take 1 after 6 as "starting over" and offer InitWait again); never while it
+  // is still Closing, where a coalesced 6->1 could look like no acknowledgement at all.
+  if (restart_pending_ && state && *state != 5) {
+    if (read_state(*xs_, fe_dir_ + "/state")) {
+      if (auto ec = xs_->write(fe_dir_ + "/state", "1"))
+        warn("writing frontend state 1: " + ec.message());
+    }
+    restart_pending_ = false;
+  }
+  if (state && *state == 2) connect_now();
+}
+
+bool ShimLoop::connect_now() {
+  if (auto ec = nf_->connect(2000ms)) {
+    warn("connect: " + ec.message() + " (will retry when the backend state changes)");
+    return false;
+  }
+  negotiated_ = negotiate_tx(nf_opts_, nf_->backend_features());
+  if (!tap_) {
+    if (!setup_tap()) {
+      stop(kExitSetupFailure);
+      return false;
+    }
+  } else {
+    // A reconnected backend may offer other features: the guest kernel must hand us only
+    // what this connection can carry.
+    if (auto ec = tap_->set_offloads(tap_offloads(negotiated_)))
+      warn("TAP offloads: " + ec.message());
+    ++stats_.reconnects;
+  }
+  attach_data_path();
+  info("connected to " + be_dir_ + ": " + std::to_string(nf_->num_queues()) + " queue(s), sg=" +
+       std::to_string(negotiated_.sg) + " tso4=" + std::to_string(negotiated_.gso_tcpv4) +
+       " tso6=" + std::to_string(negotiated_.gso_tcpv6));
+  return true;
+}
+
+bool ShimLoop::setup_tap() {
+  auto mac_text = xs_->read(fe_dir_ + "/mac");
+  if (!mac_text) {
+    error("no " + fe_dir_ + "/mac: " + mac_text.error().message());
+    return false;
+  }
+  auto mac = net::parse_mac(*mac_text);
+  if (!mac) {
+    error("bad " + fe_dir_ + "/mac '" + *mac_text + "'");
+    return false;
+  }
+  net::TapConfig cfg;
+  cfg.name = opts_.tap;
+  cfg.vnet_hdr = true;
+  cfg.offloads = tap_offloads(negotiated_);
+  cfg.non_blocking = true;
+  cfg.multi_queue = nf_->num_queues() > 1;
+  cfg.mac = *mac;
+  cfg.mtu = opts_.mtu;
+  std::string what;
+  auto tap = create_guest_tap(cfg, opts_.address.value_or(""), what);
+  if (!tap) {
+    error(what + ": " + tap.error().message());
+    return false;
+  }
+  if (tap->vnet_hdr_len() != net::kVnetHdrLen) {
+    error("unexpected vnet header length " + std::to_string(tap->vnet_hdr_len()));
+    return false;
+  }
+  tap_ = std::move(*tap);
+  for (std::uint32_t i = 1; i < nf_->num_queues(); ++i) {
+    auto fd = tap_->attach_queue();
+    if (!fd) {
+      error("attach TAP queue " + std::to_string(i) + ": " + fd.error().message());
+      return false;
+    }
+    extra_tap_fds_.push_back(std::move(*fd));
+  }
+  return true;
+}
+
+int ShimLoop::tap_fd(std::size_t i) const {
+  return i == 0 ? tap_->fd() : extra_tap_fds_[i - 1].get();
+}
+
+QueueId ShimLoop::tx_queue_for(std::size_t tap_index) const {
+  return QueueId{static_cast<std::uint32_t>(tap_index % nf_->num_queues())};
+}
+
+void ShimLoop::attach_data_path() {
+  const std::size_t ntap = 1 + extra_tap_fds_.size();
+  tap_queues_.resize(ntap);
+  for (std::size_t i = 0; i < ntap; ++i) {
+    auto& tq = tap_queues_[i];
+    tq.desc = std::make_unique<Descriptor>(io_, tap_fd(i));
+    tq.buf.resize(kTapBufferLen);
+    tq.pending_meta.reset();
+    tq.waiting = false;
+  }
+  event_queues_.resize(nf_->num_queues());
+  for (std::uint32_t q = 0; q < nf_->num_queues(); ++q) {
+    auto& eq = event_queues_[q];
+    eq.desc = std::make_unique<Descriptor>(io_, nf_->event_fd(QueueId{q}));
+    eq.waiting = false;
+    eq.poll_posted = false;
+  }
+  tokens_ = nf_opts_.rx_budget;
+  tokens_at_ = std::chrono::steady_clock::now();
+  for (std::size_t i = 0; i < ntap; ++i) on_tap_readable(i);
+  for (std::size_t q = 0; q < event_queues_.size(); ++q) {
+    arm_event(q);
+    rx_poll(q);
+  }
+}
+
+void ShimLoop::teardown(std::chrono::milliseconds wait_for_backend) {
+  ++generation_;
+  // Give the fds back before Netfront closes its event channels (the descriptors never own
+  // them: release() also takes them out of the reactor).
+  for (auto& tq : tap_queues_)
+    if (tq.desc) (void)tq.desc->release();
+  for (auto& eq : event_queues_)
+    if (eq.desc) (void)eq.desc->release();
+  tap_queues_.clear();
+  event_queues_.clear();
+  rx_timer_.cancel();
+  tx_retry_timer_.cancel();
+  rx_timer_armed_ = tx_retry_armed_ = false;
+  announced_ = false;
+  if (nf_ && nf_->connected()) {
+    nf_totals_ += nf_->stats();  // the queues (and their counters) go with the connection
+    nf_->disconnect(wait_for_backend);
+  }
+}
+
+// --- guest TX: TAP -> netfront ---
+
+void ShimLoop::arm_tap(std::size_t i) {
+  auto& tq = tap_queues_[i];
+  if (tq.waiting) return;
+  tq.waiting = true;
+  tq.desc->async_wait(Descriptor::wait_read,
+                      [this, i, gen = generation_](const boost::system::error_code& ec) {
+                        if (gen != generation_ || stopping_) return;
+                        tap_queues_[i].waiting = false;
+                        if (!ec) on_tap_readable(i);
+                      });
+}
+
+void ShimLoop::on_tap_readable(std::size_t i) {
+  auto& tq = tap_queues_[i];
+  const QueueId q = tx_queue_for(i);
+  for (int n = 0;; ++n) {
+    if (tq.pending_meta) {
+      const auto frame = std::span<const std::byte>(tq.buf).subspan(
+          net::kVnetHdrLen, tq.pending_len - net::kVnetHdrLen);
+      auto sent = nf_->send(frame, *tq.pending_meta, q);
+      if (!sent && sent.error() == std::errc::resource_unavailable_try_again) {
+        // Paused: not reading the TAP leaves the backlog in the guest kernel's queue.
+        ++stats_.tx_busy_stalls;
+        schedule_tx_retry();
+        return;
+      }
+      if (!sent) {
+        ++stats_.tap_rx_dropped;
+        static log::RateLimit limit;
+        std::uint64_t suppressed = 0;
+        if (limit.allow(suppressed))
+          warn("dropping a " + std::to_string(frame.size()) +
+               "-byte frame: " + sent.error().message());
+      }
+      tq.pending_meta.reset();
+    }
+    if (n >= kTapBatch) {
+      // Yield to RX and the other queues, then carry on.
+      asio::post(io_, [this, i, gen = generation_] {
+        if (gen == generation_ && !stopping_ && !tap_queues_[i].waiting) on_tap_readable(i);
+      });
+      return;
+    }
+    const ssize_t got = ::read(tap_fd(i), tq.buf.data(), tq.buf.size());
+    if (got < 0) {
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN) warn("TAP read: " + last_errno().message());
+      arm_tap(i);
+      return;
+    }
+    const auto len = static_cast<std::size_t>(got);
+    if (len < net::kVnetHdrLen + net::kEthHeaderLen) {
+      ++stats_.tap_rx_dropped;
+      continue;
+    }
+    ++stats_.tap_rx_frames;
+    const auto hdr = net::load_vnet_hdr(tq.buf);
+    auto frame = std::span<std::byte>(tq.buf).subspan(net::kVnetHdrLen, len - net::kVnetHdrLen);
+    auto meta = tap_frame_to_tx(*hdr, frame, negotiated_);
+    if (!meta) {
+      ++stats_.tap_rx_dropped;
+      continue;
+    }
+    tq.pending_len = len;
+    tq.pending_meta = *meta;
+  }
+}
+
+void ShimLoop::schedule_tx_retry() {
+  if (tx_retry_armed_) return;
+  tx_retry_armed_ = true;
+  tx_retry_timer_.expires_after(kTxRetry);
+  tx_retry_timer_.async_wait([this, gen = generation_](const boost::system::error_code& ec) {
+    if (gen != generation_ || stopping_) return;
+    tx_retry_armed_ = false;
+    if (ec) return;
+    for (std::size_t i = 0; i < tap_queues_.size(); ++i) {
+      if (!tap_queues_[i].pending_meta || tap_queues_[i].waiting) continue;
+      nf_->process_tx_responses(tx_queue_for(i));
+      on_tap_readable(i);
+    }
+  });
+}
+
+// --- guest RX: netfront -> TAP ---
+
+void ShimLoop::arm_event(std::size_t q) {
+  auto& eq = event_queues_[q];
+  if (eq.waiting) return;
+  eq.waiting = true;
+  eq.desc->async_wait(Descriptor::wait_read,
+                      [this, q, gen = generation_](const boost::system::error_code& ec) {
+                        if (gen != generation_ || stopping_) return;
+                        event_queues_[q].waiting = false;
+                        if (!ec) on_event(q);
+                      });
+}
+
+void ShimLoop::on_event(std::size_t q) {
+  const QueueId qid{static_cast<std::uint32_t>(q)};
+  (void)nf_->handle_event(qid);
+  // TX responses freed slots: resume the TAP queues that were waiting for this queue.
+  for (std::size_t i = 0; i < tap_queues_.size(); ++i)
+    if (tx_queue_for(i) == qid && tap_queues_[i].pending_meta && !tap_queues_[i].waiting)
+      on_tap_readable(i);
+  rx_poll(q);
+  arm_event(q);
+}
+
+void ShimLoop::refill_tokens() {
+  const auto now = std::chrono::steady_clock::now();
+  const double dt = std::chrono::duration<double>(now - tokens_at_).count();
+  tokens_at_ = now;
+  tokens_ = std::min<double>(nf_opts_.rx_budget, tokens_ + dt * *opts_.rx_rate);
+}
+
+void ShimLoop::schedule_rx_timer() {
+  if (rx_timer_armed_) return;
+  rx_timer_armed_ = true;
+  const double deficit = nf_opts_.rx_budget - tokens_;
+  const auto wait = std::max<std::chrono::microseconds>(
+      std::chrono::microseconds(static_cast<std::int64_t>(deficit * 1e6 / *opts_.rx_rate)), 100us);
+  rx_timer_.expires_after(wait);
+  rx_timer_.async_wait([this, gen = generation_](const boost::system::error_code& ec) {
+    if (gen != generation_ || stopping_) return;
+    rx_timer_armed_ = false;
+    if (ec) return;
+    for (std::size_t q = 0; q < event_queues_.size(); ++q) rx_poll(q);
+  });
+}
+
+void ShimLoop::rx_poll(std::size_t q) {
+  auto& eq = event_queues_[q];
+  if (opts_.rx_rate) {
+    // The slow guest takes a budget's worth only when the bucket holds that many tokens;
+    // until then the packets stay on the ring and the backend's queue backs up.
+    refill_tokens();
+    if (tokens_ < nf_opts_.rx_budget) {
+      schedule_rx_timer();
+      return;
+    }
+  }
+  eq.rx.clear();
+  const std::size_t got = nf_->poll(eq.rx, QueueId{static_cast<std::uint32_t>(q)});
+  if (opts_.rx_rate) tokens_ -= static_cast<double>(got);
+  const int fd = tap_fd(q % tap_queues_.size());
+  for (auto& pkt : eq.rx) {
+    auto hdr = rx_packet_to_tap(pkt);
+    if (!hdr) {
+      ++stats_.tap_tx_dropped;
+      continue;
+    }
+    const iovec iov[2] = {{&*hdr, net::kVnetHdrLen}, {pkt.bytes.data(), pkt.bytes.size()}};
+    if (::writev(fd, iov, 2) < 0) {
+      // A TAP that cannot take the frame drops it, as a NIC without room would.
+      ++stats_.tap_tx_dropped;
+      continue;
+    }
+    ++stats_.tap_tx_frames;
+  }
+  if (got >= nf_opts_.rx_budget && !eq.poll_posted) {
+    // A full budget: more may be waiting. Poll again after the other handlers had a turn.
+    eq.poll_posted = true;
+    asio::post(io_, [this, q, gen = generation_] {
+      if (gen != generation_ || stopping_) return;
+      event_queues_[q].poll_posted = false;
+      rx_poll(q);
+    });
+  }
+}
+
+}  // namespace unetback::shim

@@ -1,0 +1,125 @@
+// ShimLoop: the netfront-shim's event loop (Boost.Asio, one thread). It owns the Netfront
+// and the guest TAP and moves frames between them:
+//
+//  * TAP readable -> read one frame with its virtio_net_hdr -> TxMeta -> Netfront::send.
+//    When send says busy (netfront stops below 19 free slots, netback-facts §3) the frame is
+//    kept and that TAP queue is not read again until TX responses free slots: the guest
+//    kernel's qdisc then holds the backlog, as it does behind a stopped netfront queue.
+//  * Event channel readable -> handle_event (TX responses) -> poll RX -> write each packet
+//    to the TAP with a virtio_net_hdr built from its flags. With --rx-rate the polls are
+//    paced by a token bucket, so the backend's RX queue backs up (a slow guest).
+//  * Watches the backend's state: Closing/Closed -> disconnect (5, revoke, 6) and say
+//    Initialising (1) once the backend is Closed; InitWait (2) -> connect again.
+//  * SIGTERM/SIGINT -> disconnect cleanly and stop.
+#pragma once
+
+// clang-format off
+#include <utility>  // before Boost.Asio (environment.md)
+#include <boost/asio.hpp>
+// clang-format on
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "common/hv/hypervisor.hpp"
+#include "common/net/tap_device.hpp"
+#include "common/util/unique_fd.hpp"
+#include "frontend-shim/netfront.hpp"
+#include "frontend-shim/shim_offload.hpp"
+#include "frontend-shim/shim_options.hpp"
+
+namespace unetback::shim {
+
+/// Counters of the shim's own work (the Netfront has its own).
+struct ShimStats {
+  std::uint64_t tap_rx_frames = 0;   ///< frames read from the TAP (guest TX)
+  std::uint64_t tap_rx_dropped = 0;  ///< unmappable or refused by Netfront::send
+  std::uint64_t tx_busy_stalls = 0;  ///< times a TAP queue paused on a busy netfront queue
+  std::uint64_t tap_tx_frames = 0;   ///< packets written to the TAP (guest RX)
+  std::uint64_t tap_tx_dropped = 0;  ///< bad offload metadata or a failed TAP write
+  std::uint64_t reconnects = 0;
+};
+
+class ShimLoop {
+ public:
+  /// `hv` is the guest's hypervisor handle (frontend role); `ready_out` gets the ready line.
+  ShimLoop(hv::Hypervisor& hv, ShimOptions opts, std::ostream& ready_out);
+  ~ShimLoop();
+  ShimLoop(const ShimLoop&) = delete;
+  ShimLoop& operator=(const ShimLoop&) = delete;
+
+  /// Runs until SIGTERM/SIGINT (kExitClean) or a setup failure (kExitSetupFailure).
+  int run();
+
+  [[nodiscard]] const ShimStats& stats() const { return stats_; }
+
+ private:
+  using Descriptor = boost::asio::posix::stream_descriptor;
+
+  struct TapQueue {
+    std::unique_ptr<Descriptor> desc;
+    std::vector<std::byte> buf;
+    std::size_t pending_len = 0;  ///< a frame (incl. vnet header) waiting for TX slots
+    std::optional<netfront::TxMeta> pending_meta;
+    bool waiting = false;  ///< an async_wait is outstanding
+  };
+  struct EventQueue {
+    std::unique_ptr<Descriptor> desc;
+    std::vector<netfront::RxPacket> rx;
+    bool waiting = false;
+    bool poll_posted = false;
+  };
+
+  void evaluate();
+  void watch_backend(const std::string& be_dir);
+  void arm_xs_watch();
+  std::error_code reset_stale_frontend();
+  bool connect_now();
+  bool setup_tap();
+  void attach_data_path();
+  void teardown(std::chrono::milliseconds wait_for_backend);
+  void stop(int code);
+
+  void arm_tap(std::size_t i);
+  void on_tap_readable(std::size_t i);
+  [[nodiscard]] QueueId tx_queue_for(std::size_t tap_index) const;
+  [[nodiscard]] int tap_fd(std::size_t i) const;
+  void arm_event(std::size_t q);
+  void on_event(std::size_t q);
+  void rx_poll(std::size_t q);
+  void refill_tokens();
+  void schedule_rx_timer();
+  void schedule_tx_retry();
+
+  hv::Hypervisor& hv_;
+  ShimOptions opts_;
+  std::ostream& ready_out_;
+  netfront::NetfrontOptions nf_opts_;
+  boost::asio::io_context io_;
+  boost::asio::signal_set signals_;
+  boost::asio::steady_timer deadline_timer_, rx_timer_, tx_retry_timer_;
+  std::unique_ptr<hv::XenStore> xs_;
+  std::unique_ptr<Descriptor> xs_desc_;
+  std::unique_ptr<netfront::Netfront> nf_;
+  std::string fe_dir_, be_dir_, watched_be_state_;
+  std::optional<net::TapDevice> tap_;
+  std::vector<UniqueFd> extra_tap_fds_;
+  std::vector<TapQueue> tap_queues_;
+  std::vector<EventQueue> event_queues_;
+  NegotiatedTx negotiated_{};
+  std::uint64_t generation_ = 0;  ///< bumped at every teardown: stale handlers do nothing
+  bool announced_ = false, ever_ready_ = false, restart_pending_ = false;
+  bool rx_timer_armed_ = false, tx_retry_armed_ = false;
+  double tokens_ = 0;
+  std::chrono::steady_clock::time_point tokens_at_{};
+  int exit_code_ = kExitClean;
+  bool stopping_ = false;
+  ShimStats stats_;
+  netfront::NetfrontStats nf_totals_;  ///< summed over past connections
+};
+
+}  // namespace unetback::shim

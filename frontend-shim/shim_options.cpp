@@ -1,0 +1,182 @@
+#include "frontend-shim/shim_options.hpp"
+
+#include <algorithm>
+#include <arpa/inet.h>
+#include <charconv>
+#include <iterator>
+#include <netinet/in.h>
+
+#include "common/net/tap_device.hpp"
+
+namespace unetback::shim {
+
+namespace {
+
+template <typename T>
+std::optional<T> parse_uint(std::string_view s, T min, T max) {
+  if (s.empty() || s.size() > 20) return std::nullopt;
+  std::uint64_t v = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc{} || end != s.data() + s.size()) return std::nullopt;
+  if (v < min || v > max) return std::nullopt;
+  return static_cast<T>(v);
+}
+
+std::optional<log::Level> parse_level(std::string_view s) {
+  if (s == "debug") return log::Level::debug;
+  if (s == "info") return log::Level::info;
+  if (s == "warn") return log::Level::warn;
+  if (s == "error") return log::Level::error;
+  return std::nullopt;
+}
+
+}  // namespace
+
+bool valid_netns_name(std::string_view name) {
+  if (name.empty() || name.size() > 255 || name == "." || name == "..") return false;
+  return name.find('/') == std::string_view::npos && name.find('\0') == std::string_view::npos;
+}
+
+bool valid_cidr(std::string_view text) {
+  const auto slash = text.find('/');
+  if (slash == std::string_view::npos || slash == 0 || slash > 45) return false;
+  const std::string addr(text.substr(0, slash));
+  const std::string_view prefix = text.substr(slash + 1);
+  in6_addr buf{};
+  if (::inet_pton(AF_INET, addr.c_str(), &buf) == 1)
+    return parse_uint<std::uint32_t>(prefix, 0, 32).has_value();
+  if (::inet_pton(AF_INET6, addr.c_str(), &buf) == 1)
+    return parse_uint<std::uint32_t>(prefix, 0, 128).has_value();
+  return false;
+}
+
+ParseOutcome parse_shim_options(std::span<const std::string_view> args) {
+  ShimOptions o;
+  bool have_name = false;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    std::string_view arg = args[i];
+    if (arg == "-h" || arg == "--help") return HelpRequested{};
+    if (!arg.starts_with("--")) return UsageError{"unexpected argument '" + std::string(arg) + "'"};
+    std::string_view key = arg;
+    std::optional<std::string_view> inline_value;
+    if (const auto eq = arg.find('='); eq != std::string_view::npos) {
+      key = arg.substr(0, eq);
+      inline_value = arg.substr(eq + 1);
+    }
+    if (key == "--no-sg") {
+      if (inline_value) return UsageError{"--no-sg takes no value"};
+      o.sg = false;
+      continue;
+    }
+    static constexpr std::string_view kValued[] = {
+        "--hypervisor", "--domid", "--name",   "--devid",     "--tap",     "--netns",
+        "--address",    "--mtu",   "--queues", "--rx-budget", "--rx-rate", "--connect-timeout-ms",
+        "--log-level"};
+    if (std::find(std::begin(kValued), std::end(kValued), key) == std::end(kValued))
+      return UsageError{"unknown option " + std::string(key)};
+    std::string_view value;
+    if (inline_value) {
+      value = *inline_value;
+    } else {
+      if (i + 1 >= args.size()) return UsageError{std::string(key) + " needs a value"};
+      value = args[++i];
+    }
+    auto bad = [&] {
+      return UsageError{"bad value '" + std::string(value) + "' for " + std::string(key)};
+    };
+    if (key == "--hypervisor") {
+      if (value != "xen" && !(value.starts_with("sim:") && value.size() > 4)) return bad();
+      o.hypervisor = value;
+    } else if (key == "--domid") {
+      // DOMID_FIRST_RESERVED is 0x7FF0; dom0 is never a guest here.
+      auto v = parse_uint<std::uint16_t>(value, 1, 0x7FEF);
+      if (!v) return bad();
+      o.domid = DomId{*v};
+    } else if (key == "--name") {
+      if (value.empty() || value.size() > 64) return bad();
+      o.name = value;
+      have_name = true;
+    } else if (key == "--devid") {
+      auto v = parse_uint<std::uint32_t>(value, 0, 0xFFFF);
+      if (!v) return bad();
+      o.devid = DevId{*v};
+    } else if (key == "--tap") {
+      if (!net::valid_ifname(value)) return bad();
+      o.tap = value;
+    } else if (key == "--netns") {
+      if (!valid_netns_name(value)) return bad();
+      o.netns = std::string(value);
+    } else if (key == "--address") {
+      if (!valid_cidr(value)) return bad();
+      o.address = std::string(value);
+    } else if (key == "--mtu") {
+      auto v = parse_uint<std::uint32_t>(value, 68, 65535);
+      if (!v) return bad();
+      o.mtu = *v;
+    } else if (key == "--queues") {
+      auto v = parse_uint<std::uint32_t>(value, 1, 64);
+      if (!v) return bad();
+      o.queues = *v;
+    } else if (key == "--rx-budget") {
+      auto v = parse_uint<std::uint32_t>(value, 1, 256);
+      if (!v) return bad();
+      o.rx_budget = *v;
+    } else if (key == "--rx-rate") {
+      auto v = parse_uint<std::uint32_t>(value, 1, 100'000'000);
+      if (!v) return bad();
+      o.rx_rate = *v;
+    } else if (key == "--connect-timeout-ms") {
+      auto v = parse_uint<std::uint32_t>(value, 1, 3'600'000);
+      if (!v) return bad();
+      o.connect_timeout_ms = *v;
+    } else if (key == "--log-level") {
+      auto v = parse_level(value);
+      if (!v) return bad();
+      o.log_level = *v;
+    } else {
+      return UsageError{"unknown option " + std::string(key)};
+    }
+  }
+  if (o.hypervisor.empty()) return UsageError{"--hypervisor is required"};
+  if (o.domid && have_name) return UsageError{"--domid and --name are exclusive"};
+  // Linux netfront: without SG the MTU is at most ETH_DATA_LEN (netback-facts §3).
+  if (!o.sg && o.mtu > 1500)
+    return UsageError{"--mtu above 1500 needs scatter-gather (drop --no-sg)"};
+  return o;
+}
+
+std::string shim_usage() {
+  return R"(usage: netfront-shim --hypervisor sim:<dir>|xen [--domid N | --name NAME] [--devid 0]
+                     [--tap eth0] [--netns NAME] [--address 10.0.0.2/24] [--mtu 1500]
+                     [--queues N] [--no-sg] [--rx-budget 64] [--rx-rate PPS]
+                     [--connect-timeout-ms 10000] [--log-level debug|info|warn|error]
+
+A userspace Xen netfront acting as a guest domain: connects device/vif/<devid> to its
+backend and bridges it to a TAP interface (with virtio-net offload headers).
+
+  --hypervisor SPEC        "xen", or "sim:<world dir>" for xensim
+  --domid N                claim domain N (created by the toolstack)
+  --name NAME              register a fresh xensim domain called NAME (default netfront-shim)
+  --devid N                the vif's device id (default 0)
+  --tap NAME               the guest-side TAP interface (default eth0)
+  --netns NAME             create the TAP in network namespace /run/netns/NAME
+  --address CIDR           add this address to the TAP
+  --mtu N                  the TAP's MTU (default 1500; at most 1500 with --no-sg)
+  --queues N               queues to request (capped by the backend's maximum)
+  --no-sg                  do not use scatter-gather (and so no TSO)
+  --rx-budget N            RX packets per poll (NAPI budget, 1..256, default 64)
+  --rx-rate PPS            take at most PPS packets per second off the RX ring (slow guest)
+  --connect-timeout-ms N   give up if not connected within N ms (default 10000)
+  --log-level LEVEL        stderr log level (default info)
+
+On connection it prints one line to stdout:
+  netfront-shim ready domid=N devid=D tap=NAME queues=Q
+It reconnects when the backend closes and comes back to InitWait.
+SIGTERM/SIGINT disconnect cleanly (frontend state 6, grants revoked).
+
+Exit codes: 0 clean stop, 1 setup failure (hypervisor, connect timeout, TAP, address),
+            2 usage error.
+)";
+}
+
+}  // namespace unetback::shim

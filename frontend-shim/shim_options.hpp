@@ -1,0 +1,59 @@
+// ShimOptions: the netfront-shim command line, parsed strictly (no exceptions, no atoi):
+// every number is range-checked, every name validated before it reaches a syscall.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <variant>
+
+#include "common/util/log.hpp"
+#include "common/util/strong_id.hpp"
+
+namespace unetback::shim {
+
+/// Exit codes (documented in --help): scripts tell a clean stop from a failed start.
+inline constexpr int kExitClean = 0;
+inline constexpr int kExitSetupFailure = 1;
+inline constexpr int kExitUsage = 2;
+
+struct ShimOptions {
+  std::string hypervisor;              ///< "xen" or "sim:<dir>"
+  std::optional<DomId> domid;          ///< claim this domain (created by the toolstack)
+  std::string name = "netfront-shim";  ///< or register a fresh domain with this name
+  DevId devid{0};
+  std::string tap = "eth0";
+  std::optional<std::string> netns;    ///< /run/netns/<netns>
+  std::optional<std::string> address;  ///< CIDR, e.g. 10.0.0.2/24
+  std::uint32_t mtu = 1500;
+  std::uint32_t queues = 1;
+  bool sg = true;
+  std::uint32_t rx_budget = 64;
+  std::optional<std::uint32_t> rx_rate;  ///< RX packets per second the guest takes
+  std::uint32_t connect_timeout_ms = 10000;
+  log::Level log_level = log::Level::info;
+};
+
+/// --help was asked for.
+struct HelpRequested {};
+/// A usage error, with the message to print before the usage text.
+struct UsageError {
+  std::string message;
+};
+
+using ParseOutcome = std::variant<ShimOptions, HelpRequested, UsageError>;
+
+/// Parses argv[1..]. Accepts "--opt value" and "--opt=value".
+[[nodiscard]] ParseOutcome parse_shim_options(std::span<const std::string_view> args);
+
+/// The --help text (options and exit codes).
+[[nodiscard]] std::string shim_usage();
+
+/// A network namespace name as `ip netns` accepts it: 1..255 bytes, no '/', not "." / "..".
+[[nodiscard]] bool valid_netns_name(std::string_view name);
+/// An IPv4 or IPv6 address with a prefix length ("10.0.0.2/24", "fd00::2/64").
+[[nodiscard]] bool valid_cidr(std::string_view text);
+
+}  // namespace unetback::shim

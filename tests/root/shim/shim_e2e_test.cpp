@@ -1,0 +1,365 @@
+// netfront-shim end to end: a real xensim world, the backend (xenbus + Vif) in this process
+// in a private network namespace, and the real `netfront-shim` binary as the guest, its TAP
+// in a namespace of its own (`ip netns add`). Real traffic crosses the rings: ping and iperf3
+// (both directions) between the host side (the vif TAP, 10.77.0.1) and the guest
+// (10.77.0.2). Needs root: suite root-netns.
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sched.h>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+#include "backend/vif/vif.hpp"
+#include "backend/xenbus/xenbus_adapter.hpp"
+#include "common/hv/sim/sim_hypervisor.hpp"
+#include "tests/integration/xensim/xensim_process.hpp"
+#include "tools/xl/toolstack.hpp"
+
+extern char** environ;
+
+namespace unetback {
+namespace {
+
+using namespace std::chrono_literals;
+
+bool in_private_netns = false;
+
+std::string shim_binary() {
+  if (const char* p = std::getenv("NETFRONT_SHIM_BIN")) return p;
+  return NETFRONT_SHIM_BIN_DEFAULT;
+}
+
+/// A child started with fork/exec (argv as words, no shell), stdout+stderr to a pipe.
+class Spawned {
+ public:
+  explicit Spawned(const std::vector<std::string>& argv, bool merge_stderr = true) {
+    // Everything the child needs is built before fork: the test process has threads (the
+    // backend's), so the child may only make async-signal-safe calls.
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    int p[2];
+    if (::pipe2(p, O_CLOEXEC) != 0) return;
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(p[1], 1);
+      if (merge_stderr) ::dup2(p[1], 2);
+      ::execve(args[0], args.data(), environ);
+      ::_exit(127);
+    }
+    ::close(p[1]);
+    out_.reset(p[0]);
+    (void)::fcntl(out_.get(), F_SETFL, O_NONBLOCK);
+  }
+  ~Spawned() {
+    if (pid_ > 0 && !status_) {
+      ::kill(pid_, SIGKILL);
+      int st = 0;
+      (void)::waitpid(pid_, &st, 0);
+    }
+  }
+  Spawned(const Spawned&) = delete;
+  Spawned& operator=(const Spawned&) = delete;
+
+  [[nodiscard]] pid_t pid() const { return pid_; }
+  /// Reads what is available (waiting up to `t` for more), appending to output().
+  void pump(std::chrono::milliseconds t) {
+    pollfd pfd{out_.get(), POLLIN, 0};
+    if (::poll(&pfd, 1, static_cast<int>(t.count())) <= 0) return;
+    char buf[4096];
+    for (;;) {
+      const ssize_t n = ::read(out_.get(), buf, sizeof buf);
+      if (n <= 0) break;
+      output_.append(buf, static_cast<std::size_t>(n));
+    }
+  }
+  /// Waits until output() contains `needle` (or `t` passes, or the child exits).
+  bool wait_for_output(std::string_view needle, std::chrono::milliseconds t) {
+    const auto deadline = std::chrono::steady_clock::now() + t;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (output_.find(needle) != std::string::npos) return true;
+      if (exited()) {
+        pump(10ms);
+        return output_.find(needle) != std::string::npos;
+      }
+      pump(50ms);
+    }
+    return output_.find(needle) != std::string::npos;
+  }
+  bool exited() {
+    if (status_) return true;
+    int st = 0;
+    if (::waitpid(pid_, &st, WNOHANG) == pid_) status_ = st;
+    return status_.has_value();
+  }
+  /// The wait status after the child exits, or nullopt after `t`.
+  std::optional<int> wait(std::chrono::milliseconds t) {
+    const auto deadline = std::chrono::steady_clock::now() + t;
+    while (!exited() && std::chrono::steady_clock::now() < deadline) pump(20ms);
+    pump(0ms);
+    return status_;
+  }
+  [[nodiscard]] const std::string& output() const { return output_; }
+
+ private:
+  pid_t pid_ = -1;
+  UniqueFd out_;
+  std::string output_;
+  std::optional<int> status_;
+};
+
+/// Runs a command to completion (bounded), returning {exit code or -1, output}.
+std::pair<int, std::string> run(const std::vector<std::string>& argv,
+                                std::chrono::milliseconds t = 20s) {
+  Spawned s(argv);
+  const auto st = s.wait(t);
+  if (!st || !WIFEXITED(*st)) return {-1, s.output()};
+  return {WEXITSTATUS(*st), s.output()};
+}
+
+/// end.<section>.bits_per_second from `iperf3 -J` output (0 if absent).
+double iperf_bits_per_second(const std::string& json, const std::string& section) {
+  const auto end = json.find("\"end\"");
+  if (end == std::string::npos) return 0;
+  const auto sec = json.find("\"" + section + "\"", end);
+  if (sec == std::string::npos) return 0;
+  const auto key = json.find("\"bits_per_second\"", sec);
+  if (key == std::string::npos) return 0;
+  const auto colon = json.find(':', key);
+  return std::strtod(json.c_str() + colon + 1, nullptr);
+}
+
+class ShimEndToEnd : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (::geteuid() != 0 || ::access("/dev/net/tun", R_OK | W_OK) != 0) return;
+    if (!in_private_netns && ::unshare(CLONE_NEWNET) == 0) {
+      in_private_netns = true;
+      (void)std::system("ip link set lo up");
+    }
+  }
+
+  void SetUp() override {
+    if (!in_private_netns) GTEST_SKIP() << "needs root and /dev/net/tun (suite root-netns)";
+    if (::access("/usr/bin/iperf3", X_OK) != 0 || ::access("/usr/sbin/ip", X_OK) != 0)
+      GTEST_SKIP() << "needs ip and iperf3";
+    netns_ = "unetback-shim-" + std::to_string(::getpid());
+    ASSERT_EQ(run({"/usr/sbin/ip", "netns", "add", netns_}).first, 0);
+    netns_created_ = true;
+    ASSERT_EQ(
+        run({"/usr/sbin/ip", "netns", "exec", netns_, "/usr/sbin/ip", "link", "set", "lo", "up"})
+            .first,
+        0);
+
+    world_ = std::make_unique<test::XensimProcess>();
+    hv::HypervisorOptions be;
+    be.role = hv::Role::backend;
+    dom0_ = std::make_unique<hv::SimHypervisor>(world_->dir(), be);
+    auto dom = dom0_->create_domain("guest");
+    ASSERT_TRUE(dom.has_value()) << dom.error().message();
+    fe_dom_ = *dom;
+    toolstack_xs_ = dom0_->open_xenstore();
+    backend_xs_ = dom0_->open_xenstore();
+    loops_ = std::make_unique<vif::EventLoopPool>(2);
+
+    // The toolstack adds the vif; the backend probes it (TAP, features, InitWait).
+    toolstack::VifSpec spec;
+    ASSERT_FALSE(toolstack::add_vif(*toolstack_xs_, kDom0, fe_dom_, spec));
+    vif_ = std::make_unique<vif::Vif>(*dom0_, *loops_, fe_dom_, spec.devid, daemon::Tunables{},
+                                      nullptr);
+    xenbus_ = std::make_unique<xenbus::BackendXenbus>(
+        *backend_xs_, kDom0, fe_dom_, spec.devid, *vif_,
+        xenbus::FeatureOptions{daemon::Tunables{}.max_queues, true, false});
+    ASSERT_FALSE(xenbus_->start());
+    start_pump();
+    ASSERT_FALSE(wait_state("2")) << "no InitWait within libxl's 10 s";
+    // What vif-bridge would do, with an address instead of a bridge: the host side.
+    ASSERT_EQ(run({"/usr/sbin/ip", "link", "set", tap_name(), "up"}).first, 0);
+    ASSERT_EQ(run({"/usr/sbin/ip", "addr", "add", "10.77.0.1/24", "dev", tap_name()}).first, 0);
+    ASSERT_FALSE(toolstack_xs_->write(be_path() + "/hotplug-status", "connected"));
+  }
+
+  void TearDown() override {
+    if (shim_ && !shim_->exited()) {
+      ::kill(shim_->pid(), SIGTERM);
+      (void)shim_->wait(5s);
+    }
+    if (shim_) std::cout << "--- netfront-shim output ---\n" << shim_->output() << "---\n";
+    shim_.reset();
+    if (toolstack_xs_ && vif_)
+      (void)toolstack::remove_vif(*toolstack_xs_, kDom0, fe_dom_, DevId{0});
+    stop_pump();
+    xenbus_.reset();
+    vif_.reset();
+    loops_.reset();
+    backend_xs_.reset();
+    toolstack_xs_.reset();
+    dom0_.reset();
+    world_.reset();
+    if (netns_created_) (void)run({"/usr/sbin/ip", "netns", "delete", netns_});
+  }
+
+  void start_shim(std::vector<std::string> extra = {}) {
+    std::vector<std::string> argv = {shim_binary(),
+                                     "--hypervisor",
+                                     world_->spec(),
+                                     "--domid",
+                                     std::to_string(fe_dom_.value()),
+                                     "--netns",
+                                     netns_,
+                                     "--address",
+                                     "10.77.0.2/24",
+                                     "--connect-timeout-ms",
+                                     "10000"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    shim_ = std::make_unique<Spawned>(argv);
+    ASSERT_TRUE(shim_->wait_for_output("netfront-shim ready", 15s)) << shim_->output();
+    ASSERT_FALSE(wait_state("4"));
+  }
+
+  std::error_code wait_state(std::string_view s, std::chrono::milliseconds t = 10s) {
+    return toolstack::wait_for_value(*toolstack_xs_, be_path() + "/state", s, t);
+  }
+  std::error_code wait_fe_state(std::string_view s, std::chrono::milliseconds t = 10s) {
+    return toolstack::wait_for_value(*toolstack_xs_,
+                                     toolstack::frontend_path(fe_dom_, DevId{0}) + "/state", s, t);
+  }
+  [[nodiscard]] std::string be_path() const {
+    return toolstack::backend_path(kDom0, fe_dom_, DevId{0});
+  }
+  [[nodiscard]] std::string tap_name() const {
+    return "vif" + std::to_string(fe_dom_.value()) + ".0";
+  }
+
+  void start_pump() {
+    pump_stop_ = false;
+    pump_ = std::thread([this] {
+      while (!pump_stop_) {
+        pollfd pfd{backend_xs_->watch_fd(), POLLIN, 0};
+        (void)::poll(&pfd, 1, 20);
+        while (auto ev = backend_xs_->read_watch())
+          if (xenbus_->owns(*ev)) xenbus_->handle_watch(*ev);
+      }
+    });
+  }
+  void stop_pump() {
+    pump_stop_ = true;
+    if (pump_.joinable()) pump_.join();
+  }
+
+  /// 0 only if every request got its reply (with -c and -w, fewer replies by the deadline
+  /// is exit code 1).
+  int ping(int count = 3) {
+    return run({"/usr/bin/ping", "-c", std::to_string(count), "-w", "10", "-i", "0.2", "10.77.0.2"})
+        .first;
+  }
+
+  std::unique_ptr<test::XensimProcess> world_;
+  std::unique_ptr<hv::SimHypervisor> dom0_;
+  DomId fe_dom_{};
+  std::unique_ptr<hv::XenStore> toolstack_xs_, backend_xs_;
+  std::unique_ptr<vif::EventLoopPool> loops_;
+  std::unique_ptr<vif::Vif> vif_;
+  std::unique_ptr<xenbus::BackendXenbus> xenbus_;
+  std::thread pump_;
+  std::atomic<bool> pump_stop_{false};
+  std::string netns_;
+  bool netns_created_ = false;
+  std::unique_ptr<Spawned> shim_;
+};
+
+TEST_F(ShimEndToEnd, ShimConnectsAndTheHostPingsTheGuest) {
+  start_shim();
+  EXPECT_NE(shim_->output().find("tap=eth0 queues="), std::string::npos);
+  // The guest's TAP carries the vif's MAC from xenstore and the address we asked for.
+  const auto [rc, link] =
+      run({"/usr/sbin/ip", "netns", "exec", netns_, "/usr/sbin/ip", "addr", "show", "dev", "eth0"});
+  ASSERT_EQ(rc, 0) << link;
+  EXPECT_NE(link.find("00:16:3e:00:00:01"), std::string::npos) << link;
+  EXPECT_NE(link.find("10.77.0.2/24"), std::string::npos) << link;
+  EXPECT_EQ(ping(3), 0);
+}
+
+TEST_F(ShimEndToEnd, Iperf3CarriesTrafficBothWays) {
+  start_shim();
+  ASSERT_EQ(ping(1), 0);
+  const std::string port = std::to_string(20000 + ::getpid() % 20000);
+  Spawned server({"/usr/sbin/ip", "netns", "exec", netns_, "/usr/bin/iperf3", "-s", "--forceflush",
+                  "-p", port});
+  ASSERT_TRUE(server.wait_for_output("Server listening", 5s)) << server.output();
+  for (const bool reverse : {false, true}) {
+    std::vector<std::string> argv = {
+        "/usr/bin/iperf3", "-c", "10.77.0.2", "-p", port, "-t", "2", "-J"};
+    if (reverse) argv.push_back("-R");
+    const auto [rc, json] = run(argv, 30s);
+    ASSERT_EQ(rc, 0) << json;
+    const double bps = iperf_bits_per_second(json, "sum_received");
+    std::cout << "iperf3 " << (reverse ? "guest->host (-R)" : "host->guest") << ": " << bps / 1e6
+              << " Mbit/s received\n";
+    EXPECT_GT(bps, 0.0) << json;
+  }
+  ::kill(server.pid(), SIGTERM);
+  (void)server.wait(5s);
+}
+
+TEST_F(ShimEndToEnd, SigtermClosesTheFrontendCleanlyAndTheBackendFollows) {
+  start_shim();
+  ASSERT_EQ(::kill(shim_->pid(), SIGTERM), 0);
+  const auto st = shim_->wait(10s);
+  ASSERT_TRUE(st.has_value());
+  ASSERT_TRUE(WIFEXITED(*st));
+  EXPECT_EQ(WEXITSTATUS(*st), 0);
+  EXPECT_FALSE(wait_fe_state("6", 2s));
+  // The backend saw the frontend close: Closing then Closed (it keeps the TAP: online=1).
+  EXPECT_FALSE(wait_state("6", 5s));
+  EXPECT_FALSE(vif_->report().connected);
+}
+
+TEST_F(ShimEndToEnd, ShimReconnectsAfterTheBackendClosesAndComesBack) {
+  start_shim();
+  ASSERT_EQ(ping(1), 0);
+  // The backend goes away (Closing, as a toolstack forcing it would), then offers InitWait
+  // again when the frontend starts over.
+  ASSERT_FALSE(toolstack_xs_->write(be_path() + "/state", "5"));
+  EXPECT_FALSE(wait_state("6", 5s));
+  EXPECT_FALSE(wait_state("4", 10s)) << shim_->output();
+  EXPECT_TRUE(shim_->wait_for_output("reconnected", 5s)) << shim_->output();
+  EXPECT_EQ(ping(3), 0);
+}
+
+TEST_F(ShimEndToEnd, SlowGuestTakesPacketsAtItsRateSoTheBackendQueues) {
+  start_shim({"--rx-rate", "20"});
+  // Ten echo requests 10 ms apart: a guest taking 20 packets/s off its RX ring answers the
+  // last one about 0.45 s after it was sent (it waited on the ring / in the backend), where
+  // an unpaced guest answers in a few ms. Every request still gets its reply.
+  const auto [rc, out] = run({"/usr/bin/ping", "-c", "10", "-i", "0.01", "-w", "10", "10.77.0.2"});
+  ASSERT_EQ(rc, 0) << out;
+  const auto at = out.find("rtt min/avg/max/mdev = ");
+  ASSERT_NE(at, std::string::npos) << out;
+  double mn = 0, avg = 0, mx = 0;
+  ASSERT_EQ(std::sscanf(out.c_str() + at, "rtt min/avg/max/mdev = %lf/%lf/%lf", &mn, &avg, &mx), 3);
+  std::cout << "ping through a 20 pps guest: rtt min " << mn << " ms, max " << mx << " ms\n";
+  EXPECT_NE(out.find(" 10 received"), std::string::npos) << out;
+  EXPECT_GT(mx, 200.0) << out;
+  EXPECT_LT(mx, 2000.0) << out;
+}
+
+TEST(ShimCommandLine, UsageErrorsExitTwoAndHelpExitsZero) {
+  EXPECT_EQ(run({shim_binary(), "--help"}).first, 0);
+  EXPECT_EQ(run({shim_binary()}).first, 2);
+  EXPECT_EQ(run({shim_binary(), "--hypervisor", "sim:/x", "--bogus"}).first, 2);
+  EXPECT_EQ(run({shim_binary(), "--hypervisor", "sim:/x", "--address", "10.0.0.2"}).first, 2);
+  EXPECT_EQ(run({shim_binary(), "--hypervisor", "sim:/x", "--no-sg", "--mtu", "9000"}).first, 2);
+  // No xensim there: a setup failure.
+  EXPECT_EQ(run({shim_binary(), "--hypervisor", "sim:/nonexistent-unetback-world"}).first, 1);
+}
+
+}  // namespace
+}  // namespace unetback

@@ -1,0 +1,281 @@
+// unetback-xl end to end, as the README's demo uses it: a real xensim, the real unetbackd in
+// a network namespace with a Linux bridge, unetback-xl (in that namespace, so the hotplug
+// script vif-unetback bridges the TAP there) and the real netfront-shim as the guest in a
+// namespace of its own. Checks libxl's contract: create -> backend Connected (4) and the guest
+// answers ping through the bridge; destroy -> Closed (6) within libxl's limit, TAP and
+// xenstore dirs gone, guest stopped; a failing hotplug script fails the create (exit 3) and
+// leaves nothing behind. Needs root: suite root-netns.
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <fcntl.h>
+#include <filesystem>
+#include <fstream>
+#include <gtest/gtest.h>
+#include <sstream>
+#include <sys/wait.h>
+#include <thread>
+#include <unistd.h>
+
+#include "common/hv/sim/sim_hypervisor.hpp"
+#include "tools/xl/toolstack.hpp"
+
+extern char** environ;
+
+namespace unetback {
+namespace {
+
+using namespace std::chrono_literals;
+namespace fs = std::filesystem;
+
+std::string env_or(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0' ? v : fallback;
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+struct RunResult {
+  int status = -1;  // exit status; -1 killed/timeout
+  std::string out, err;
+};
+
+/// Runs argv (no shell), stdout/stderr to files in `dir`, killed after `limit`.
+RunResult run(const std::vector<std::string>& argv, const std::string& dir,
+              std::chrono::milliseconds limit = 60s) {
+  static int n = 0;
+  const std::string o = dir + "/run" + std::to_string(++n) + ".out";
+  const std::string e = dir + "/run" + std::to_string(n) + ".err";
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const int fo = ::open(o.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int fe = ::open(e.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    ::dup2(fo, 1);
+    ::dup2(fe, 2);
+    std::vector<char*> args;
+    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    ::execvp(args[0], args.data());
+    ::_exit(127);
+  }
+  RunResult r;
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  int st = 0;
+  for (;;) {
+    if (::waitpid(pid, &st, WNOHANG) == pid) {
+      r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+      break;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &st, 0);
+      break;
+    }
+    std::this_thread::sleep_for(10ms);
+  }
+  r.out = slurp(o);
+  r.err = slurp(e);
+  return r;
+}
+
+/// A long-running child (xensim, unetbackd), output to a log; SIGTERM then SIGKILL at the end.
+class Daemon {
+ public:
+  Daemon(const std::vector<std::string>& argv, std::string log) : log_(std::move(log)) {
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      const int f = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      ::dup2(f, 1);
+      ::dup2(f, 2);
+      std::vector<char*> args;
+      for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+      args.push_back(nullptr);
+      ::execvp(args[0], args.data());
+      ::_exit(127);
+    }
+  }
+  ~Daemon() {
+    if (pid_ <= 0) return;
+    ::kill(pid_, SIGTERM);
+    int st = 0;
+    for (int i = 0; i < 500; ++i) {
+      if (::waitpid(pid_, &st, WNOHANG) == pid_) return;
+      std::this_thread::sleep_for(10ms);
+    }
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, &st, 0);
+  }
+  Daemon(const Daemon&) = delete;
+  Daemon& operator=(const Daemon&) = delete;
+  bool wait_for(const std::string& text, std::chrono::milliseconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (slurp(log_).find(text) != std::string::npos) return true;
+      std::this_thread::sleep_for(20ms);
+    }
+    return false;
+  }
+  [[nodiscard]] std::string log() const { return slurp(log_); }
+
+ private:
+  std::string log_;
+  pid_t pid_ = -1;
+};
+
+class XlEndToEnd : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root (network namespaces, TAPs)";
+    for (const auto& b : {xensim_, unetbackd_, xl_, shim_, script_})
+      if (::access(b.c_str(), X_OK) != 0) GTEST_SKIP() << b << " is not there";
+    char tmpl[] = "/tmp/unetback-xl-e2e.XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    const std::string tag = std::to_string(::getpid());
+    ns0_ = "ubxl-d" + tag;
+    nsg_ = "ubxl-g" + tag;
+    for (const auto& ns : {ns0_, nsg_}) {
+      ASSERT_EQ(run({"ip", "netns", "add", ns}, dir_).status, 0);
+      namespaces_.push_back(ns);
+      ASSERT_EQ(run({"ip", "-n", ns, "link", "set", "lo", "up"}, dir_).status, 0);
+    }
+    ASSERT_EQ(run({"ip", "-n", ns0_, "link", "add", "xlbr0", "type", "bridge"}, dir_).status, 0);
+    ASSERT_EQ(run({"ip", "-n", ns0_, "addr", "add", "10.98.0.1/24", "dev", "xlbr0"}, dir_).status,
+              0);
+    ASSERT_EQ(run({"ip", "-n", ns0_, "link", "set", "xlbr0", "up"}, dir_).status, 0);
+
+    xensim_proc_ = std::make_unique<Daemon>(
+        std::vector<std::string>{xensim_, "--dir", dir_ + "/world"}, dir_ + "/xensim.log");
+    ASSERT_TRUE(xensim_proc_->wait_for("xensim ready", 10s)) << xensim_proc_->log();
+    daemon_ =
+        std::make_unique<Daemon>(std::vector<std::string>{"ip", "netns", "exec", ns0_, unetbackd_,
+                                                          "--hypervisor", "sim:" + world()},
+                                 dir_ + "/unetbackd.log");
+    for (int i = 0; i < 100 && !fs::exists(world() + "/unetbackd.sock"); ++i)
+      std::this_thread::sleep_for(50ms);
+    ASSERT_TRUE(fs::exists(world() + "/unetbackd.sock")) << daemon_->log();
+    hv_ = std::make_unique<hv::SimHypervisor>(world(), hv::HypervisorOptions{});
+    xs_ = hv_->open_xenstore();
+  }
+
+  void TearDown() override {
+    xs_.reset();
+    hv_.reset();
+    // Any guest left running (a failed test): its pid file names it.
+    if (!dir_.empty())
+      for (const auto& e : fs::directory_iterator(world(), ec_))
+        if (e.path().filename().string().starts_with("guest-") && e.path().extension() == ".pid") {
+          const pid_t pid = std::atoi(slurp(e.path()).c_str());
+          if (pid > 0 && slurp("/proc/" + std::to_string(pid) + "/cmdline").find("netfront-shim") !=
+                             std::string::npos)
+            ::kill(pid, SIGKILL);
+        }
+    daemon_.reset();
+    xensim_proc_.reset();
+    for (const auto& ns : namespaces_) (void)run({"ip", "netns", "del", ns}, dir_);
+    if (!dir_.empty()) fs::remove_all(dir_, ec_);
+  }
+
+  [[nodiscard]] std::string world() const { return dir_ + "/world"; }
+  RunResult xl(std::vector<std::string> args) {
+    std::vector<std::string> argv = {"ip", "netns", "exec", ns0_, xl_, "--world", world()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    return run(argv, dir_, 90s);
+  }
+  bool link_exists(const std::string& ns, const std::string& dev) {
+    return run({"ip", "-n", ns, "link", "show", "dev", dev}, dir_).status == 0;
+  }
+
+  std::string xensim_ = env_or("XENSIM_BIN", XENSIM_BIN_DEFAULT);
+  std::string unetbackd_ = env_or("UNETBACKD_BIN", UNETBACKD_BIN_DEFAULT);
+  std::string xl_ = env_or("UNETBACK_XL_BIN", UNETBACK_XL_BIN_DEFAULT);
+  std::string shim_ = env_or("NETFRONT_SHIM_BIN", NETFRONT_SHIM_BIN_DEFAULT);
+  std::string script_ = env_or("VIF_UNETBACK_SCRIPT", VIF_UNETBACK_SCRIPT_DEFAULT);
+  std::string dir_, ns0_, nsg_;
+  std::vector<std::string> namespaces_;
+  std::unique_ptr<Daemon> xensim_proc_, daemon_;
+  std::unique_ptr<hv::SimHypervisor> hv_;
+  std::unique_ptr<hv::XenStore> xs_;
+  std::error_code ec_;
+};
+
+TEST_F(XlEndToEnd, CreateConnectsTheVifAndTheGuestAnswersPingThenDestroyRemovesEverything) {
+  const RunResult c =
+      xl({"create", "g1", "--vif", "mac=00:16:3e:00:00:11,bridge=xlbr0,script=" + script_,
+          "--guest-netns", nsg_, "--address", "10.98.0.2/24", "--shim", shim_});
+  ASSERT_EQ(c.status, 0) << c.err << daemon_->log();
+  ASSERT_TRUE(c.out.starts_with("domid ")) << c.out;
+  const DomId domid{static_cast<std::uint16_t>(std::atoi(c.out.c_str() + 6))};
+  const std::string tap = "vif" + std::to_string(domid.value()) + ".0";
+  const std::string be = toolstack::backend_path(DomId{0}, domid, DevId{0});
+
+  // libxl's nodes, the script's work, and the backend's Connected.
+  EXPECT_EQ(xs_->read(be + "/hotplug-status").value_or(""), "connected");
+  EXPECT_EQ(xs_->read(be + "/bridge").value_or(""), "xlbr0");
+  EXPECT_EQ(xs_->read(toolstack::frontend_path(domid, DevId{0}) + "/mtu").value_or(""), "1500");
+  EXPECT_FALSE(toolstack::wait_for_value(*xs_, be + "/state", "4", 10s))
+      << xs_->read(be + "/state").value_or("?") << daemon_->log();
+  const RunResult master = run({"ip", "-n", ns0_, "-o", "link", "show", "dev", tap}, dir_);
+  EXPECT_NE(master.out.find("master xlbr0"), std::string::npos) << master.out;
+  EXPECT_NE(master.out.find(",UP"), std::string::npos)
+      << master.out;  // admin up (a TAP reports state UNKNOWN)
+  EXPECT_TRUE(fs::exists(world() + "/guest-" + std::to_string(domid.value()) + ".pid"));
+
+  const RunResult ping =
+      run({"ip", "netns", "exec", nsg_, "ping", "-c", "3", "-i", "0.2", "-W", "2", "10.98.0.1"},
+          dir_, 20s);
+  EXPECT_EQ(ping.status, 0) << ping.out << ping.err;
+
+  const RunResult l = xl({"list"});
+  EXPECT_EQ(l.status, 0) << l.err;
+  EXPECT_NE(l.out.find("g1"), std::string::npos) << l.out;
+  EXPECT_NE(l.out.find("connected"), std::string::npos) << l.out;
+
+  const auto t0 = std::chrono::steady_clock::now();
+  const RunResult d = xl({"destroy", "g1"});
+  EXPECT_EQ(d.status, 0) << d.err;
+  // close_vif saw Closed (6) within LIBXL_DESTROY_TIMEOUT: no timeout warning.
+  EXPECT_EQ(d.err.find("did not reach Closed"), std::string::npos) << d.err;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 10s);
+  EXPECT_FALSE(xs_->read(be + "/state").has_value());
+  EXPECT_FALSE(xs_->read(toolstack::frontend_path(domid, DevId{0}) + "/state").has_value());
+  EXPECT_FALSE(xs_->read("/libxl/" + std::to_string(domid.value())).has_value());
+  EXPECT_FALSE(fs::exists(world() + "/guest-" + std::to_string(domid.value()) + ".pid"));
+  // unetbackd deletes the TAP once Closed; give it a moment.
+  bool gone = false;
+  for (int i = 0; i < 100 && !gone; ++i) {
+    gone = !link_exists(ns0_, tap);
+    if (!gone) std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_TRUE(gone) << tap << " still exists";
+  for (int i = 0; i < 100 && hv_->domain_exists(domid); ++i) std::this_thread::sleep_for(50ms);
+  EXPECT_FALSE(hv_->domain_exists(domid));
+  EXPECT_EQ(xl({"destroy", "g1"}).status, 1);  // no such domain any more
+}
+
+TEST_F(XlEndToEnd, MissingBridgeFailsTheHotplugScriptAndTheCreateLikeXl) {
+  const RunResult c =
+      xl({"create", "g2", "--vif", "bridge=nosuchbr,script=" + script_, "--shim", shim_});
+  EXPECT_EQ(c.status, 3) << c.out << c.err;
+  EXPECT_NE(c.err.find("bridge nosuchbr does not exist"), std::string::npos) << c.err;
+  EXPECT_TRUE(c.out.empty()) << c.out;
+  // Nothing left: no backend dirs for any domain, the domain destroyed.
+  auto vifs = xs_->directory("/local/domain/0/backend/vif");
+  EXPECT_TRUE(!vifs || vifs->empty());
+  const RunResult l = xl({"list"});
+  EXPECT_EQ(l.out.find("g2"), std::string::npos) << l.out;
+}
+
+TEST_F(XlEndToEnd, UsageErrorsExitTwo) {
+  EXPECT_EQ(xl({"create", "g3"}).status, 2);
+  EXPECT_EQ(xl({"create", "g3", "--vif", "rate=fast"}).status, 2);
+  EXPECT_EQ(xl({"frobnicate"}).status, 2);
+}
+
+}  // namespace
+}  // namespace unetback

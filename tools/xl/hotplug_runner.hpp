@@ -1,0 +1,53 @@
+// Runs a vif hotplug script the way libxl does (libxl_linux.c get_hotplug_env and
+// libxl_device.c device_hotplug): `<script> online|offline type_if=vif`, the caller's
+// environment plus script, XENBUS_TYPE, XENBUS_PATH (relative to dom0's home), XENBUS_BASE_PATH,
+// netdev and vif=vif<domid>.<devid>, under LIBXL_HOTPLUG_TIMEOUT (the script's process group
+// is killed when it runs over). For the xensim world we add XENSTORED_PATH so the script's
+// xenstore-read/-write reach xensim's xenstored instead of a real one.
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "common/util/result.hpp"
+#include "common/util/strong_id.hpp"
+
+namespace unetback::toolstack {
+
+struct HotplugCall {
+  std::string script;  ///< absolute path
+  std::string action;  ///< "online" or "offline"
+  DomId domid{};
+  DevId devid{};
+  std::string netdev;          ///< libxl's gatewaydev ("" unless set)
+  std::string xenstored_path;  ///< DIR/dom0.sock for xensim; empty: leave the variable alone
+};
+
+struct HotplugOutcome {
+  enum class Kind : std::uint8_t { exited, signalled, timed_out };
+  Kind kind = Kind::exited;
+  int code = 0;  ///< exit status, or the signal
+  [[nodiscard]] bool ok() const { return kind == Kind::exited && code == 0; }
+  [[nodiscard]] std::string describe() const;
+};
+
+/// "KEY=value" entries libxl adds to the script's environment (in this order).
+[[nodiscard]] std::vector<std::string> hotplug_environment(const HotplugCall& call);
+
+/// The script's argv: script, action, "type_if=vif".
+[[nodiscard]] std::vector<std::string> hotplug_argv(const HotplugCall& call);
+
+/// Runs the script (stdout and stderr go to our stderr, stdin is /dev/null) and waits at
+/// most `timeout`. An error only when it could not be started (fork/exec, ENOENT/EACCES).
+[[nodiscard]] Result<HotplugOutcome> run_hotplug_script(const HotplugCall& call,
+                                                        std::chrono::milliseconds timeout);
+
+/// libxl resolves a relative script name against its script dir; we keep that for a bare
+/// name and resolve a name with a '/' against the current directory (so a checkout's
+/// tools/hotplug/vif-unetback works). The result is absolute.
+[[nodiscard]] std::string resolve_script_path(const std::string& script);
+
+inline constexpr const char* kXenScriptDir = "/etc/xen/scripts";
+
+}  // namespace unetback::toolstack

@@ -1,0 +1,459 @@
+// unetback-xl: libxl's part for a xensim world. `create` makes a domain, writes its vifs'
+// xenstore nodes as libxl does, waits for the backend's InitWait, runs the hotplug script
+// and starts the guest (netfront-shim); `destroy` closes the vifs, runs the script
+// `offline`, stops the guest and destroys the domain; `list` shows the world.
+// The contract and its timeouts: netback-facts §5, xenlab/README.md "What libxl (4.17) does".
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unistd.h>
+#include <vector>
+
+#include "common/hv/sim/sim_hypervisor.hpp"
+#include "tools/xl/guest_launcher.hpp"
+#include "tools/xl/hotplug_runner.hpp"
+#include "tools/xl/toolstack.hpp"
+#include "tools/xl/vif_option.hpp"
+
+namespace unetback {
+namespace {
+
+namespace ts = toolstack;
+namespace fs = std::filesystem;
+
+// Exit codes (in --help).
+constexpr int kExitOk = 0;
+constexpr int kExitError = 1;
+constexpr int kExitUsage = 2;
+constexpr int kExitDeviceFailed = 3;  // as `xl create` when a device cannot be added
+constexpr int kExitGuestFailed = 4;
+
+constexpr DomId kDom0{0};
+constexpr const char* kShimName = "netfront-shim";
+
+const char* const kUsage = R"(usage: unetback-xl --world DIR COMMAND ...
+
+libxl's role for a xensim world (DIR is where `xensim --dir DIR` runs).
+
+  create NAME --vif SPEC [--vif SPEC]... [--guest-netns NS] [--address CIDR]
+              [--queues N] [--shim PATH] [--no-guest] [--ready-timeout-ms N] [-- SHIM ARGS...]
+      Creates domain NAME, writes each vif's backend/frontend nodes as libxl does, waits up
+      to 10 s for the backend's InitWait (state 2), runs the vif's hotplug script
+      `<script> online type_if=vif` (40 s limit), then starts the guest: netfront-shim
+      --hypervisor sim:DIR --domid N --devid D [--netns NS] [--address CIDR] [--queues N]
+      [SHIM ARGS] in its own session, logging to DIR/guest-N.log, its pid in DIR/guest-N.pid.
+      Waits for its ready line and prints "domid N". The guest drives the first vif.
+      SPEC (xl's vif syntax): mac=xx:xx:..,bridge=BR,script=PATH,rate=10Mb/s@50ms,
+      vifname=NAME,mtu=N,ip=ADDR,devid=N,trusted=0|1. A script name without '/' is looked
+      up in /etc/xen/scripts (libxl's default is vif-bridge).
+  destroy NAME|DOMID
+      For each vif: online=0 + state=5, wait up to 10 s for Closed (6), run the script
+      `offline`, delete the nodes; then SIGTERM the guest and destroy the domain.
+  list
+      Domains with their vifs: devid, backend state, hotplug-status, bridge, TAP, guest pid.
+
+Options: --world DIR (required), --help.
+The netfront-shim binary: --shim, else $UNETBACK_SHIM, else ../../frontend-shim/netfront-shim
+next to this program (the build tree), else netfront-shim in $PATH.
+
+Exit codes: 0 success; 1 error (world not reachable, unknown domain, ...); 2 usage error;
+            3 a device could not be added (backend not in InitWait within 10 s, or the
+              hotplug script failed; the domain is destroyed again, as `xl create` does);
+            4 the guest did not come up (the domain is destroyed again).
+)";
+
+void err(const std::string& msg) {
+  std::cerr << "unetback-xl: " << msg << "\n";
+}
+
+std::string num(std::uint64_t v) {
+  return std::to_string(v);
+}
+
+std::optional<std::uint32_t> parse_uint(std::string_view s, std::uint32_t max) {
+  std::uint32_t v = 0;
+  const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc{} || p != s.data() + s.size() || s.empty() || v > max) return std::nullopt;
+  return v;
+}
+
+struct CreateArgs {
+  std::string name;
+  std::vector<ts::VifSpec> vifs;
+  std::optional<std::string> guest_netns;
+  std::optional<std::string> address;
+  std::optional<std::uint32_t> queues;
+  std::optional<std::string> shim;
+  bool no_guest = false;
+  std::uint32_t ready_timeout_ms = 20000;
+  std::vector<std::string> shim_extra;
+};
+
+std::string find_shim(const std::optional<std::string>& explicit_path) {
+  if (explicit_path) return *explicit_path;
+  if (const char* env = std::getenv("UNETBACK_SHIM"); env != nullptr && *env != '\0') return env;
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const fs::path built = self.parent_path() / ".." / ".." / "frontend-shim" / kShimName;
+    if (::access(built.c_str(), X_OK) == 0) return built.lexically_normal().string();
+  }
+  if (const char* path = std::getenv("PATH")) {
+    std::string_view rest(path);
+    while (!rest.empty()) {
+      const auto colon = rest.find(':');
+      const fs::path cand = fs::path(rest.substr(0, colon)) / kShimName;
+      if (::access(cand.c_str(), X_OK) == 0) return cand.string();
+      if (colon == std::string_view::npos) break;
+      rest.remove_prefix(colon + 1);
+    }
+  }
+  return kShimName;
+}
+
+class World {
+ public:
+  explicit World(std::string dir)
+      : dir_(std::move(dir)), hv_(dir_, hv::HypervisorOptions{}), xs_(hv_.open_xenstore()) {}
+
+  [[nodiscard]] const std::string& dir() const { return dir_; }
+  hv::SimHypervisor& hv() { return hv_; }
+  hv::XenStore& xs() { return *xs_; }
+  [[nodiscard]] std::string pid_file(DomId d) const {
+    return dir_ + "/guest-" + num(d.value()) + ".pid";
+  }
+  [[nodiscard]] std::string log_file(DomId d) const {
+    return dir_ + "/guest-" + num(d.value()) + ".log";
+  }
+
+  /// Devids with a backend dir for `domid` (under dom0's backend/vif).
+  std::vector<DevId> vif_devids(DomId domid) {
+    std::vector<DevId> out;
+    auto dir = xs_->directory("/local/domain/0/backend/vif/" + num(domid.value()));
+    if (!dir) return out;
+    for (const auto& d : *dir)
+      if (auto v = parse_uint(d, 0xffff)) out.push_back(DevId{*v});
+    std::sort(out.begin(), out.end(), [](DevId a, DevId b) { return a.value() < b.value(); });
+    return out;
+  }
+
+  std::string read_or(const std::string& path, std::string fallback) {
+    auto v = xs_->read(path);
+    return v ? *v : fallback;
+  }
+
+  ts::HotplugCall hotplug_call(const std::string& script, std::string action, DomId domid,
+                               DevId devid) const {
+    return ts::HotplugCall{script, std::move(action), domid, devid, "", dir_ + "/dom0.sock"};
+  }
+
+ private:
+  std::string dir_;
+  hv::SimHypervisor hv_;
+  std::unique_ptr<hv::XenStore> xs_;
+};
+
+/// libxl's device removal for every vif of `domid`: close, script offline, delete nodes.
+void remove_all_vifs(World& w, DomId domid) {
+  for (DevId devid : w.vif_devids(domid)) {
+    const std::string be = ts::backend_path(kDom0, domid, devid);
+    const std::string script = w.read_or(be + "/script", "");
+    if (auto ec = ts::close_vif(w.xs(), kDom0, domid, devid)) {
+      err("libxl: error: " + be + ": backend did not reach Closed (6) within " +
+          num(ts::kDestroyTimeout.count()) + " s: " + ec.message() + "; tearing down anyway");
+    }
+    if (!script.empty()) {
+      auto r = ts::run_hotplug_script(w.hotplug_call(script, "offline", domid, devid),
+                                      ts::kHotplugTimeout);
+      if (!r)
+        err("hotplug script " + script + " offline: " + r.error().message());
+      else if (!r->ok())
+        err("hotplug script " + script + " offline " + r->describe());
+    }
+    ts::delete_vif_nodes(w.xs(), kDom0, domid, devid);
+  }
+  // libxl__xs_path_cleanup also removes the parents the device dirs leave empty.
+  const std::string parent = "/local/domain/0/backend/vif/" + num(domid.value());
+  if (auto left = w.xs().directory(parent); left && left->empty()) (void)w.xs().rm(parent);
+  (void)w.xs().rm("/libxl/" + num(domid.value()));
+}
+
+/// The domain is gone: as libxl's domain destroy, remove its xenstore home too (xenstored
+/// itself only forgets the connection).
+void destroy_domain(World& w, DomId domid, bool report) {
+  if (auto ec = w.hv().destroy_domain(domid); ec && report && w.hv().domain_exists(domid))
+    err("destroy domain " + num(domid.value()) + ": " + ec.message());
+  (void)w.xs().rm("/local/domain/" + num(domid.value()));
+}
+
+void stop_guest(World& w, DomId domid) {
+  const std::string pf = w.pid_file(domid);
+  std::ifstream in(pf);
+  long pid = 0;
+  if (in >> pid && pid > 0 && ts::process_is(static_cast<pid_t>(pid), kShimName)) {
+    if (!ts::terminate_process(static_cast<pid_t>(pid), std::chrono::seconds(5)))
+      err("guest pid " + num(static_cast<std::uint64_t>(pid)) +
+          " did not stop on SIGTERM within 5 s; killed");
+  }
+  std::error_code ec;
+  fs::remove(pf, ec);
+}
+
+/// Undo a failed create: devices, guest, domain (libxl destroys the domain).
+void undo_create(World& w, DomId domid) {
+  remove_all_vifs(w, domid);
+  stop_guest(w, domid);
+  destroy_domain(w, domid, true);
+}
+
+int cmd_create(World& w, const CreateArgs& a) {
+  auto created = w.hv().create_domain(a.name);
+  if (!created) {
+    err("cannot create domain '" + a.name + "': " + created.error().message() +
+        (created.error() == std::errc::file_exists ? " (name in use)" : ""));
+    return kExitError;
+  }
+  const DomId domid = *created;
+
+  for (const ts::VifSpec& spec : a.vifs) {
+    if (auto ec = ts::add_vif(w.xs(), kDom0, domid, spec)) {
+      err("cannot write the nodes of vif " + num(spec.devid.value()) + ": " + ec.message());
+      undo_create(w, domid);
+      return kExitError;
+    }
+  }
+  // libxl__wait_device_connection: InitWait within LIBXL_INIT_TIMEOUT, then the script.
+  for (const ts::VifSpec& spec : a.vifs) {
+    const std::string be = ts::backend_path(kDom0, domid, spec.devid);
+    if (ts::wait_for_value(w.xs(), be + "/state", "2", ts::kInitTimeout)) {
+      err("libxl: error: unable to add device with path " + be + " (backend state " +
+          w.read_or(be + "/state", "missing") + " after " + num(ts::kInitTimeout.count()) +
+          " s; is unetbackd running on this world?)");
+      undo_create(w, domid);
+      return kExitDeviceFailed;
+    }
+    auto r = ts::run_hotplug_script(w.hotplug_call(spec.script, "online", domid, spec.devid),
+                                    ts::kHotplugTimeout);
+    if (!r || !r->ok()) {
+      const std::string why = !r ? "cannot run: " + r.error().message() : r->describe();
+      const std::string herr = w.read_or(be + "/hotplug-error", "");
+      err("libxl: error: hotplug script " + spec.script + " online for " + be + " " + why +
+          (herr.empty() ? "" : ": " + herr));
+      undo_create(w, domid);
+      return kExitDeviceFailed;
+    }
+  }
+
+  if (!a.no_guest) {
+    const ts::VifSpec& first = a.vifs.front();
+    ts::GuestLaunch launch;
+    launch.argv = {find_shim(a.shim),  "--hypervisor", "sim:" + w.dir(),        "--domid",
+                   num(domid.value()), "--devid",      num(first.devid.value())};
+    if (a.guest_netns) launch.argv.insert(launch.argv.end(), {"--netns", *a.guest_netns});
+    if (a.address) launch.argv.insert(launch.argv.end(), {"--address", *a.address});
+    if (a.queues) launch.argv.insert(launch.argv.end(), {"--queues", num(*a.queues)});
+    launch.argv.insert(launch.argv.end(), a.shim_extra.begin(), a.shim_extra.end());
+    launch.log_path = w.log_file(domid);
+    launch.ready_timeout = std::chrono::milliseconds(a.ready_timeout_ms);
+    auto outcome = ts::launch_guest(launch);
+    if (auto* f = std::get_if<ts::LaunchFailure>(&outcome)) {
+      err("guest of domain " + num(domid.value()) + " did not come up: " + f->message);
+      undo_create(w, domid);
+      return kExitGuestFailed;
+    }
+    const auto& g = std::get<ts::LaunchedGuest>(outcome);
+    std::ofstream(w.pid_file(domid)) << g.pid << "\n";
+    std::cerr << g.ready_line << " (pid " << g.pid << ")\n";
+  }
+  std::cout << "domid " << domid.value() << std::endl;
+  return kExitOk;
+}
+
+std::optional<DomId> resolve_domain(World& w, const std::string& name_or_id) {
+  if (auto v = parse_uint(name_or_id, 0xfffe)) {
+    const DomId d{static_cast<std::uint16_t>(*v)};
+    return d;
+  }
+  auto doms = w.xs().directory("/local/domain");
+  if (!doms) return std::nullopt;
+  for (const auto& d : *doms) {
+    auto v = parse_uint(d, 0xfffe);
+    if (v && *v != 0 && w.read_or("/local/domain/" + d + "/name", "") == name_or_id)
+      return DomId{static_cast<std::uint16_t>(*v)};
+  }
+  return std::nullopt;
+}
+
+int cmd_destroy(World& w, const std::string& target) {
+  const auto domid = resolve_domain(w, target);
+  if (!domid || *domid == kDom0) {
+    err("no such domain: " + target);
+    return kExitError;
+  }
+  const bool exists = w.hv().domain_exists(*domid);
+  const bool has_vifs = !w.vif_devids(*domid).empty();
+  if (!exists && !has_vifs && !fs::exists(w.pid_file(*domid))) {
+    err("no such domain: " + target);
+    return kExitError;
+  }
+  remove_all_vifs(w, *domid);
+  stop_guest(w, *domid);
+  destroy_domain(w, *domid, true);
+  return w.hv().domain_exists(*domid) ? kExitError : kExitOk;
+}
+
+int cmd_list(World& w) {
+  auto doms = w.xs().directory("/local/domain");
+  if (!doms) {
+    err("cannot read /local/domain: " + doms.error().message());
+    return kExitError;
+  }
+  std::printf("%-6s %-16s %-6s %-6s %-10s %-12s %-14s %s\n", "domid", "name", "devid", "state",
+              "hotplug", "bridge", "tap", "guest");
+  for (const auto& d : *doms) {
+    auto v = parse_uint(d, 0xfffe);
+    if (!v || *v == 0) continue;
+    const DomId domid{static_cast<std::uint16_t>(*v)};
+    const std::string name = w.read_or("/local/domain/" + d + "/name", "?");
+    std::string guest = "-";
+    std::ifstream in(w.pid_file(domid));
+    long pid = 0;
+    if (in >> pid)
+      guest = num(static_cast<std::uint64_t>(pid)) +
+              (ts::process_is(static_cast<pid_t>(pid), kShimName) ? "" : "(gone)");
+    const auto devids = w.vif_devids(domid);
+    if (devids.empty())
+      std::printf("%-6s %-16s %-6s %-6s %-10s %-12s %-14s %s\n", d.c_str(), name.c_str(), "-", "-",
+                  "-", "-", "-", guest.c_str());
+    for (DevId devid : devids) {
+      const std::string be = ts::backend_path(kDom0, domid, devid);
+      const std::string tap = w.read_or(be + "/vifname", "vif" + d + "." + num(devid.value()));
+      std::string hp = w.read_or(be + "/hotplug-status", "-");
+      if (hp.empty()) hp = "(pending)";
+      std::printf("%-6s %-16s %-6u %-6s %-10s %-12s %-14s %s\n", d.c_str(), name.c_str(),
+                  devid.value(), w.read_or(be + "/state", "?").c_str(), hp.c_str(),
+                  w.read_or(be + "/bridge", "-").c_str(), tap.c_str(), guest.c_str());
+    }
+  }
+  return kExitOk;
+}
+
+int usage_error(const std::string& msg) {
+  err(msg);
+  std::cerr << "Try 'unetback-xl --help'.\n";
+  return kExitUsage;
+}
+
+int run(std::vector<std::string_view> args) {
+  std::optional<std::string> world;
+  std::vector<std::string_view> rest;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--help" || args[i] == "-h") {
+      std::cout << kUsage;
+      return kExitOk;
+    }
+    if (args[i] == "--world" && i + 1 < args.size() && rest.empty()) {
+      world = std::string(args[++i]);
+    } else if (args[i].starts_with("--world=") && rest.empty()) {
+      world = std::string(args[i].substr(8));
+    } else {
+      rest.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+      break;
+    }
+  }
+  if (!world) return usage_error("--world DIR is required");
+  if (rest.empty()) return usage_error("missing command (create, destroy, list)");
+  const std::string_view cmd = rest.front();
+  std::error_code ec;
+  const std::string dir = fs::absolute(*world, ec).lexically_normal().string();
+
+  if (cmd == "list") {
+    if (rest.size() != 1) return usage_error("list takes no arguments");
+    World w(dir);
+    return cmd_list(w);
+  }
+  if (cmd == "destroy") {
+    if (rest.size() != 2) return usage_error("destroy NAME|DOMID");
+    World w(dir);
+    return cmd_destroy(w, std::string(rest[1]));
+  }
+  if (cmd != "create") return usage_error("unknown command '" + std::string(cmd) + "'");
+
+  CreateArgs a;
+  std::uint32_t next_devid = 0;
+  for (std::size_t i = 1; i < rest.size(); ++i) {
+    const std::string_view opt = rest[i];
+    auto value = [&]() -> std::optional<std::string> {
+      if (i + 1 >= rest.size()) return std::nullopt;
+      return std::string(rest[++i]);
+    };
+    if (opt == "--") {
+      for (++i; i < rest.size(); ++i) a.shim_extra.emplace_back(rest[i]);
+      break;
+    }
+    if (opt == "--vif") {
+      auto v = value();
+      if (!v) return usage_error("--vif needs a SPEC");
+      auto parsed = ts::parse_vif_option(*v, DevId{next_devid});
+      if (auto* e = std::get_if<ts::VifOptionError>(&parsed)) return usage_error(e->message);
+      auto spec = std::get<ts::VifSpec>(parsed);
+      for (const auto& other : a.vifs)
+        if (other.devid == spec.devid)
+          return usage_error("two vifs with devid " + num(spec.devid.value()));
+      spec.script = ts::resolve_script_path(spec.script);
+      next_devid = spec.devid.value() + 1;
+      a.vifs.push_back(std::move(spec));
+    } else if (opt == "--guest-netns") {
+      a.guest_netns = value();
+      if (!a.guest_netns) return usage_error("--guest-netns needs a name");
+    } else if (opt == "--address") {
+      a.address = value();
+      if (!a.address) return usage_error("--address needs a CIDR");
+    } else if (opt == "--queues") {
+      auto v = value();
+      a.queues = v ? parse_uint(*v, 64) : std::nullopt;
+      if (!a.queues || *a.queues == 0) return usage_error("--queues needs 1..64");
+    } else if (opt == "--shim") {
+      a.shim = value();
+      if (!a.shim) return usage_error("--shim needs a path");
+    } else if (opt == "--no-guest") {
+      a.no_guest = true;
+    } else if (opt == "--ready-timeout-ms") {
+      auto v = value();
+      auto t = v ? parse_uint(*v, 600000) : std::nullopt;
+      if (!t || *t == 0) return usage_error("--ready-timeout-ms needs 1..600000");
+      a.ready_timeout_ms = *t;
+    } else if (!opt.starts_with("-") && a.name.empty()) {
+      a.name = std::string(opt);
+    } else {
+      return usage_error("create: unexpected '" + std::string(opt) + "'");
+    }
+  }
+  if (a.name.empty()) return usage_error("create needs a domain NAME");
+  if (a.vifs.empty()) return usage_error("create needs at least one --vif");
+  World w(dir);
+  return cmd_create(w, a);
+}
+
+}  // namespace
+}  // namespace unetback
+
+int main(int argc, char** argv) {
+  std::vector<std::string_view> args(argv + 1, argv + argc);
+  try {
+    return unetback::run(std::move(args));
+  } catch (const unetback::SetupError& e) {
+    unetback::err(e.what());
+    return unetback::kExitError;
+  } catch (const std::exception& e) {
+    unetback::err(std::string("error: ") + e.what());
+    return unetback::kExitError;
+  }
+}

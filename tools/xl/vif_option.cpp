@@ -1,0 +1,96 @@
+#include "tools/xl/vif_option.hpp"
+
+#include <charconv>
+#include <vector>
+
+#include "common/net/frame.hpp"
+#include "common/net/tap_device.hpp"
+#include "tools/xl/rate.hpp"
+
+namespace unetback::toolstack {
+namespace {
+
+std::vector<std::string> split_items(std::string_view text) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t comma = text.find(',', start);
+    out.emplace_back(text.substr(start, comma == std::string_view::npos ? comma : comma - start));
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+bool parse_u32(std::string_view s, std::uint32_t lo, std::uint32_t hi, std::uint32_t& out) {
+  std::uint32_t v = 0;
+  const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc{} || p != s.data() + s.size() || v < lo || v > hi) return false;
+  out = v;
+  return true;
+}
+
+}  // namespace
+
+std::variant<VifSpec, VifOptionError> parse_vif_option(std::string_view text, DevId default_devid) {
+  VifSpec spec;
+  spec.devid = default_devid;
+  auto fail = [&](const std::string& why) {
+    return VifOptionError{"--vif '" + std::string(text) + "': " + why};
+  };
+  std::vector<std::string> items = split_items(text);
+  // libxl's raw rate "<bytes>,<usecs>" contains the list separator: a bare number right
+  // after rate= belongs to it.
+  for (std::size_t i = 0; i + 1 < items.size(); ++i) {
+    if (items[i].starts_with("rate=") && items[i + 1].find('=') == std::string::npos &&
+        !items[i + 1].empty()) {
+      items[i] += "," + items[i + 1];
+      items.erase(items.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+    }
+  }
+  for (const std::string& item : items) {
+    if (item.empty()) continue;  // "mac=…," is fine for xl too
+    const std::size_t eq = item.find('=');
+    if (eq == std::string::npos) return fail("'" + item + "' is not key=value");
+    const std::string key = item.substr(0, eq);
+    const std::string value = item.substr(eq + 1);
+    if (key == "mac") {
+      if (!net::parse_mac(value)) return fail("mac must be xx:xx:xx:xx:xx:xx");
+      spec.mac = value;
+    } else if (key == "bridge") {
+      spec.bridge = value;
+    } else if (key == "script") {
+      if (value.empty()) return fail("empty script");
+      spec.script = value;
+    } else if (key == "rate") {
+      auto r = parse_vif_rate(value);
+      if (!r)
+        return fail(
+            "rate must be like 10Mb/s@50ms (B/KB/MB/GB or b/Kb/Mb/Gb per second, "
+            "@N[s|ms|us]) or <bytes>,<usecs>: " +
+            r.error().message());
+      spec.rate = format_vif_rate(*r);
+    } else if (key == "vifname") {
+      if (!net::valid_ifname(value)) return fail("invalid vifname '" + value + "'");
+      spec.vifname = value;
+    } else if (key == "mtu") {
+      std::uint32_t mtu = 0;
+      if (!parse_u32(value, 68, 65535, mtu)) return fail("mtu must be 68..65535");
+      spec.mtu = mtu;
+    } else if (key == "ip") {
+      spec.ip = value;
+    } else if (key == "devid") {
+      std::uint32_t d = 0;
+      if (!parse_u32(value, 0, 255, d)) return fail("devid must be 0..255");
+      spec.devid = DevId{d};
+    } else if (key == "trusted") {
+      if (value != "0" && value != "1") return fail("trusted must be 0 or 1");
+      spec.trusted = value == "1";
+    } else {
+      return fail("unknown key '" + key + "'");
+    }
+  }
+  return spec;
+}
+
+}  // namespace unetback::toolstack
