@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # unetback lab driver: installs what it needs (Debian 12 packages), builds, and runs things.
 #
+#   tools/lab.sh demo [--time S] [--one-guest]  iperf3 between xensim domains through unetbackd
 #   tools/lab.sh test [--asan]   install deps, build, run every test suite, print a summary
 #   tools/lab.sh build           install deps and build (build/)
 #   tools/lab.sh deps            install the Debian packages only
@@ -151,5 +152,5 @@ case ${1:-} in
     "${BUILD_DIR:-build}/tests/bench/grant_copy_bench" --xensim "${BUILD_DIR:-build}/tools/xensim/xensim"
     ;;
   demo) shift; cmd_demo "$@" ;;
-  *) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
