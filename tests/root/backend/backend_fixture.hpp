@@ -27,6 +27,7 @@
 #include "common/net/linux_virtio_net.hpp"
 #include "frontend-shim/netfront.hpp"
 #include "tests/integration/xensim/xensim_process.hpp"
+#include "tests/support/private_netns.hpp"
 #include "tools/xl/toolstack.hpp"
 
 namespace unetback::test {
@@ -49,27 +50,10 @@ struct Guest {
   [[nodiscard]] std::string tap_name() const { return "vif" + std::to_string(dom.value()) + ".0"; }
 };
 
-inline bool in_private_netns = false;
-
 class BackendEndToEnd : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    if (::geteuid() != 0 || ::access("/dev/net/tun", R_OK | W_OK) != 0) return;
-    // The whole test process moves to a namespace of its own: the TAPs it creates never
-    // touch the machine's network, and vanish with the process.
-    if (!in_private_netns && ::unshare(CLONE_NEWNET) == 0) {
-      in_private_netns = true;
-      (void)std::system("ip link set lo up");
-      // No IPv6 in this namespace: a TAP coming up would otherwise send its own neighbour
-      // discovery frames to the guest, mixed with the test's.
-      (void)std::system(
-          "sysctl -qw net.ipv6.conf.all.disable_ipv6=1 "
-          "net.ipv6.conf.default.disable_ipv6=1 >/dev/null 2>&1");
-    }
-  }
-
   void SetUp() override {
-    if (!in_private_netns) GTEST_SKIP() << "needs root and /dev/net/tun (suite root-netns)";
+    if (!enter_private_netns()) GTEST_SKIP() << "needs root and /dev/net/tun (suite root-netns)";
     world_ = std::make_unique<XensimProcess>();
     hv::HypervisorOptions be;
     be.role = hv::Role::backend;

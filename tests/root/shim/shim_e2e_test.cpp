@@ -20,6 +20,7 @@
 #include "backend/xenbus/xenbus_adapter.hpp"
 #include "common/hv/sim/sim_hypervisor.hpp"
 #include "tests/integration/xensim/xensim_process.hpp"
+#include "tests/support/private_netns.hpp"
 #include "tools/xl/toolstack.hpp"
 
 extern char** environ;
@@ -28,8 +29,6 @@ namespace unetback {
 namespace {
 
 using namespace std::chrono_literals;
-
-bool in_private_netns = false;
 
 std::string shim_binary() {
   if (const char* p = std::getenv("NETFRONT_SHIM_BIN")) return p;
@@ -138,16 +137,9 @@ double iperf_bits_per_second(const std::string& json, const std::string& section
 
 class ShimEndToEnd : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    if (::geteuid() != 0 || ::access("/dev/net/tun", R_OK | W_OK) != 0) return;
-    if (!in_private_netns && ::unshare(CLONE_NEWNET) == 0) {
-      in_private_netns = true;
-      (void)std::system("ip link set lo up");
-    }
-  }
-
   void SetUp() override {
-    if (!in_private_netns) GTEST_SKIP() << "needs root and /dev/net/tun (suite root-netns)";
+    if (!test::enter_private_netns())
+      GTEST_SKIP() << "needs root and /dev/net/tun (suite root-netns)";
     if (::access("/usr/bin/iperf3", X_OK) != 0 || ::access("/usr/sbin/ip", X_OK) != 0)
       GTEST_SKIP() << "needs ip and iperf3";
     netns_ = "unetback-shim-" + std::to_string(::getpid());
