@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # unetback lab driver: installs what it needs (Debian 12 packages), builds, and runs things.
 #
-#   tools/lab.sh demo [--time S] [--one-guest]  iperf3 between xensim domains through unetbackd
+#   tools/lab.sh demo [--seconds N] [--json FILE] [--one-guest]  iperf3 between xensim domains
 #   tools/lab.sh test [--asan]   install deps, build, run every test suite, print a summary
 #   tools/lab.sh build           install deps and build (build/)
 #   tools/lab.sh deps            install the Debian packages only

@@ -182,8 +182,16 @@ void VifQueue::run_rx() {
   if (!rx_->empty() && !pass.waiting_for_slots) {
     post([this] { run_rx(); });
   }
-  // Buffers came back: take frames from the TAP again.
-  if (!tap_waiting_ && rx_pool_.free_count() > 0) do_wait_tap();
+  // Room again (buffers back, queue under its cap): take frames from the TAP again.
+  if (!tap_waiting_ && tap_has_room()) do_wait_tap();
+}
+
+bool VifQueue::tap_has_room() const {
+  // Room for the largest frame the TAP can hand us, so a frame once read is never dropped
+  // for the cap (an empty queue always takes one).
+  const std::uint32_t queued = rx_->queued_bytes();
+  return rx_pool_.free_count() > 0 &&
+         (queued == 0 || queued + PacketPool::kMaxFrame <= res_.rx.queue_bytes);
 }
 
 void VifQueue::do_wait_tap() {
@@ -204,8 +212,12 @@ void VifQueue::on_tap_readable(const boost::system::error_code& ec) {
 void VifQueue::read_tap_frames() {
   const auto now = Clock::now();
   for (int i = 0; i < kTapReadBudget; ++i) {
+    // Linux netback stops the vif's netdev queue when its guest-RX queue is full, so the
+    // host's qdisc holds the burst instead of dropping it; not reading the TAP is the same
+    // back-pressure (the TAP's own queue holds the frames; the kernel drops only past it).
+    if (!tap_has_room()) return;
     const int buf = rx_pool_.take();
-    if (buf < 0) return;  // all buffers wait for the guest: stop reading (the TAP queues)
+    if (buf < 0) return;
     std::byte* frame = rx_pool_.frame(buf);
     std::byte* hdr = frame - net::kVnetHdrLen;
     const ssize_t n = ::read(res_.tap_fd.get(), hdr, net::kVnetHdrLen + PacketPool::kMaxFrame);

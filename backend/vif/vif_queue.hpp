@@ -78,6 +78,8 @@ class VifQueue {
 
   void do_wait_event();
   void on_event(const boost::system::error_code& ec);
+  /// Whether frames may be read from the TAP now (a free buffer, the queue under its cap).
+  [[nodiscard]] bool tap_has_room() const;
   void do_wait_tap();
   void on_tap_readable(const boost::system::error_code& ec);
   void read_tap_frames();

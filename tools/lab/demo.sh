@@ -5,17 +5,19 @@
 # iperf3 guest->host, host->guest and guest->guest, then unetback-ctl's figures. Everything
 # is torn down on exit, failure or Ctrl-C. Needs root.
 #
-#   tools/lab/demo.sh BUILD_DIR [--time SECONDS] [--one-guest]
+#   tools/lab/demo.sh BUILD_DIR [--seconds N] [--json FILE] [--one-guest]
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-BUILD=$(cd "${1:?usage: demo.sh BUILD_DIR [--time S] [--one-guest]}" && pwd)
+BUILD=$(cd "${1:?usage: demo.sh BUILD_DIR [--seconds N] [--json FILE] [--one-guest]}" && pwd)
 shift
-SECS=5
+SECS=10
 GUESTS=2
+JSON_OUT=
 while (($#)); do
   case $1 in
-    --time) SECS=${2:?}; shift 2 ;;
+    --seconds | --time) SECS=${2:?}; shift 2 ;;
+    --json) JSON_OUT=${2:?}; shift 2 ;;
     --one-guest) GUESTS=1; shift ;;
     *) echo "demo: unknown option $1" >&2; exit 2 ;;
   esac
@@ -106,9 +108,9 @@ add_netns() {
   ip -n "$1" link set lo up
 }
 
-# iperf3 -J output -> Gbit/s (the receiver's figure).
+# iperf3 -J output -> "Gbit/s retransmits" (the receiver's rate, the sender's retransmits).
 gbits() {
-  python3 -c 'import json,sys; d=json.load(sys.stdin); print("%.2f" % (d["end"]["sum_received"]["bits_per_second"]/1e9))'
+  python3 -c 'import json,sys; d=json.load(sys.stdin); e=d["end"]; print("%.2f %d" % (e["sum_received"]["bits_per_second"]/1e9, e["sum_sent"].get("retransmits", 0)))'
 }
 
 say "world $WORLD"
@@ -147,27 +149,30 @@ ip netns exec ub-guest1 ping -c 3 -i 0.2 -W 2 10.99.0.1 >"$WORLD/ping.log" 2>&1 
 PING=$(sed -n 's/.*= [0-9.]*\/\([0-9.]*\)\/.*/\1/p' "$WORLD/ping.log")
 say "guest1 -> host ping ok (avg ${PING} ms)"
 
-run_iperf() { # server-netns server-addr client-netns [extra client args]
-  local sns=$1 saddr=$2 cns=$3
-  shift 3
+run_iperf() { # name server-netns server-addr client-netns [extra client args]
+  local name=$1 sns=$2 saddr=$3 cns=$4
+  shift 4
   ip netns exec "$sns" iperf3 -s -1 -B "$saddr" >"$WORLD/iperf-server.log" 2>&1 &
   IPERF_PID=$!
   sleep 0.3
-  ip netns exec "$cns" iperf3 -c "$saddr" -t "$SECS" -J "$@" >"$WORLD/iperf.json" ||
-    die "iperf3 $cns -> $saddr $* failed: $(tail -c 400 "$WORLD/iperf.json")"
+  ip netns exec "$cns" iperf3 -c "$saddr" -t "$SECS" -J "$@" >"$WORLD/iperf-$name.json" ||
+    die "iperf3 $cns -> $saddr $* failed: $(tail -c 400 "$WORLD/iperf-$name.json")"
   wait "$IPERF_PID" 2>/dev/null || true
   IPERF_PID=
-  gbits <"$WORLD/iperf.json"
+  gbits <"$WORLD/iperf-$name.json"
 }
 
 say "iperf3 guest1 -> host (${SECS} s)"
-G2H=$(run_iperf "$NS0" 10.99.0.1 ub-guest1)
+OUT=$(run_iperf guest-to-host "$NS0" 10.99.0.1 ub-guest1)
+read -r G2H G2H_RETR <<<"$OUT"
 say "iperf3 host -> guest1 (${SECS} s)"
-H2G=$(run_iperf "$NS0" 10.99.0.1 ub-guest1 -R)
-G2G=-
+OUT=$(run_iperf host-to-guest "$NS0" 10.99.0.1 ub-guest1 -R)
+read -r H2G H2G_RETR <<<"$OUT"
+G2G=- G2G_RETR=-
 if ((GUESTS > 1)); then
   say "iperf3 guest1 -> guest2 through $BR (${SECS} s)"
-  G2G=$(run_iperf ub-guest2 10.99.0.3 ub-guest1)
+  OUT=$(run_iperf guest-to-guest ub-guest2 10.99.0.3 ub-guest1)
+  read -r G2G G2G_RETR <<<"$OUT"
 fi
 
 "$CTL" --world "$WORLD" stats >"$WORLD/stats.txt" 2>&1 || true
@@ -176,10 +181,11 @@ cat "$WORLD/stats.txt" >&2
 
 # Ratios over every vif's queues from the daemon's counters: ring slots per packet in each
 # direction and grant-copy segments per copy call (the batching the copy path achieves).
-FIGS=$(python3 - "$WORLD/stats.json" <<'PY'
-import json, sys
+FIGS=$(python3 - "$WORLD" "$JSON_OUT" <<'PY'
+import json, os, sys
+world, json_out = sys.argv[1], sys.argv[2]
 try:
-    d = json.load(open(sys.argv[1]))
+    d = json.load(open(os.path.join(world, "stats.json")))
 except Exception as e:
     print("stats|unavailable (%s)" % e); sys.exit(0)
 t = {}
@@ -188,20 +194,45 @@ for vif in d.get("vifs", []):
         for k, v in q.get("counters", {}).items():
             t[k] = t.get(k, 0) + v
 def ratio(a, b):
-    return "%.2f" % (t[a] / t[b]) if t.get(a) and t.get(b) else "-"
-print("guest-TX slots/packet|%s  (%d packets)" % (ratio("tx_slots", "tx_packets"), t.get("tx_packets", 0)))
-print("guest-RX slots/packet|%s  (%d packets)" % (ratio("rx_slots", "rx_packets"), t.get("rx_packets", 0)))
-print("guest-TX copy segments/call|%s" % ratio("tx_copy_segments", "tx_copy_calls"))
-print("guest-RX copy segments/call|%s" % ratio("rx_copy_segments", "rx_copy_calls"))
+    return t[a] / t[b] if t.get(a) and t.get(b) else None
+def fmt(x):
+    return "-" if x is None else "%.2f" % x
+print("guest-TX slots/packet|%s  (%d packets)" % (fmt(ratio("tx_slots", "tx_packets")), t.get("tx_packets", 0)))
+print("guest-RX slots/packet (minimum)|%s  (%s)  (%d packets)" % (fmt(ratio("rx_slots", "rx_packets")), fmt(ratio("rx_min_slots", "rx_packets")), t.get("rx_packets", 0)))
+print("guest-TX copy segments/call|%s" % fmt(ratio("tx_copy_segments", "tx_copy_calls")))
+print("guest-RX copy segments/call|%s" % fmt(ratio("rx_copy_segments", "rx_copy_calls")))
 print("guest-TX zerocopy / copied|%d / %d" % (t.get("tx_zerocopy", 0), t.get("tx_copied", 0)))
 print("guest-RX dropped (queue full)|%d" % t.get("rx_dropped_queue_full", 0))
+if json_out:
+    runs = []
+    for name in ("guest-to-host", "host-to-guest", "guest-to-guest"):
+        path = os.path.join(world, "iperf-%s.json" % name)
+        if not os.path.exists(path):
+            continue
+        e = json.load(open(path))["end"]
+        runs.append({"name": name, "gbit_s": e["sum_received"]["bits_per_second"] / 1e9,
+                     "retransmits": e["sum_sent"].get("retransmits", 0)})
+    segs = t.get("tx_copy_segments", 0) + t.get("rx_copy_segments", 0)
+    calls = t.get("tx_copy_calls", 0) + t.get("rx_copy_calls", 0)
+    out = {"runs": runs,
+           "rx_slots_per_packet": ratio("rx_slots", "rx_packets"),
+           "rx_min_slots_per_packet": ratio("rx_min_slots", "rx_packets"),
+           "tx_slots_per_packet": ratio("tx_slots", "tx_packets"),
+           "copy_segments_per_call": segs / calls if calls else None,
+           "rx_copy_segments_per_call": ratio("rx_copy_segments", "rx_copy_calls"),
+           "tx_copy_segments_per_call": ratio("tx_copy_segments", "tx_copy_calls"),
+           "zerocopy_packets": t.get("tx_zerocopy", 0), "copied_packets": t.get("tx_copied", 0),
+           "rx_dropped_queue_full": t.get("rx_dropped_queue_full", 0),
+           "counters": t}
+    with open(json_out, "w") as f:
+        json.dump(out, f, indent=2)
 PY
 )
 
 printf '\n%-34s %s\n' "unetback demo (xensim, ${SECS} s runs)" "result"
-printf '%-34s %s\n' "guest1 -> host  (iperf3)" "$G2H Gbit/s"
-printf '%-34s %s\n' "host -> guest1  (iperf3 -R)" "$H2G Gbit/s"
-printf '%-34s %s\n' "guest1 -> guest2 via $BR" "$G2G Gbit/s"
+printf '%-34s %s\n' "guest1 -> host  (iperf3)" "$G2H Gbit/s, $G2H_RETR retransmits"
+printf '%-34s %s\n' "host -> guest1  (iperf3 -R)" "$H2G Gbit/s, $H2G_RETR retransmits"
+printf '%-34s %s\n' "guest1 -> guest2 via $BR" "$G2G Gbit/s, $G2G_RETR retransmits"
 printf '%-34s %s\n' "ping guest1 -> host (avg)" "${PING:-?} ms"
 while IFS='|' read -r k v; do printf '%-34s %s\n' "$k" "$v"; done <<<"$FIGS"
 echo
