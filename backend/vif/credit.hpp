@@ -38,7 +38,6 @@ class Credit {
   [[nodiscard]] Clock::time_point next_refill() const {
     return window_start_ + std::chrono::microseconds(usecs_);
   }
-  [[nodiscard]] std::uint64_t remaining() const { return remaining_; }
 
  private:
   [[nodiscard]] std::uint64_t max_burst() const { return std::max(kMinBurst, bytes_); }

@@ -59,11 +59,6 @@ void RxPath::drop_head(std::atomic<std::uint64_t>& reason) {
   queue_.pop_front();
 }
 
-std::optional<RxPath::Clock::time_point> RxPath::next_expiry() const {
-  if (queue_.empty()) return std::nullopt;
-  return queue_.front().expires;
-}
-
 RxPath::Pass RxPath::process(Clock::time_point now) {
   Pass pass;
   while (!queue_.empty() && queue_.front().expires <= now) drop_head(counters_.rx_dropped_expired);

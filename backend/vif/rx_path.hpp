@@ -76,12 +76,9 @@ class RxPath {
   /// Stall bookkeeping for the carrier (netback: carrier off after stall_timeout without
   /// room for the head packet, on again once there is). Returns the new carrier state.
   bool update_carrier(Clock::time_point now);
-  [[nodiscard]] bool carrier() const { return carrier_; }
 
   [[nodiscard]] bool empty() const { return queue_.empty(); }
   [[nodiscard]] std::uint32_t queued_bytes() const { return queued_bytes_; }
-  /// When the head packet expires (for the queue's timer), if any.
-  [[nodiscard]] std::optional<Clock::time_point> next_expiry() const;
   [[nodiscard]] const ring::RxBackRing& ring() const { return ring_; }
 
  private:

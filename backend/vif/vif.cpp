@@ -134,8 +134,17 @@ Result<std::unique_ptr<VifQueue>> Vif::make_queue(const xenbus::FrontendConfig& 
   auto queue = std::make_unique<VifQueue>(
       loops_.next(), std::move(res), qprefix,
       [this](const std::string& why) {
-        if (!disabled_.exchange(true)) {
-          disabled_reason_ = why;
+        // The reason is in place before the flag says so: the daemon reads it once it
+        // sees disabled().
+        bool first = false;
+        {
+          const std::lock_guard lock(reason_mu_);
+          if (disabled_reason_.empty()) {
+            disabled_reason_ = why;
+            first = true;
+          }
+        }
+        if (first && !disabled_.exchange(true)) {
           if (on_disabled_) on_disabled_();
         }
       },
@@ -148,6 +157,10 @@ std::error_code Vif::connect(const xenbus::FrontendConfig& fe, const xenbus::Bac
   if (!tap_) return std::make_error_code(std::errc::no_such_device);
   disconnect();
   disabled_ = false;
+  {
+    const std::lock_guard lock(reason_mu_);
+    disabled_reason_.clear();
+  }
   // The host side may now hand us what this frontend accepts on guest RX.
   net::TapOffloads off;
   off.csum = fe.csum_ipv4 || fe.csum_ipv6;

@@ -41,7 +41,11 @@ class Vif final : public daemon::VifHandle {
 
   [[nodiscard]] daemon::VifReport report() const override;
   [[nodiscard]] bool disabled() const override { return disabled_.load(); }
-  [[nodiscard]] const std::string& disabled_reason() const { return disabled_reason_; }
+  /// Why the data path disabled the vif (empty while it is not disabled). Any thread.
+  [[nodiscard]] std::string disabled_reason() const {
+    const std::lock_guard lock(reason_mu_);
+    return disabled_reason_;
+  }
 
  private:
   void on_queue_carrier(bool ok);
@@ -61,6 +65,7 @@ class Vif final : public daemon::VifHandle {
   /// Queues whose guest RX is stalled; the TAP's carrier is off while any is.
   std::atomic<int> stalled_queues_{0};
   std::atomic<bool> disabled_{false};
+  mutable std::mutex reason_mu_;  // written on a queue's thread, read on the daemon's
   std::string disabled_reason_;
 };
 

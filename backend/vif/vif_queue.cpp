@@ -173,7 +173,7 @@ void VifQueue::run_rx() {
     }
   }
   const bool carrier = rx_->update_carrier(Clock::now());
-  if (carrier != carrier_.exchange(carrier, std::memory_order_relaxed)) {
+  if (carrier != std::exchange(carrier_, carrier)) {
     log::write(log::Level::warn, prefix_,
                carrier ? "guest RX ring has room again: carrier on"
                        : "guest RX stalled (no room for the head packet): carrier off");

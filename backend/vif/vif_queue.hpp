@@ -64,7 +64,6 @@ class VifQueue {
   void set_rate(std::uint64_t bytes, std::uint64_t usecs);
   /// Counters and ring indices, read on the queue's thread. Any thread.
   [[nodiscard]] daemon::QueueReport report();
-  [[nodiscard]] bool carrier() const { return carrier_.load(std::memory_order_relaxed); }
 
  private:
   class TapSink final : public PacketSink {
@@ -133,7 +132,7 @@ class VifQueue {
   bool tx_retry_armed_ = false;
   bool stopped_ = false;
   std::atomic<int> outstanding_{0};
-  std::atomic<bool> carrier_{true};
+  bool carrier_ = true;  // the RX path's last carrier state (queue thread only)
 };
 
 }  // namespace unetback::vif
