@@ -4,7 +4,11 @@
 #   tools/lab.sh demo [--seconds N] [--json FILE] [--one-guest]  iperf3 between xensim domains
 #   tools/lab.sh test [--asan]   install deps, build, run every test suite, print a summary
 #   tools/lab.sh build           install deps and build (build/)
-#   tools/lab.sh deps            install the Debian packages only
+#   tools/lab.sh deps [PKG...]   install the Debian packages only (plus PKG...)
+#   tools/lab.sh bench [--quick] [--json FILE] [--plot FILE.png]   veth / user hop / unetback
+#   tools/lab.sh xenlab [--quick] [--json FILE]   real Xen 4.17 in QEMU: kernel netback vs unetbackd
+#   tools/lab.sh fuzz [--seconds N]   libFuzzer targets (clang build in build-fuzz)
+#   tools/lab.sh soak [--minutes N]   iperf3 on several guests while vifs come and go
 #   tools/lab.sh format          clang-format every C++ file in place
 #   tools/lab.sh format-check    fail if any C++ file is not clang-formatted
 #   tools/lab.sh bench-xensim    grant-copy cost vs memcpy and event round trips on xensim
@@ -28,9 +32,10 @@ PACKAGES=(
 log() { printf '[lab] %s\n' "$*" >&2; }
 die() { printf '[lab] error: %s\n' "$*" >&2; exit 1; }
 
+# deps [PKG...]: the project's packages plus those a subcommand needs on top.
 deps() {
   local missing=()
-  for p in "${PACKAGES[@]}"; do
+  for p in "${PACKAGES[@]}" "$@"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
   if ((${#missing[@]} == 0)); then
@@ -106,9 +111,9 @@ cmd_test() {
   build "$dir"
   local suites=(unit integration)
   if [[ $(id -u) -eq 0 ]]; then
-    suites+=(root-netns)
+    suites+=(root-netns e2e hostile)
   else
-    log "not root: skipping the root-netns suite"
+    log "not root: skipping the root-netns, e2e and hostile suites"
   fi
   # Only suites that have tests: meson fails on an unknown suite name.
   local present=()
@@ -142,7 +147,7 @@ cmd_demo() {
 case ${1:-} in
   test) shift; cmd_test "$@" ;;
   build) deps; build "${BUILD_DIR:-build}" ;;
-  deps) deps ;;
+  deps) shift; deps "$@" ;;
   format) cmd_format ;;
   format-check) cmd_format_check ;;
   summary) shift; summarise total "$@" ;;
@@ -152,5 +157,15 @@ case ${1:-} in
     "${BUILD_DIR:-build}/tests/bench/grant_copy_bench" --xensim "${BUILD_DIR:-build}/tools/xensim/xensim"
     ;;
   demo) shift; cmd_demo "$@" ;;
-  *) sed -n '2,13p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  bench | xenlab | soak)
+    # Each lives in tools/lab/<name>.sh and gets the build dir first; they need root.
+    name=$1
+    shift
+    [[ $(id -u) -eq 0 ]] || die "$name needs root (network namespaces, TAPs, a bridge)"
+    deps
+    build "${BUILD_DIR:-build}"
+    exec "$ROOT/tools/lab/$name.sh" "${BUILD_DIR:-build}" "$@"
+    ;;
+  fuzz) shift; deps; exec "$ROOT/tools/lab/fuzz.sh" "$@" ;;
+  *) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac
