@@ -171,6 +171,13 @@ void ShimLoop::watch_backend(const std::string& be_dir) {
 void ShimLoop::evaluate() {
   if (stopping_) return;
   auto be = xs_->read(fe_dir_ + "/backend");
+  if (!be && be.error() != std::errc::no_such_file_or_directory) {
+    // Not "no such node": the store itself is unreachable (libxenstore reports its dead socket
+    // as EINVAL/EPIPE...). Its watch fd stays readable forever, so looping would only spin.
+    error("xenstore: " + be.error().message() + ": the store is gone, stopping");
+    stop(kExitXenstoreLost);
+    return;
+  }
   if (!be) {
     // The toolstack removed the device: nothing to talk to until it adds it again.
     if (nf_->connected()) {
@@ -188,6 +195,14 @@ void ShimLoop::evaluate() {
       // netfront: the backend Closing/Closed closes the frontend.
       info("backend state " + (state ? std::to_string(*state) : std::string("gone")) +
            ": disconnecting");
+      teardown(kDisconnectWait);
+      restart_pending_ = true;
+      state = read_state(*xs_, be_dir_ + "/state");
+    } else if (*state == 2 && announced_) {
+      // Connected (we saw 4), and now InitWait without a close in between: a restarted
+      // backend that probed the device afresh (Linux netback reloaded does this). Our rings
+      // mean nothing to it: start over.
+      info("backend went back to InitWait: reconnecting");
       teardown(kDisconnectWait);
       restart_pending_ = true;
       state = read_state(*xs_, be_dir_ + "/state");

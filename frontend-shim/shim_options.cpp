@@ -175,7 +175,8 @@ It reconnects when the backend closes and comes back to InitWait.
 SIGTERM/SIGINT disconnect cleanly (frontend state 6, grants revoked).
 
 Exit codes: 0 clean stop, 1 setup failure (hypervisor, connect timeout, TAP, address),
-            2 usage error.
+            2 usage error, 3 the xenstore connection broke (xenstored or the xensim
+            world went away).
 )";
 }
 

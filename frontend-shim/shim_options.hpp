@@ -18,6 +18,9 @@ namespace unetback::shim {
 inline constexpr int kExitClean = 0;
 inline constexpr int kExitSetupFailure = 1;
 inline constexpr int kExitUsage = 2;
+/// The connection to xenstore broke (xenstored or the xensim world went away): without it the
+/// guest can neither see its backend nor reconnect, so it stops instead of spinning.
+inline constexpr int kExitXenstoreLost = 3;
 
 struct ShimOptions {
   std::string hypervisor;              ///< "xen" or "sim:<dir>"

@@ -109,8 +109,9 @@ void BackendManager::on_backends_event(const std::string& path) {
 
 void BackendManager::scan_backends() {
   auto doms = xs_.directory(root_);
-  if (!doms) return;  // no backend/vif yet: libxl creates it with the first vif
-  for (const auto& d : *doms) scan_domain_entry(d, std::nullopt);
+  if (doms)  // else no backend/vif yet: libxl creates it with the first vif
+    for (const auto& d : *doms) scan_domain_entry(d, std::nullopt);
+  initial_scan_done_ = true;
 }
 
 void BackendManager::scan_domain_entry(const std::string& dom_name,
@@ -152,13 +153,17 @@ void BackendManager::consider(const std::string& dom_name, DomId domid,
   const auto state_raw = xs_.read(dir + "/state");
   if (!online || *online != "1" || !state_raw) return;
   const auto state = xenbus::parse_xenbus_state(*state_raw);
-  if (!state || *state == xenbus::XenbusState::closing || *state == xenbus::XenbusState::closed)
+  if (!state || !domain_exists_(domid)) return;
+  // Found at start, online and past 1: an earlier daemon served it (a crash leaves 2 or 4,
+  // an orderly exit 6). Adopt it, so the guest can reconnect.
+  const bool adopt = !initial_scan_done_ && *state != xenbus::XenbusState::unknown &&
+                     *state != xenbus::XenbusState::initialising;
+  if (!adopt && (*state == xenbus::XenbusState::closing || *state == xenbus::XenbusState::closed))
     return;
-  if (!domain_exists_(domid)) return;
-  add_vif(id);
+  add_vif(id, adopt);
 }
 
-void BackendManager::add_vif(const VifId& id) {
+void BackendManager::add_vif(const VifId& id, bool adopt) {
   const Tunables& t = tunables_.current();
   Vif vif;
   vif.handle = factory_.make_vif(id.domid, id.devid, t);
@@ -175,8 +180,35 @@ void BackendManager::add_vif(const VifId& id) {
                "vif " + format_vif_id(id) + ": cannot watch its directory: " + ec.message());
     return;
   }
-  log::write(log::Level::info, kLog, "new vif " + format_vif_id(id));
-  vifs_.emplace(id, std::move(vif));
+  vif.xenbus->set_hotplug_runner([this, id] { run_hotplug(id); });
+  log::write(log::Level::info, kLog, (adopt ? "adopting vif " : "new vif ") + format_vif_id(id));
+  auto& xenbus = *vifs_.emplace(id, std::move(vif)).first->second.xenbus;
+  if (adopt) {
+    if (auto ec = xenbus.adopt())
+      log::write(log::Level::warn, kLog,
+                 "vif " + format_vif_id(id) + ": not adopted: " + ec.message());
+  }
+}
+
+void BackendManager::run_hotplug(const VifId& id) {
+  const std::string be = root_ + "/" + format_vif_id(id);
+  const auto script = xs_.read(be + "/script");
+  std::string why;
+  if (!script || script->empty()) {
+    why = "no script key";
+  } else if (hotplug_ == nullptr) {
+    why = "this daemon runs no hotplug scripts";
+  } else if (auto ec =
+                 hotplug_->launch(hotplug::resolve_script_path(*script), id.domid, id.devid)) {
+    why = "cannot run " + *script + ": " + ec.message();
+  } else {
+    return;
+  }
+  // As the script itself would on failure: the device then waits in Closed/InitWait, and the
+  // operator sees why in xenstore and the log.
+  log::write(log::Level::error, kLog, "vif " + format_vif_id(id) + ": hotplug: " + why);
+  (void)xs_.write(be + "/hotplug-error", why);
+  (void)xs_.write(be + "/hotplug-status", "error");
 }
 
 void BackendManager::on_release_domain() {
@@ -189,6 +221,7 @@ void BackendManager::on_release_domain() {
 }
 
 void BackendManager::check_vifs() {
+  if (hotplug_ != nullptr) hotplug_->reap();
   for (auto it = vifs_.begin(); it != vifs_.end();) {
     Vif& vif = it->second;
     if (!vif.xenbus->finished() && vif.xenbus->view().rings == xenbus::RingsState::up &&

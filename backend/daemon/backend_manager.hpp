@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/daemon/hotplug_launcher.hpp"
 #include "backend/daemon/tunables.hpp"
 #include "backend/daemon/vif_factory.hpp"
 #include "backend/xenbus/xenbus_adapter.hpp"
@@ -60,8 +61,13 @@ class BackendManager {
   BackendManager& operator=(const BackendManager&) = delete;
 
   /// Starts the tunables, then watches the backend tree and @releaseDomain. The watches'
-  /// initial events (handled by process_events) pick up devices that already exist.
+  /// initial events (handled by process_events) pick up devices that already exist: those
+  /// still online and past state 1 were served by an earlier daemon and are adopted
+  /// (BackendXenbus::adopt), with their hotplug script re-run through `hotplug` if set.
   std::error_code start();
+  /// Where adopted devices' hotplug scripts run (must outlive the manager); without one they
+  /// wait for someone else to run the script.
+  void set_hotplug_launcher(HotplugLauncher* launcher) { hotplug_ = launcher; }
 
   /// Handles every queued watch event, then check_vifs(). Bounded per call so a flood of
   /// events cannot starve the control socket; returns true if events may remain.
@@ -91,7 +97,8 @@ class BackendManager {
   void scan_backends();
   void scan_domain_entry(const std::string& dom_name, const std::optional<std::string>& dev_name);
   void consider(const std::string& dom_name, DomId domid, const std::string& dev_name);
-  void add_vif(const VifId& id);
+  void add_vif(const VifId& id, bool adopt);
+  void run_hotplug(const VifId& id);
   void on_release_domain();
   void warn_junk(const std::string& msg);
 
@@ -104,6 +111,8 @@ class BackendManager {
   std::map<VifId, Vif> vifs_;
   hv::XsWatch backends_watch_, release_watch_;
   bool shut_down_ = false;
+  bool initial_scan_done_ = false;  // devices seen before it are adopted
+  HotplugLauncher* hotplug_ = nullptr;
   log::RateLimit junk_log_limit_;
 };
 

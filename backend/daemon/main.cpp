@@ -59,6 +59,13 @@ int run(const DaemonOptions& opts) {
   if (auto ec = manager.start())
     throw SetupError("cannot watch /local/domain/" + std::to_string(self.value()) +
                      "/backend/vif: " + ec.message());
+  // Adopted devices (found at start, served by an earlier daemon) get their hotplug script
+  // re-run. On xensim the script reaches the world's xenstored through XENSTORED_PATH.
+  std::string xenstored_path;
+  if (opts.hypervisor.starts_with("sim:"))
+    xenstored_path = opts.hypervisor.substr(4) + "/dom" + std::to_string(self.value()) + ".sock";
+  HotplugLauncher hotplug(xenstored_path);
+  manager.set_hotplug_launcher(&hotplug);
   ManagerLoop loop(io, manager, xs->watch_fd());
 
   boost::asio::signal_set signals(io, SIGTERM, SIGINT);

@@ -7,6 +7,9 @@
 namespace unetback::vif {
 namespace {
 
+/// netback's dummy vif MAC (xenvif_alloc: "FE:FF:FF:FF:FF:FF").
+constexpr net::MacAddress kVifMac{{0xfe, 0xff, 0xff, 0xff, 0xff, 0xff}};
+
 std::string vif_prefix(DomId fe, DevId dev) {
   return "vif" + std::to_string(fe.value()) + "." + std::to_string(dev.value());
 }
@@ -38,6 +41,11 @@ std::error_code Vif::create_tap(const xenbus::BackendConfig& be) {
   // Until a frontend says what it takes, the host hands us plain frames.
   cfg.offloads = {};
   if (be.mtu) cfg.mtu = *be.mtu;
+  // Linux netback gives every vif the dummy MAC FE:FF:FF:FF:FF:FF (the guest's own MAC is in
+  // B:mac, for bookkeeping): a Linux bridge takes the lowest port MAC as its own, so a vif
+  // must never win, or the bridge's MAC would change whenever a vif comes or goes (a
+  // restarted backend would leave every guest's ARP entry for the bridge pointing nowhere).
+  cfg.mac = kVifMac;
   auto tap = net::TapDevice::create(cfg);
   if (!tap) {
     log::write(log::Level::error, prefix_,

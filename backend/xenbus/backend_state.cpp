@@ -95,12 +95,13 @@ class Walker {
     to_closing();
   }
 
- private:
   void create_tap_if_needed() {
     if (v_.tap) return;
     emit(CreateTap{});
     v_.tap = true;
   }
+
+ private:
   void write(XenbusState s) {
     emit(WriteState{s});
     v_.backend = s;
@@ -137,6 +138,11 @@ void on(Walker& w, const FrontendStateChanged& e) {
   if (v.frontend == e.state) return;
   v.frontend = e.state;
   if (!probed(v) || v.removed) return;
+  if (v.stale_frontend) {
+    // Adopted: its Connected is about the old backend's rings. Anything else is news.
+    if (e.state == XenbusState::connected) return;
+    v.stale_frontend = false;
+  }
   switch (e.state) {
     case XenbusState::initialising:
       // A frontend starting over (guest reboot, driver reload) after Closed or a fatal error:
@@ -263,8 +269,9 @@ void on(Walker& w, const ConnectFailed& e) {
 
 void on(Walker& w, const TapCreateFailed& e) {
   BackendView& v = w.view();
-  // CreateTap is only ever issued on the way into InitWait.
-  if (!v.tap || v.backend != XenbusState::init_wait) return;
+  // CreateTap is issued on the way into InitWait, and on the way to Closed when adopting
+  // (a frontend starting over later asks for the TAP again).
+  if (!v.tap || (v.backend != XenbusState::init_wait && v.backend != XenbusState::closed)) return;
   v.tap = false;
   w.fatal(e.error, e.message);
 }
@@ -287,6 +294,27 @@ void on(Walker& w, const DaemonShutdown&) {
     v.tap = false;
   }
   w.to_closed(/*removal=*/false);
+}
+
+void on(Walker& w, const BackendAdopted& e) {
+  BackendView& v = w.view();
+  // Only a fresh vif adopts, and only a device an earlier backend had moved past 1.
+  if (probed(v) || v.removed || e.found == XenbusState::unknown ||
+      e.found == XenbusState::initialising)
+    return;
+  v.online = true;
+  v.backend = e.found;
+  // The old "connected" was about a TAP that is gone: wait for a fresh run of the script.
+  w.emit(RemoveHotplugStatus{});
+  v.hotplug = HotplugStatus::other;
+  v.stale_frontend = v.frontend != XenbusState::initialising;
+  // Closed first: if the TAP cannot be made, the rest of the list is dropped and the store
+  // must already say what the machine believes.
+  w.to_closed(/*removal=*/false);
+  w.create_tap_if_needed();
+  w.emit(RunHotplugScript{});
+  // A frontend already waiting to start over (it saw an orderly exit's Closed) goes on now.
+  if (!v.stale_frontend) w.to_init_wait();
 }
 
 }  // namespace
@@ -348,6 +376,8 @@ std::string describe(const Event& e) {
           return "TapCreateFailed(" + ev.message + ")";
         if constexpr (std::is_same_v<T, ProbeFailed>) return "ProbeFailed(" + ev.message + ")";
         if constexpr (std::is_same_v<T, DaemonShutdown>) return "DaemonShutdown";
+        if constexpr (std::is_same_v<T, BackendAdopted>)
+          return "BackendAdopted(" + std::string(state_name(ev.found)) + ")";
         return "?";
       },
       e);
@@ -365,6 +395,7 @@ std::string describe(const Action& a) {
         if constexpr (std::is_same_v<T, Disconnect>) return "Disconnect";
         if constexpr (std::is_same_v<T, DestroyTap>) return "DestroyTap";
         if constexpr (std::is_same_v<T, RemoveHotplugStatus>) return "RemoveHotplugStatus";
+        if constexpr (std::is_same_v<T, RunHotplugScript>) return "RunHotplugScript";
         if constexpr (std::is_same_v<T, ReportFatal>)
           return "ReportFatal(" + std::to_string(act.error) + " " + act.message + ")";
         return "?";
@@ -389,6 +420,7 @@ std::string describe(const BackendView& v) {
   }
   if (v.removed) s += " removed";
   if (v.shut_down) s += " shut-down";
+  if (v.stale_frontend) s += " stale-frontend";
   return s;
 }
 

@@ -51,6 +51,9 @@ struct BackendView {
   /// BackendDirAppeared brings the vif back.
   bool removed = false;
   bool shut_down = false;  // DaemonShutdown seen: everything after it is ignored
+  /// Adopted from an earlier daemon: F:state may still say Connected about rings the old
+  /// backend had; only a frontend that has left Connected since is believed.
+  bool stale_frontend = false;
 
   friend bool operator==(const BackendView&, const BackendView&) = default;
 };
@@ -120,11 +123,23 @@ struct ProbeFailed {
 struct DaemonShutdown {
   friend bool operator==(const DaemonShutdown&, const DaemonShutdown&) = default;
 };
+/// The daemon started and found this device already past state 1, still online: an earlier
+/// daemon served it and is gone, and with it the TAP, the mapped rings and the bound ports (a
+/// crash leaves B:state at 2 or 4, an orderly exit at 6). The frontend may still believe in
+/// its old connection, so it is told that connection is dead (Closing, then Closed); the TAP
+/// is created again and the hotplug script re-run for it (libxl ran it once, at create, for
+/// the TAP that is gone). A frontend that starts over (1) then connects as after any close.
+/// Linux netback, reloaded, writes InitWait over whatever it finds, which Linux netfront
+/// ignores unless it is itself Initialising; the walk through Closed at least makes it close.
+struct BackendAdopted {
+  XenbusState found;
+  friend bool operator==(const BackendAdopted&, const BackendAdopted&) = default;
+};
 
-using Event =
-    std::variant<BackendDirAppeared, FrontendStateChanged, FrontendStateInvalid,
-                 HotplugStatusChanged, OnlineChanged, ToolstackSetBackendState, FrontendDomainGone,
-                 ConnectSucceeded, ConnectFailed, TapCreateFailed, ProbeFailed, DaemonShutdown>;
+using Event = std::variant<BackendDirAppeared, FrontendStateChanged, FrontendStateInvalid,
+                           HotplugStatusChanged, OnlineChanged, ToolstackSetBackendState,
+                           FrontendDomainGone, ConnectSucceeded, ConnectFailed, TapCreateFailed,
+                           ProbeFailed, DaemonShutdown, BackendAdopted>;
 
 // ---- Actions --------------------------------------------------------------------------------
 
@@ -158,6 +173,11 @@ struct DestroyTap {
 struct RemoveHotplugStatus {
   friend bool operator==(const RemoveHotplugStatus&, const RemoveHotplugStatus&) = default;
 };
+/// Run B:script `online` as libxl does after InitWait (only for an adopted device: libxl runs
+/// it itself for a new one). The script writes B:hotplug-status.
+struct RunHotplugScript {
+  friend bool operator==(const RunHotplugScript&, const RunHotplugScript&) = default;
+};
 /// Like xenbus_dev_fatal's error half: write "<errno> <message>" to
 /// `/local/domain/<self>/error/backend/vif/<domid>/<devid>/error`. The state change to Closing
 /// that xenbus_dev_fatal also makes is a separate WriteState that follows.
@@ -167,8 +187,9 @@ struct ReportFatal {
   friend bool operator==(const ReportFatal&, const ReportFatal&) = default;
 };
 
-using Action = std::variant<CreateTap, AdvertiseFeatures, WriteState, ReadFrontendAndConnect,
-                            Disconnect, DestroyTap, RemoveHotplugStatus, ReportFatal>;
+using Action =
+    std::variant<CreateTap, AdvertiseFeatures, WriteState, ReadFrontendAndConnect, Disconnect,
+                 DestroyTap, RemoveHotplugStatus, RunHotplugScript, ReportFatal>;
 using Actions = std::vector<Action>;
 
 struct Transition {

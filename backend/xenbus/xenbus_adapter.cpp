@@ -193,21 +193,41 @@ void BackendXenbus::try_probe() {
   const auto online = read(backend_path_ + "/online");
   if (!state || *state != "1" || !online || *online != "1") return;
 
+  if (prepare_probe()) dispatch(BackendDirAppeared{});
+}
+
+bool BackendXenbus::prepare_probe() {
   auto cfg = parse_backend_config(reader_for(backend_path_), frontend_, devid_);
   if (!cfg) {
     const KeyError& e = cfg.error();
     log::write(log::Level::error, log_prefix_,
                "refusing the backend directory: " + e.key + " " + e.reason);
     dispatch(ProbeFailed{e.error, "reading " + backend_path_ + "/" + e.key + ": " + e.reason});
-    return;
+    return false;
   }
   config_ = *cfg;
   frontend_watch_.reset();
   if (auto ec = add_watch(frontend_watch_, config_->frontend_path + "/state", kFrontendState)) {
     dispatch(ProbeFailed{ec.value(), "watching " + config_->frontend_path + "/state"});
-    return;
+    return false;
   }
-  dispatch(BackendDirAppeared{});
+  return true;
+}
+
+std::error_code BackendXenbus::adopt() {
+  if (view_.backend != XenbusState::unknown)
+    return std::make_error_code(std::errc::already_connected);
+  const auto state = read(backend_path_ + "/state");
+  const auto online = read(backend_path_ + "/online");
+  const auto found = state ? parse_xenbus_state(*state) : std::nullopt;
+  if (!found || !online || *online != "1" || *found == XenbusState::unknown ||
+      *found == XenbusState::initialising)
+    return std::make_error_code(std::errc::invalid_argument);
+  if (!prepare_probe()) return std::make_error_code(std::errc::invalid_argument);
+  log::write(log::Level::info, log_prefix_,
+             "adopting the device (found in state " + std::string(state_name(*found)) + ")");
+  dispatch(BackendAdopted{*found});
+  return {};
 }
 
 // ---- running the machine ----------------------------------------------------------------------
@@ -252,8 +272,8 @@ std::optional<Event> BackendXenbus::execute(const Action& action) {
             log::write(log::Level::error, log_prefix_,
                        "writing state " + std::string(state_name(a.state)) + ": " + ec.message());
           } else {
-            log::write(log::Level::info, log_prefix_,
-                       "backend state -> " + std::string(state_name(a.state)));
+            // A frontend can make us cycle through the states as fast as it writes its own.
+            log_guest(log::Level::info, "backend state -> " + std::string(state_name(a.state)));
           }
         } else if constexpr (std::is_same_v<T, ReadFrontendAndConnect>) {
           return read_frontend_and_connect();
@@ -266,6 +286,13 @@ std::optional<Event> BackendXenbus::execute(const Action& action) {
           auto ec = xs_.rm(backend_path_ + "/hotplug-status");
           if (ec && ec != std::errc::no_such_file_or_directory)
             log::write(log::Level::warn, log_prefix_, "removing hotplug-status: " + ec.message());
+        } else if constexpr (std::is_same_v<T, RunHotplugScript>) {
+          if (hotplug_runner_) {
+            hotplug_runner_();
+          } else {
+            log::write(log::Level::warn, log_prefix_,
+                       "no hotplug runner: waiting for someone to run the hotplug script");
+          }
         } else if constexpr (std::is_same_v<T, ReportFatal>) {
           // xenbus_dev_fatal's format: "<errno> <message>" under error/<nodename>/error.
           warn_guest("fatal: " + a.message);
@@ -296,8 +323,7 @@ std::optional<Event> BackendXenbus::read_frontend_and_connect() {
     return ConnectFailed{ec.value(), "connecting " + std::to_string(fe->queues.size()) +
                                          " queue(s): " + ec.message()};
   }
-  log::write(log::Level::info, log_prefix_,
-             "connected " + std::to_string(fe->queues.size()) + " queue(s)");
+  log_guest(log::Level::info, "connected " + std::to_string(fe->queues.size()) + " queue(s)");
   // Both watches fire at once; the remembered values make that first event a no-op.
   last_rate_ = rate;
   last_multicast_control_ = fe->multicast_control;
@@ -339,10 +365,14 @@ std::error_code BackendXenbus::add_watch(hv::XsWatch& slot, const std::string& p
 }
 
 void BackendXenbus::warn_guest(const std::string& msg) {
+  log_guest(log::Level::warn, msg);
+}
+
+void BackendXenbus::log_guest(log::Level level, const std::string& msg) {
   std::uint64_t suppressed = 0;
   if (!guest_log_limit_.allow(suppressed)) return;
   log::write(
-      log::Level::warn, log_prefix_,
+      level, log_prefix_,
       suppressed == 0 ? msg : msg + " (" + std::to_string(suppressed) + " messages suppressed)");
 }
 

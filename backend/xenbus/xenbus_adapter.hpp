@@ -11,6 +11,7 @@
 // queue and hands every event whose token this object owns() to handle_watch().
 #pragma once
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -47,6 +48,10 @@ class VifControl {
   virtual void multicast_control_changed(bool enabled) = 0;
 };
 
+/// Runs B:script `online` for this vif, the way libxl does (the daemon's HotplugLauncher).
+/// Only an adopted device needs it: libxl runs the script itself for a device it creates.
+using HotplugRunner = std::function<void()>;
+
 class BackendXenbus {
  public:
   /// Nothing happens until start(). `vif` and `xs` must outlive this object.
@@ -60,6 +65,14 @@ class BackendXenbus {
   /// Registers the watches on the backend directory; their initial events (delivered through
   /// handle_watch like any other) start the probe.
   std::error_code start();
+
+  /// Takes over a device an earlier daemon served (machine event BackendAdopted): validates
+  /// the toolstack's keys and watches the frontend as a probe does, then walks the device to
+  /// Closed with a new TAP and a fresh hotplug run. Call right after start(), for a directory
+  /// found online and past state 1 when the daemon started. An error: nothing to adopt (the
+  /// directory changed meanwhile) or the keys were refused (then reported as a fatal error).
+  std::error_code adopt();
+  void set_hotplug_runner(HotplugRunner runner) { hotplug_runner_ = std::move(runner); }
 
   /// True if `ev` belongs to this vif (its token starts with token_prefix()).
   [[nodiscard]] bool owns(const hv::XsWatchEvent& ev) const;
@@ -94,6 +107,9 @@ class BackendXenbus {
   void on_multicast_control();
 
   void try_probe();
+  /// Validates the toolstack's keys and watches the frontend; false (and ProbeFailed
+  /// dispatched) when that fails.
+  bool prepare_probe();
   void dispatch(Event first);
   std::optional<Event> execute(const Action& a);
   std::optional<Event> read_frontend_and_connect();
@@ -103,6 +119,9 @@ class BackendXenbus {
   KeyReader reader_for(std::string dir);
   std::error_code add_watch(hv::XsWatch& slot, const std::string& path, std::string_view kind);
   void warn_guest(const std::string& msg);
+  /// Every line a frontend can trigger at will (its state changes included) goes through
+  /// guest_log_limit_, so a guest cannot flood dom0's log (netback-facts §6).
+  void log_guest(log::Level level, const std::string& msg);
 
   hv::XenStore& xs_;
   VifControl& vif_;
@@ -122,6 +141,7 @@ class BackendXenbus {
   hv::XsWatch state_watch_, online_watch_, hotplug_watch_, frontend_watch_;
   hv::XsWatch rate_watch_, multicast_watch_;
   log::RateLimit guest_log_limit_;
+  HotplugRunner hotplug_runner_;
 };
 
 }  // namespace unetback::xenbus

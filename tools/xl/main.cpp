@@ -16,9 +16,9 @@
 #include <unistd.h>
 #include <vector>
 
+#include "common/hotplug/hotplug_script.hpp"
 #include "common/hv/sim/sim_hypervisor.hpp"
 #include "tools/xl/guest_launcher.hpp"
-#include "tools/xl/hotplug_runner.hpp"
 #include "tools/xl/toolstack.hpp"
 #include "tools/xl/vif_option.hpp"
 
@@ -26,6 +26,7 @@ namespace unetback {
 namespace {
 
 namespace ts = toolstack;
+namespace hp = hotplug;
 namespace fs = std::filesystem;
 
 // Exit codes (in --help).
@@ -149,9 +150,9 @@ class World {
     return v ? *v : fallback;
   }
 
-  ts::HotplugCall hotplug_call(const std::string& script, std::string action, DomId domid,
+  hp::HotplugCall hotplug_call(const std::string& script, std::string action, DomId domid,
                                DevId devid) const {
-    return ts::HotplugCall{script, std::move(action), domid, devid, "", dir_ + "/dom0.sock"};
+    return hp::HotplugCall{script, std::move(action), domid, devid, "", dir_ + "/dom0.sock"};
   }
 
  private:
@@ -170,8 +171,8 @@ void remove_all_vifs(World& w, DomId domid) {
           num(ts::kDestroyTimeout.count()) + " s: " + ec.message() + "; tearing down anyway");
     }
     if (!script.empty()) {
-      auto r = ts::run_hotplug_script(w.hotplug_call(script, "offline", domid, devid),
-                                      ts::kHotplugTimeout);
+      auto r = hp::run_hotplug_script(w.hotplug_call(script, "offline", domid, devid),
+                                      hp::kHotplugTimeout);
       if (!r)
         err("hotplug script " + script + " offline: " + r.error().message());
       else if (!r->ok())
@@ -239,8 +240,8 @@ int cmd_create(World& w, const CreateArgs& a) {
       undo_create(w, domid);
       return kExitDeviceFailed;
     }
-    auto r = ts::run_hotplug_script(w.hotplug_call(spec.script, "online", domid, spec.devid),
-                                    ts::kHotplugTimeout);
+    auto r = hp::run_hotplug_script(w.hotplug_call(spec.script, "online", domid, spec.devid),
+                                    hp::kHotplugTimeout);
     if (!r || !r->ok()) {
       const std::string why = !r ? "cannot run: " + r.error().message() : r->describe();
       const std::string herr = w.read_or(be + "/hotplug-error", "");
@@ -407,7 +408,7 @@ int run(std::vector<std::string_view> args) {
       for (const auto& other : a.vifs)
         if (other.devid == spec.devid)
           return usage_error("two vifs with devid " + num(spec.devid.value()));
-      spec.script = ts::resolve_script_path(spec.script);
+      spec.script = hp::resolve_script_path(spec.script);
       next_devid = spec.devid.value() + 1;
       a.vifs.push_back(std::move(spec));
     } else if (opt == "--guest-netns") {

@@ -18,8 +18,7 @@ namespace unetback::toolstack {
 /// LIBXL_DESTROY_TIMEOUT for Closed).
 inline constexpr std::chrono::seconds kInitTimeout{10};
 inline constexpr std::chrono::seconds kDestroyTimeout{10};
-/// LIBXL_HOTPLUG_TIMEOUT: the hotplug script's limit.
-inline constexpr std::chrono::seconds kHotplugTimeout{40};
+/// (LIBXL_HOTPLUG_TIMEOUT is hotplug::kHotplugTimeout, common/hotplug/hotplug_script.hpp.)
 
 struct VifSpec {
   DevId devid{0};

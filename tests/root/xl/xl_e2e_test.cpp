@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "common/hv/sim/sim_hypervisor.hpp"
+#include "tests/support/xl_world.hpp"
 #include "tools/xl/toolstack.hpp"
 
 extern char** environ;
@@ -28,104 +29,11 @@ namespace {
 using namespace std::chrono_literals;
 namespace fs = std::filesystem;
 
-std::string env_or(const char* name, const char* fallback) {
-  const char* v = std::getenv(name);
-  return v != nullptr && *v != '\0' ? v : fallback;
-}
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-struct RunResult {
-  int status = -1;  // exit status; -1 killed/timeout
-  std::string out, err;
-};
-
-/// Runs argv (no shell), stdout/stderr to files in `dir`, killed after `limit`.
-RunResult run(const std::vector<std::string>& argv, const std::string& dir,
-              std::chrono::milliseconds limit = 60s) {
-  static int n = 0;
-  const std::string o = dir + "/run" + std::to_string(++n) + ".out";
-  const std::string e = dir + "/run" + std::to_string(n) + ".err";
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    const int fo = ::open(o.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int fe = ::open(e.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ::dup2(fo, 1);
-    ::dup2(fe, 2);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    ::execvp(args[0], args.data());
-    ::_exit(127);
-  }
-  RunResult r;
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  int st = 0;
-  for (;;) {
-    if (::waitpid(pid, &st, WNOHANG) == pid) {
-      r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-      break;
-    }
-    if (std::chrono::steady_clock::now() > deadline) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &st, 0);
-      break;
-    }
-    std::this_thread::sleep_for(10ms);
-  }
-  r.out = slurp(o);
-  r.err = slurp(e);
-  return r;
-}
-
-/// A long-running child (xensim, unetbackd), output to a log; SIGTERM then SIGKILL at the end.
-class Daemon {
- public:
-  Daemon(const std::vector<std::string>& argv, std::string log) : log_(std::move(log)) {
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      const int f = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      ::dup2(f, 1);
-      ::dup2(f, 2);
-      std::vector<char*> args;
-      for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-      args.push_back(nullptr);
-      ::execvp(args[0], args.data());
-      ::_exit(127);
-    }
-  }
-  ~Daemon() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGTERM);
-    int st = 0;
-    for (int i = 0; i < 500; ++i) {
-      if (::waitpid(pid_, &st, WNOHANG) == pid_) return;
-      std::this_thread::sleep_for(10ms);
-    }
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, &st, 0);
-  }
-  Daemon(const Daemon&) = delete;
-  Daemon& operator=(const Daemon&) = delete;
-  bool wait_for(const std::string& text, std::chrono::milliseconds limit) {
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (slurp(log_).find(text) != std::string::npos) return true;
-      std::this_thread::sleep_for(20ms);
-    }
-    return false;
-  }
-  [[nodiscard]] std::string log() const { return slurp(log_); }
-
- private:
-  std::string log_;
-  pid_t pid_ = -1;
-};
+using testing::Daemon;
+using testing::env_or;
+using testing::run;
+using testing::RunResult;
+using testing::slurp;
 
 class XlEndToEnd : public ::testing::Test {
  protected:

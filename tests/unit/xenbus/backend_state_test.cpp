@@ -98,6 +98,8 @@ const std::vector<Event>& all_events() {
     e.emplace_back(TapCreateFailed{kEperm, "no tap"});
     e.emplace_back(ProbeFailed{kEinval, "bad frontend"});
     e.emplace_back(DaemonShutdown{});
+    e.emplace_back(BackendAdopted{S::connected});
+    e.emplace_back(BackendAdopted{S::closed});
     return e;
   }();
   return events;
@@ -132,7 +134,8 @@ std::map<Key, Expect> build_table() {
   const std::string probe = "BackendDirAppeared", gone = "FrontendDomainGone",
                     ok = "ConnectSucceeded", cfail = "ConnectFailed(bad key)",
                     tfail = "TapCreateFailed(no tap)", pfail = "ProbeFailed(bad frontend)",
-                    inval = "FrontendStateInvalid", stop = "DaemonShutdown";
+                    inval = "FrontendStateInvalid", stop = "DaemonShutdown",
+                    adopt4 = "BackendAdopted(Connected)", adopt6 = "BackendAdopted(Closed)";
   const Actions removal_from_2 = {W(S::closing), DestroyTap{}, RemoveHotplugStatus{}, W(S::closed)};
   const Actions removal_from_4 = {Disconnect{}, W(S::closing), DestroyTap{}, RemoveHotplugStatus{},
                                   W(S::closed)};
@@ -150,6 +153,14 @@ std::map<Key, Expect> build_table() {
   at("Unprobed", t6off, {{}, S::closed, false, R::down});
   at("Unprobed", ok, {{Disconnect{}}, S::unknown, false, R::down});
   at("Unprobed", pfail, {{bad_probe, W(S::closing)}, S::closing, false, R::down});
+  // Adopted after a restart: tell the frontend the old connection is dead, new TAP, script.
+  at("Unprobed", adopt4,
+     {{RemoveHotplugStatus{}, W(S::closing), W(S::closed), CreateTap{}, RunHotplugScript{}},
+      S::closed,
+      true,
+      R::down});
+  at("Unprobed", adopt6,
+     {{RemoveHotplugStatus{}, CreateTap{}, RunHotplugScript{}}, S::closed, true, R::down});
 
   // The frontend was already Connected when the probe happens: connect right after InitWait.
   const std::string ufc = "UnprobedFrontendConnected";
@@ -163,6 +174,14 @@ std::map<Key, Expect> build_table() {
   at(ufc, t6off, {{}, S::closed, false, R::down});
   at(ufc, ok, {{Disconnect{}}, S::unknown, false, R::down});
   at(ufc, pfail, {{bad_probe, W(S::closing)}, S::closing, false, R::down});
+  // Its Connected is about the old backend's rings: the same walk, no connect.
+  at(ufc, adopt4,
+     {{RemoveHotplugStatus{}, W(S::closing), W(S::closed), CreateTap{}, RunHotplugScript{}},
+      S::closed,
+      true,
+      R::down});
+  at(ufc, adopt6,
+     {{RemoveHotplugStatus{}, CreateTap{}, RunHotplugScript{}}, S::closed, true, R::down});
 
   // InitWait, frontend Initialising, nothing mapped.
   const std::string iwi = "InitWaitIdle";
@@ -273,6 +292,8 @@ std::map<Key, Expect> build_table() {
   at(ctk, gone, {{DestroyTap{}, RemoveHotplugStatus{}}, S::closed, false, R::down});
   at(ctk, ok, {{Disconnect{}}, S::closed, true, R::down});
   at(ctk, stop, {{DestroyTap{}}, S::closed, false, R::down});
+  // Only an adoption creates a TAP on the way to Closed: its failure is reported, B stays 6.
+  at(ctk, tfail, {{no_tap}, S::closed, false, R::down});
 
   // Removed: only a fresh probe (or libxl rewriting 5 over our 6) does anything.
   at("Removed", probe,
@@ -327,7 +348,7 @@ INSTANTIATE_TEST_SUITE_P(BackendState, EveryStateEveryEvent,
 
 TEST(BackendState, TableCoversTheNamedViewsAndEvents) {
   ASSERT_EQ(named_views().size(), 11U);
-  ASSERT_EQ(all_events().size(), 27U);
+  ASSERT_EQ(all_events().size(), 29U);
   // Every table entry names a real (view, event) pair: no typo hides an expectation.
   std::set<std::string> views, events;
   for (const auto& v : named_views()) views.insert(v.name);
@@ -364,6 +385,11 @@ void check_weak(const BackendView& before, const Event& ev, const Transition& t)
       ts != nullptr && (ts->state == S::closing || ts->state == S::closed) && !before.shut_down &&
       before.backend != ts->state) {
     at = ts->state;  // the toolstack moved it; our walk starts there
+  }
+  if (const auto* ad = std::get_if<BackendAdopted>(&ev);
+      ad != nullptr && before.backend == S::unknown && !before.removed && !before.shut_down &&
+      ad->found != S::unknown && ad->found != S::initialising) {
+    at = ad->found;  // an earlier daemon left it there
   }
   for (std::size_t i = 0; i < t.actions.size(); ++i) {
     const Action& a = t.actions[i];
@@ -492,7 +518,7 @@ TEST(BackendState, EveryPossibleViewAndEventWritesOnlyLegalStates) {
   std::size_t n = 0;
   for (std::uint8_t b = 0; b < kXenbusStateCount; ++b)
     for (int f = -1; f < kXenbusStateCount; ++f)
-      for (int bits = 0; bits < 16; ++bits)
+      for (int bits = 0; bits < 32; ++bits)
         for (int r = 0; r < 3; ++r)
           for (int h = 0; h < 3; ++h) {
             BackendView v;
@@ -502,6 +528,7 @@ TEST(BackendState, EveryPossibleViewAndEventWritesOnlyLegalStates) {
             v.tap = (bits & 2) != 0;
             v.removed = (bits & 4) != 0;
             v.shut_down = (bits & 8) != 0;
+            v.stale_frontend = (bits & 16) != 0;
             v.rings = static_cast<RingsState>(r);
             v.hotplug = static_cast<HotplugStatus>(h);
             for (const Event& ev : all_events()) {
@@ -509,7 +536,7 @@ TEST(BackendState, EveryPossibleViewAndEventWritesOnlyLegalStates) {
               ++n;
             }
           }
-  EXPECT_EQ(n, 9U * 10 * 16 * 3 * 3 * 27);
+  EXPECT_EQ(n, 9U * 10 * 32 * 3 * 3 * 29);
 }
 
 // ---- sequences ----------------------------------------------------------------------------------
@@ -539,6 +566,43 @@ TEST(BackendState, LibxlAndNetfrontHappyPath) {
             (Actions{Disconnect{}, DestroyTap{}, RemoveHotplugStatus{}, W(S::closed)}));
   EXPECT_TRUE(m.feed(OnlineChanged{false}).empty());
   EXPECT_TRUE(m.view.removed);
+}
+
+TEST(BackendState, AdoptedAfterACrashIgnoresTheStaleConnectedUntilTheFrontendStartsOver) {
+  Machine m;
+  // The old daemon died with B=4; the frontend still says 4 about rings nobody serves.
+  EXPECT_EQ(m.feed(BackendAdopted{S::connected}),
+            (Actions{RemoveHotplugStatus{}, W(S::closing), W(S::closed), CreateTap{},
+                     RunHotplugScript{}}));
+  EXPECT_TRUE(m.feed(FrontendStateChanged{S::connected}).empty()) << "stale: no connect";
+  EXPECT_TRUE(m.feed(HotplugStatusChanged{HotplugStatus::connected}).empty());
+  // The frontend saw Closing: it closes, then starts over.
+  EXPECT_TRUE(m.feed(FrontendStateChanged{S::closing}).empty());
+  EXPECT_TRUE(m.feed(FrontendStateChanged{S::closed}).empty());
+  EXPECT_EQ(m.feed(FrontendStateChanged{S::initialising}), (Actions{W(S::init_wait)}));
+  EXPECT_EQ(m.feed(FrontendStateChanged{S::connected}), (Actions{ReadFrontendAndConnect{}}));
+  EXPECT_EQ(m.feed(ConnectSucceeded{}), (Actions{W(S::connected)}));
+}
+
+TEST(BackendState, AdoptedAfterAnOrderlyExitWithTheFrontendWaitingGoesToInitWait) {
+  Machine m;
+  // An orderly exit wrote 6; the frontend acknowledged and said 1 before the new daemon came.
+  m.feed(FrontendStateChanged{S::initialising});
+  EXPECT_EQ(m.feed(BackendAdopted{S::closed}),
+            (Actions{RemoveHotplugStatus{}, CreateTap{}, RunHotplugScript{}, W(S::init_wait)}));
+  EXPECT_EQ(m.feed(FrontendStateChanged{S::connected}), (Actions{ReadFrontendAndConnect{}}));
+  EXPECT_TRUE(m.feed(ConnectSucceeded{}).empty()) << "the script has not reported yet";
+  EXPECT_EQ(m.feed(HotplugStatusChanged{HotplugStatus::connected}), (Actions{W(S::connected)}));
+}
+
+TEST(BackendState, AdoptionFailingToCreateTheTapIsFatal) {
+  Machine m;
+  m.feed(BackendAdopted{S::connected});
+  EXPECT_EQ(m.feed(TapCreateFailed{kEperm, "no tap"}), (Actions{ReportFatal{kEperm, "no tap"}}));
+  EXPECT_FALSE(m.view.tap);
+  // A frontend starting over asks for it again.
+  m.feed(FrontendStateChanged{S::closed});
+  EXPECT_EQ(m.feed(FrontendStateChanged{S::initialising}), (Actions{CreateTap{}, W(S::init_wait)}));
 }
 
 TEST(BackendState, RemovalSeenThroughOnlineFirstReleasesEverythingBeforeClosed) {

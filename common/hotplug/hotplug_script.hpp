@@ -4,16 +4,26 @@
 // netdev and vif=vif<domid>.<devid>, under LIBXL_HOTPLUG_TIMEOUT (the script's process group
 // is killed when it runs over). For the xensim world we add XENSTORED_PATH so the script's
 // xenstore-read/-write reach xensim's xenstored instead of a real one.
+//
+// Two callers: unetback-xl (libxl's role: runs the script and waits) and unetbackd, which runs
+// it again for a device it adopts after a restart (the TAP the script bridged died with the
+// previous daemon) and must not block its event loop meanwhile: HotplugProcess::poll().
 #pragma once
 
 #include <chrono>
+#include <cstdint>
+#include <optional>
 #include <string>
+#include <sys/types.h>
 #include <vector>
 
 #include "common/util/result.hpp"
 #include "common/util/strong_id.hpp"
 
-namespace unetback::toolstack {
+namespace unetback::hotplug {
+
+/// libxl's LIBXL_HOTPLUG_TIMEOUT.
+inline constexpr std::chrono::seconds kHotplugTimeout{40};
 
 struct HotplugCall {
   std::string script;  ///< absolute path
@@ -38,8 +48,36 @@ struct HotplugOutcome {
 /// The script's argv: script, action, "type_if=vif".
 [[nodiscard]] std::vector<std::string> hotplug_argv(const HotplugCall& call);
 
-/// Runs the script (stdout and stderr go to our stderr, stdin is /dev/null) and waits at
-/// most `timeout`. An error only when it could not be started (fork/exec, ENOENT/EACCES).
+/// A running script (stdout and stderr go to our stderr, stdin is /dev/null) in a process group
+/// of its own. The destructor kills the group and reaps it if it is still running.
+class HotplugProcess {
+ public:
+  /// An error only when it could not be started (fork, or the script is not executable).
+  [[nodiscard]] static Result<HotplugProcess> spawn(const HotplugCall& call,
+                                                    std::chrono::milliseconds timeout);
+  HotplugProcess(HotplugProcess&& o) noexcept;
+  HotplugProcess& operator=(HotplugProcess&& o) noexcept;
+  HotplugProcess(const HotplugProcess&) = delete;
+  HotplugProcess& operator=(const HotplugProcess&) = delete;
+  ~HotplugProcess();
+
+  /// Non-blocking: the outcome once the script has exited, or once its time is up (then its
+  /// group is killed first); nullopt while it runs. Returns the outcome once, then nullopt.
+  [[nodiscard]] std::optional<HotplugOutcome> poll();
+  /// Blocks until poll() has an outcome.
+  [[nodiscard]] HotplugOutcome wait();
+  [[nodiscard]] pid_t pid() const { return pid_; }
+
+ private:
+  HotplugProcess(pid_t pid, std::chrono::steady_clock::time_point deadline)
+      : pid_(pid), deadline_(deadline) {}
+  void kill_and_reap();
+
+  pid_t pid_ = -1;  // -1 once reaped
+  std::chrono::steady_clock::time_point deadline_;
+};
+
+/// Runs the script and waits at most `timeout`. An error only when it could not be started.
 [[nodiscard]] Result<HotplugOutcome> run_hotplug_script(const HotplugCall& call,
                                                         std::chrono::milliseconds timeout);
 
@@ -50,4 +88,4 @@ struct HotplugOutcome {
 
 inline constexpr const char* kXenScriptDir = "/etc/xen/scripts";
 
-}  // namespace unetback::toolstack
+}  // namespace unetback::hotplug

@@ -1,5 +1,6 @@
-#include "tools/xl/hotplug_runner.hpp"
+#include "common/hotplug/hotplug_script.hpp"
 
+#include <cerrno>
 #include <csignal>
 #include <cstdlib>
 #include <fcntl.h>
@@ -7,8 +8,11 @@
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
+#include <utility>
 
-namespace unetback::toolstack {
+extern char** environ;
+
+namespace unetback::hotplug {
 
 std::string HotplugOutcome::describe() const {
   switch (kind) {
@@ -46,10 +50,11 @@ std::string resolve_script_path(const std::string& script) {
   return ec ? script : abs.lexically_normal().string();
 }
 
-Result<HotplugOutcome> run_hotplug_script(const HotplugCall& call,
-                                          std::chrono::milliseconds timeout) {
+Result<HotplugProcess> HotplugProcess::spawn(const HotplugCall& call,
+                                             std::chrono::milliseconds timeout) {
   if (::access(call.script.c_str(), X_OK) != 0) return last_errno();
-  // Built before fork: the child only calls async-signal-safe functions.
+  // Built before fork: the child only calls async-signal-safe functions (the daemon that
+  // calls this has threads).
   const std::vector<std::string> argv_s = hotplug_argv(call);
   std::vector<std::string> env_s;
   const std::vector<std::string> extra = hotplug_environment(call);
@@ -72,6 +77,8 @@ Result<HotplugOutcome> run_hotplug_script(const HotplugCall& call,
   if (pid < 0) return last_errno();
   if (pid == 0) {
     (void)::setpgid(0, 0);  // its own group: a timeout kills the script and its children
+    // Signals the parent ignores stay ignored across exec; a shell script wants the defaults.
+    (void)::signal(SIGPIPE, SIG_DFL);
     const int devnull = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (devnull >= 0) (void)::dup2(devnull, 0);
     (void)::dup2(2, 1);
@@ -79,23 +86,63 @@ Result<HotplugOutcome> run_hotplug_script(const HotplugCall& call,
     ::_exit(127);
   }
   (void)::setpgid(pid, pid);
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  return HotplugProcess(pid, std::chrono::steady_clock::now() + timeout);
+}
+
+HotplugProcess::HotplugProcess(HotplugProcess&& o) noexcept
+    : pid_(std::exchange(o.pid_, -1)), deadline_(o.deadline_) {}
+
+HotplugProcess& HotplugProcess::operator=(HotplugProcess&& o) noexcept {
+  if (this != &o) {
+    kill_and_reap();
+    pid_ = std::exchange(o.pid_, -1);
+    deadline_ = o.deadline_;
+  }
+  return *this;
+}
+
+HotplugProcess::~HotplugProcess() {
+  kill_and_reap();
+}
+
+void HotplugProcess::kill_and_reap() {
+  if (pid_ <= 0) return;
+  (void)::kill(-pid_, SIGKILL);
+  int status = 0;
+  while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  }
+  pid_ = -1;
+}
+
+std::optional<HotplugOutcome> HotplugProcess::poll() {
+  if (pid_ <= 0) return std::nullopt;
+  int status = 0;
+  const pid_t r = ::waitpid(pid_, &status, WNOHANG);
+  if (r == pid_) {
+    pid_ = -1;
+    if (WIFSIGNALED(status))
+      return HotplugOutcome{HotplugOutcome::Kind::signalled, WTERMSIG(status)};
+    return HotplugOutcome{HotplugOutcome::Kind::exited, WEXITSTATUS(status)};
+  }
+  if (std::chrono::steady_clock::now() >= deadline_) {
+    kill_and_reap();
+    return HotplugOutcome{HotplugOutcome::Kind::timed_out, 0};
+  }
+  return std::nullopt;
+}
+
+HotplugOutcome HotplugProcess::wait() {
   for (;;) {
-    int status = 0;
-    const pid_t r = ::waitpid(pid, &status, WNOHANG);
-    if (r == pid) {
-      if (WIFSIGNALED(status))
-        return HotplugOutcome{HotplugOutcome::Kind::signalled, WTERMSIG(status)};
-      return HotplugOutcome{HotplugOutcome::Kind::exited, WEXITSTATUS(status)};
-    }
-    if (r < 0 && errno != EINTR) return last_errno();
-    if (std::chrono::steady_clock::now() >= deadline) {
-      (void)::kill(-pid, SIGKILL);
-      (void)::waitpid(pid, &status, 0);
-      return HotplugOutcome{HotplugOutcome::Kind::timed_out, 0};
-    }
+    if (auto o = poll()) return *o;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
 }
 
-}  // namespace unetback::toolstack
+Result<HotplugOutcome> run_hotplug_script(const HotplugCall& call,
+                                          std::chrono::milliseconds timeout) {
+  auto p = HotplugProcess::spawn(call, timeout);
+  if (!p) return p.error();
+  return p->wait();
+}
+
+}  // namespace unetback::hotplug

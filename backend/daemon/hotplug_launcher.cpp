@@ -1,0 +1,44 @@
+#include "backend/daemon/hotplug_launcher.hpp"
+
+#include <algorithm>
+
+#include "common/util/log.hpp"
+
+namespace unetback::daemon {
+namespace {
+
+constexpr std::string_view kLog = "hotplug";
+
+std::string vif_name(DomId domid, DevId devid) {
+  return "vif" + std::to_string(domid.value()) + "." + std::to_string(devid.value());
+}
+
+}  // namespace
+
+HotplugLauncher::HotplugLauncher(std::string xenstored_path, std::chrono::milliseconds timeout)
+    : xenstored_path_(std::move(xenstored_path)), timeout_(timeout) {}
+
+std::error_code HotplugLauncher::launch(const std::string& script, DomId domid, DevId devid) {
+  std::erase_if(runs_, [&](const Run& r) { return r.domid == domid && r.devid == devid; });
+  const hotplug::HotplugCall call{script, "online", domid, devid, "", xenstored_path_};
+  auto p = hotplug::HotplugProcess::spawn(call, timeout_);
+  if (!p) return p.error();
+  log::write(log::Level::info, kLog,
+             vif_name(domid, devid) + ": running " + script + " online (pid " +
+                 std::to_string(p->pid()) + ")");
+  runs_.push_back(Run{domid, devid, script, std::move(*p)});
+  return {};
+}
+
+void HotplugLauncher::reap() {
+  std::erase_if(runs_, [](Run& r) {
+    const auto outcome = r.process.poll();
+    if (!outcome) return false;
+    const std::string what =
+        vif_name(r.domid, r.devid) + ": " + r.script + " online " + outcome->describe();
+    log::write(outcome->ok() ? log::Level::info : log::Level::error, kLog, what);
+    return true;
+  });
+}
+
+}  // namespace unetback::daemon

@@ -1,0 +1,299 @@
+// The demo's path with assertions (suite e2e, root): a xensim world, unetbackd in a dom0
+// namespace with a Linux bridge, guests made by unetback-xl running the real netfront-shim
+// in namespaces of their own, and iperf3/ping between them. Each scenario is what an
+// operator does to a running system: run traffic, attach and detach vifs, lose a guest,
+// restart the backend; and what the guests can be: multi-queue, no scatter-gather.
+#include <gtest/gtest.h>
+#include <iostream>
+#include <regex>
+
+#include "tests/support/xl_world.hpp"
+
+namespace unetback {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::Daemon;
+using testing::RunResult;
+using testing::XlWorld;
+
+XlWorld::Binaries binaries() {
+  return {testing::env_or("XENSIM_BIN", XENSIM_BIN_DEFAULT),
+          testing::env_or("UNETBACKD_BIN", UNETBACKD_BIN_DEFAULT),
+          testing::env_or("UNETBACK_XL_BIN", UNETBACK_XL_BIN_DEFAULT),
+          testing::env_or("UNETBACK_CTL_BIN", UNETBACK_CTL_BIN_DEFAULT),
+          testing::env_or("NETFRONT_SHIM_BIN", NETFRONT_SHIM_BIN_DEFAULT),
+          testing::env_or("VIF_UNETBACK_SCRIPT", VIF_UNETBACK_SCRIPT_DEFAULT)};
+}
+
+/// Sum of every `"name": N` in a JSON text (the daemon's per-queue counters).
+std::uint64_t sum_counter(const std::string& json, const std::string& name) {
+  const std::regex re("\"" + name + "\":\\s*([0-9]+)");
+  std::uint64_t total = 0;
+  for (auto it = std::sregex_iterator(json.begin(), json.end(), re); it != std::sregex_iterator();
+       ++it)
+    total += std::stoull((*it)[1].str());
+  return total;
+}
+
+class EndToEnd : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root (network namespaces, TAPs)";
+    for (const auto& b : {binaries().xensim, binaries().unetbackd, binaries().xl, binaries().ctl,
+                          binaries().shim, binaries().script})
+      if (::access(b.c_str(), X_OK) != 0) GTEST_SKIP() << b << " is not there";
+    if (RunResult r = testing::run({"iperf3", "--version"}, "/tmp"); r.status != 0)
+      GTEST_SKIP() << "iperf3 is not installed";
+    world_ = std::make_unique<XlWorld>(binaries(), "ube2e", "10.96.0");
+    ASSERT_TRUE(world_->ok()) << world_->why();
+  }
+  void TearDown() override { world_.reset(); }
+
+  XlWorld& w() { return *world_; }
+
+  /// An iperf3 server on the host side (dom0's namespace) on `port`.
+  void serve_iperf(int port) {
+    Daemon& d =
+        w().spawn_in_ns(w().ns0(), {"iperf3", "-s", "--forceflush", "-p", std::to_string(port)},
+                        "iperf3-s" + std::to_string(port) + ".log");
+    ASSERT_TRUE(d.wait_for("Server listening", 10s)) << d.log();
+  }
+  /// iperf3 from guest `g` to the host for `secs` seconds (`reverse`: host to guest).
+  RunResult iperf(const XlWorld::Guest& g, int port, int secs, bool reverse = false,
+                  std::vector<std::string> extra = {}) {
+    std::vector<std::string> argv = {
+        "iperf3", "-c", w().host_ip(), "-p", std::to_string(port), "-t", std::to_string(secs),
+        "-J"};
+    if (reverse) argv.push_back("-R");
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return w().in_ns(g.ns, argv, std::chrono::seconds(secs + 30));
+  }
+  bool ping(const std::string& ns, const std::string& ip, int count = 3) {
+    return w().in_ns(ns, {"ping", "-c", std::to_string(count), "-i", "0.2", "-W", "2", ip}, 30s)
+               .status == 0;
+  }
+  /// Waits until `ns` reaches `ip` by ping (one probe per attempt); the time it took.
+  std::optional<std::chrono::milliseconds> wait_reachable(const std::string& ns,
+                                                          const std::string& ip,
+                                                          std::chrono::seconds limit) {
+    const auto t0 = std::chrono::steady_clock::now();
+    while (std::chrono::steady_clock::now() - t0 < limit) {
+      if (w().in_ns(ns, {"ping", "-c", "1", "-W", "1", ip}, 5s).status == 0)
+        return std::chrono::duration_cast<std::chrono::milliseconds>(
+            std::chrono::steady_clock::now() - t0);
+    }
+    return std::nullopt;
+  }
+  std::string stats() { return w().ctl({"--json", "stats"}).out; }
+  std::string list() { return w().ctl({"--json", "list"}).out; }
+  bool wait_vif_count(std::size_t n, std::chrono::seconds limit) {
+    const auto t0 = std::chrono::steady_clock::now();
+    while (std::chrono::steady_clock::now() - t0 < limit) {
+      const std::string l = list();
+      std::size_t count = 0;
+      for (auto p = l.find("\"vif\":"); p != std::string::npos; p = l.find("\"vif\":", p + 1))
+        ++count;
+      if (count == n && w().vif_links().size() == n) return true;
+      std::this_thread::sleep_for(100ms);
+    }
+    return false;
+  }
+
+  std::unique_ptr<XlWorld> world_;
+};
+
+TEST_F(EndToEnd,
+       TwoGuestsPassTrafficBothWaysAboveAGigabitWithMinimalSlotsAndTeardownLeavesNothing) {
+  const std::size_t fds_before = testing::open_fds(w().daemon().pid());
+  auto g1 = w().create_guest(1);
+  ASSERT_TRUE(g1) << w().why();
+  auto g2 = w().create_guest(2);
+  ASSERT_TRUE(g2) << w().why();
+  serve_iperf(5201);
+
+  EXPECT_TRUE(ping(g1->ns, w().host_ip())) << "guest 1 cannot ping the host";
+  EXPECT_TRUE(ping(g2->ns, g1->ip)) << "guest 2 cannot ping guest 1 through the bridge";
+
+  const RunResult up = iperf(*g1, 5201, 3);
+  ASSERT_EQ(up.status, 0) << up.out << up.err;
+  const double up_bps = testing::iperf_bits_per_second(up.out);
+  const RunResult down = iperf(*g1, 5201, 3, /*reverse=*/true);
+  ASSERT_EQ(down.status, 0) << down.out << down.err;
+  const double down_bps = testing::iperf_bits_per_second(down.out);
+  std::cout << "guest->host " << up_bps / 1e9 << " Gbit/s, host->guest " << down_bps / 1e9
+            << " Gbit/s\n";
+  RecordProperty("guest_to_host_mbit_s", static_cast<int>(up_bps / 1e6));
+  RecordProperty("host_to_guest_mbit_s", static_cast<int>(down_bps / 1e6));
+  EXPECT_GT(up_bps, 1e9);
+  EXPECT_GT(down_bps, 1e9);
+
+  // Full coalescing: every packet the guests received used the fewest slots it could.
+  const std::string s = stats();
+  const std::uint64_t packets = sum_counter(s, "rx_packets");
+  ASSERT_GT(packets, 10000U) << s;
+  EXPECT_EQ(sum_counter(s, "rx_slots"), sum_counter(s, "rx_min_slots")) << s;
+
+  ASSERT_EQ(w().destroy_guest(*g1).status, 0);
+  ASSERT_EQ(w().destroy_guest(*g2).status, 0);
+  EXPECT_TRUE(wait_vif_count(0, 10s)) << list();
+  EXPECT_TRUE(w().vif_links().empty());
+  const auto vifs = w().xl({"list"});
+  EXPECT_EQ(vifs.out.find("g1"), std::string::npos) << vifs.out;
+  EXPECT_EQ(w().guest_pid(*g1), -1);
+  // Every mapping, port and TAP descriptor of the two vifs is given back.
+  EXPECT_EQ(testing::open_fds(w().daemon().pid()), fds_before);
+}
+
+TEST_F(EndToEnd, AttachingAndDetachingAnotherGuestWhileTrafficRunsNeverStallsTheStream) {
+  auto g1 = w().create_guest(1);
+  ASSERT_TRUE(g1) << w().why();
+  serve_iperf(5201);
+  Daemon& stream = w().spawn_in_ns(
+      g1->ns, {"iperf3", "-c", w().host_ip(), "-p", "5201", "-t", "12", "-i", "1", "-J"},
+      "stream.json");
+  std::this_thread::sleep_for(1s);
+  for (int round = 0; round < 3; ++round) {
+    auto g2 = w().create_guest(2);
+    ASSERT_TRUE(g2) << "round " << round << ": " << w().why();
+    EXPECT_TRUE(ping(g2->ns, w().host_ip(), 1)) << "round " << round;
+    ASSERT_EQ(w().destroy_guest(*g2).status, 0) << "round " << round;
+  }
+  const auto st = stream.wait_exit(40s);
+  ASSERT_TRUE(st.has_value());
+  EXPECT_EQ(*st, 0) << stream.log();
+  const auto rates = testing::iperf_interval_rates(stream.log());
+  ASSERT_GE(rates.size(), 10U) << stream.log();
+  for (std::size_t i = 0; i < rates.size(); ++i)
+    EXPECT_GT(rates[i], 1e8) << "second " << i << " of the stream nearly stopped";
+}
+
+TEST_F(EndToEnd, AGuestKilledMidTransferIsReleasedAndTheOtherGuestsTransferGoesOn) {
+  auto g1 = w().create_guest(1);
+  ASSERT_TRUE(g1) << w().why();
+  auto g2 = w().create_guest(2);
+  ASSERT_TRUE(g2) << w().why();
+  serve_iperf(5201);
+  serve_iperf(5202);
+  Daemon& survivor = w().spawn_in_ns(
+      g1->ns, {"iperf3", "-c", w().host_ip(), "-p", "5201", "-t", "8", "-i", "1", "-J"},
+      "survivor.json");
+  Daemon& victim = w().spawn_in_ns(
+      g2->ns, {"iperf3", "-c", w().host_ip(), "-p", "5202", "-t", "30"}, "victim.log");
+  std::this_thread::sleep_for(2s);
+  // The guest dies (its xensim domain goes with the process that ran it): no frontend close.
+  const pid_t shim = w().guest_pid(*g2);
+  ASSERT_GT(shim, 0);
+  ASSERT_EQ(::kill(shim, SIGKILL), 0);
+  // The backend notices the domain's death (@releaseDomain) and releases its vif alone.
+  EXPECT_TRUE(wait_vif_count(1, 10s)) << list();
+  EXPECT_FALSE(w().link_exists(w().ns0(), g2->tap()));
+  victim.signal(SIGKILL);
+
+  const auto st = survivor.wait_exit(40s);
+  ASSERT_TRUE(st.has_value());
+  EXPECT_EQ(*st, 0) << survivor.log();
+  const auto rates = testing::iperf_interval_rates(survivor.log());
+  ASSERT_GE(rates.size(), 7U) << survivor.log();
+  for (std::size_t i = 0; i < rates.size(); ++i)
+    EXPECT_GT(rates[i], 1e8) << "second " << i << " of the surviving guest's stream";
+  EXPECT_TRUE(ping(g1->ns, w().host_ip(), 1));
+  // The toolstack still removes what is left of the dead domain's device.
+  (void)w().destroy_guest(*g2);
+}
+
+// A backend restart: the guests must come back without anyone touching them. `signo` SIGTERM
+// is an orderly stop (every vif written Closed), SIGKILL a crash (vifs left at 4).
+void restart_and_reconnect(EndToEnd* t, XlWorld& w, int signo) {
+  auto g1 = w.create_guest(1);
+  ASSERT_TRUE(g1) << w.why();
+  auto g2 = w.create_guest(2, {}, {"--queues", "2"});
+  ASSERT_TRUE(g2) << w.why();
+  ASSERT_EQ(w.in_ns(g1->ns, {"ping", "-c", "2", "-i", "0.2", "-W", "2", w.host_ip()}).status, 0);
+
+  w.kill_daemon(signo);
+  // The TAPs went with the daemon's descriptors.
+  EXPECT_TRUE(w.vif_links().empty());
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(w.start_daemon()) << w.why();
+
+  for (const auto* g : {&*g1, &*g2}) {
+    bool back = false;
+    while (!back && std::chrono::steady_clock::now() - t0 < 30s)
+      back = w.in_ns(g->ns, {"ping", "-c", "1", "-W", "1", w.host_ip()}, 5s).status == 0;
+    EXPECT_TRUE(back) << g->name << " did not come back\n" << w.daemon().log();
+  }
+  const auto outage =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - t0);
+  std::cout << "outage after the restart (daemon start to both guests answering): "
+            << outage.count() << " ms\n";
+  ::testing::Test::RecordProperty("outage_ms", static_cast<int>(outage.count()));
+  // The adopted vifs re-ran their hotplug script (the TAPs are bridged again) and serve the
+  // queues the guests negotiated.
+  const std::string l = w.ctl({"--json", "list"}).out;
+  EXPECT_TRUE(std::regex_search(l, std::regex("\"queues\":\\s*2"))) << l;
+  const RunResult master = w.in_ns(w.ns0(), {"ip", "-o", "link", "show", "dev", g1->tap()});
+  EXPECT_NE(master.out.find(std::string("master ") + XlWorld::kBridge), std::string::npos)
+      << master.out;
+  // Traffic, not just ping.
+  (void)t;
+  Daemon& srv =
+      w.spawn_in_ns(w.ns0(), {"iperf3", "-s", "--forceflush", "-p", "5203"}, "iperf3-restart.log");
+  ASSERT_TRUE(srv.wait_for("Server listening", 10s));
+  const RunResult r =
+      w.in_ns(g2->ns, {"iperf3", "-c", w.host_ip(), "-p", "5203", "-t", "2", "-P", "2", "-J"}, 40s);
+  EXPECT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_GT(testing::iperf_bits_per_second(r.out), 1e8);
+  EXPECT_EQ(w.destroy_guest(*g1).status, 0);
+  EXPECT_EQ(w.destroy_guest(*g2).status, 0);
+}
+
+TEST_F(EndToEnd, BackendStoppedAndStartedAgainGuestsReconnectOnTheirOwn) {
+  restart_and_reconnect(this, w(), SIGTERM);
+}
+
+TEST_F(EndToEnd, BackendCrashedAndStartedAgainAdoptsTheVifsAndGuestsReconnect) {
+  restart_and_reconnect(this, w(), SIGKILL);
+}
+
+TEST_F(EndToEnd, AGuestAskingForTwoQueuesGetsTwoAndUsesBoth) {
+  auto g = w().create_guest(1, {}, {"--queues", "2"});
+  ASSERT_TRUE(g) << w().why();
+  const std::string l = list();
+  EXPECT_TRUE(std::regex_search(l, std::regex("\"queues\":\\s*2"))) << l;
+  serve_iperf(5201);
+  const RunResult r = iperf(*g, 5201, 3, false, {"-P", "4"});
+  ASSERT_EQ(r.status, 0) << r.out << r.err;
+  EXPECT_GT(testing::iperf_bits_per_second(r.out), 1e8);
+  // Both queues carried guest TX (the guest kernel spreads flows over the TAP's queues).
+  const std::string s = stats();
+  const std::regex re("\"tx_packets\":\\s*([0-9]+)");
+  std::vector<std::uint64_t> per_queue;
+  for (auto it = std::sregex_iterator(s.begin(), s.end(), re); it != std::sregex_iterator(); ++it)
+    per_queue.push_back(std::stoull((*it)[1].str()));
+  ASSERT_EQ(per_queue.size(), 2U) << s;
+  EXPECT_GT(per_queue[0], 0U) << s;
+  EXPECT_GT(per_queue[1], 0U) << s;
+}
+
+TEST_F(EndToEnd, AGuestWithoutScatterGatherSendsOneSlotPerPacket) {
+  auto g = w().create_guest(1, {"--no-sg"});
+  ASSERT_TRUE(g) << w().why();
+  serve_iperf(5201);
+  const RunResult up = iperf(*g, 5201, 2);
+  ASSERT_EQ(up.status, 0) << up.out << up.err;
+  const RunResult down = iperf(*g, 5201, 2, /*reverse=*/true);
+  ASSERT_EQ(down.status, 0) << down.out << down.err;
+  EXPECT_GT(testing::iperf_bits_per_second(up.out), 1e7);
+  EXPECT_GT(testing::iperf_bits_per_second(down.out), 1e7);
+  const std::string s = stats();
+  const std::uint64_t tx_packets = sum_counter(s, "tx_packets");
+  ASSERT_GT(tx_packets, 1000U) << s;
+  // Without feature-sg the frontend never chains slots (netif.h: a packet is one request).
+  EXPECT_EQ(sum_counter(s, "tx_slots"), tx_packets) << s;
+  // And the backend, told the frontend cannot take chains, never sends it more than one.
+  EXPECT_EQ(sum_counter(s, "rx_slots"), sum_counter(s, "rx_packets")) << s;
+}
+
+}  // namespace
+}  // namespace unetback
