@@ -99,7 +99,9 @@ class ShimLoop {
   ShimOptions opts_;
   std::ostream& ready_out_;
   netfront::NetfrontOptions nf_opts_;
-  boost::asio::io_context io_;
+  // Run by one thread only: concurrency hint 1 lets handlers post to a thread-private queue
+  // instead of waking the reactor (an epoll_ctl) for every continuation.
+  boost::asio::io_context io_{1};
   boost::asio::signal_set signals_;
   boost::asio::steady_timer deadline_timer_, rx_timer_, tx_retry_timer_;
   std::unique_ptr<hv::XenStore> xs_;

@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# tools/lab.sh xenlab [--quick] [--json FILE] [--no-shim]
+# Real Xen 4.17 in QEMU (TCG; no KVM needed): a Debian bookworm PV dom0 and PV domUs running
+# Linux xen-netfront. Builds the images from Debian packages (cached in $XENLAB_CACHE, default
+# $ROOT/.xenlab-cache), puts this checkout's unetbackd, unetback-ctl and netfront-shim into dom0
+# over 9p, boots once and runs tools/xenlab/dom0-run.sh there:
+#   1. kernel xen-netback: xl create, ping, iperf3 dom0->domU (tx) and domU->dom0 (rx)
+#   2. unetbackd (xen-netback blacklisted, stock vif-bridge): the same, alternating with 1 for
+#      every round; then a 2-vCPU domU (2 queues), a tunable written with xenstore-write,
+#      network-detach/attach, and after each destroy/detach: backend state 6, no TAP, no
+#      mapped grant, no bound event channel
+#   3. netfront-shim in a domU (no kernel netfront) against the kernel netback and unetbackd
+# Prints a table, writes --json (every figure, and unetbackd/kernel ratios per direction), and
+# exits non-zero when a check fails. --quick: one round of 3 s iperf3 runs (CI); a full run is
+# 3 rounds of 10 s. --only kernel|unetbackd|shim runs one part (debugging). Env: XENLAB_CACHE,
+# XENLAB_TIMEOUT (seconds for the whole boot; default 1800 quick, 3600 full).
+#
+# Called by tools/lab.sh as: tools/lab/xenlab.sh BUILD_DIR ARGS...   (as root, after the build)
+set -euo pipefail
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BUILD=$(cd "${1:?usage: xenlab.sh BUILD_DIR [--quick] [--json FILE] [--no-shim]}" && pwd)
+shift
+QUICK=0 JSON='' SHIM=1 ONLY=''
+while (($#)); do
+  case $1 in
+    --quick) QUICK=1 ;;
+    --only) ONLY=${2:?--only needs kernel, unetbackd or shim}; shift ;;
+    --json) JSON=${2:?--json needs a file}; shift ;;
+    --no-shim) SHIM=0 ;;
+    *) echo "xenlab: unknown argument $1" >&2; exit 2 ;;
+  esac
+  shift
+done
+[[ -z $JSON || $JSON == /* ]] || JSON=$PWD/$JSON
+log() { printf '[xenlab] %s\n' "$*" >&2; }
+
+"$ROOT/tools/lab.sh" deps qemu-system-x86 busybox-static debootstrap e2fsprogs cpio kmod
+
+CACHE=${XENLAB_CACHE:-$ROOT/.xenlab-cache}
+X=$ROOT/tools/xenlab
+"$X/build-images.sh" "$CACHE"
+
+BIN_DAEMON=$BUILD/backend/daemon/unetbackd
+BIN_CTL=$BUILD/tools/ctl/unetback-ctl
+BIN_SHIM=$BUILD/frontend-shim/netfront-shim
+for b in "$BIN_DAEMON" "$BIN_CTL" "$BIN_SHIM"; do
+  [[ -x $b ]] || { log "missing $b (build first)"; exit 1; }
+done
+
+# The 9p share: scenario script, binaries, domU kernel and initramfs, results.
+SHARE=$CACHE/share
+rm -rf "$SHARE"
+mkdir -p "$SHARE/bin" "$SHARE/out"
+install -m755 "$X/dom0-run.sh" "$SHARE/dom0-run.sh"
+install -m755 "$BIN_DAEMON" "$BIN_CTL" "$SHARE/bin/"
+cp "$CACHE/vmlinuz" "$SHARE/vmlinuz"
+# Every shared library the binaries need must be in the dom0 root (same bookworm versions).
+for b in "$BIN_DAEMON" "$BIN_CTL"; do
+  for lib in $(ldd "$b" | grep -o '/[^ ]*'); do
+    [[ -e $CACHE/rootfs$lib || -e $CACHE/rootfs/usr$lib ]] || { log "dom0 lacks $lib (needed by $b)"; exit 1; }
+  done
+done
+"$X/mk-initrd.sh" "$CACHE" "$SHARE/domU-initrd.cpio.gz" "$X/domU-init" /usr/bin/iperf3 -- xen-netfront
+"$X/mk-initrd.sh" "$CACHE" "$SHARE/domU-shim-initrd.cpio.gz" "$X/domU-init" /usr/bin/iperf3 \
+  "$BIN_SHIM:/usr/local/bin/netfront-shim" -- xen-evtchn xen-gntalloc tun
+if ((QUICK)); then
+  ROUNDS=1 SECS=3 LIMIT=${XENLAB_TIMEOUT:-1800}
+else
+  ROUNDS=3 SECS=10 LIMIT=${XENLAB_TIMEOUT:-3600}
+fi
+printf 'ROUNDS=%s\nSECS=%s\nSHIM=%s\nONLY=%s\n' "$ROUNDS" "$SECS" "$SHIM" "$ONLY" >"$SHARE/lab.conf"
+
+# Boot. -nic none: all traffic stays on xenbr0 inside the emulated machine. smap=0: Xen's
+# 64-bit PV guests die at their first instruction under QEMU 7.2 TCG's SMAP emulation.
+# snapshot=on: the cached root image is never written.
+LOG=$CACHE/console.log
+log "booting Xen (TCG; about $((ROUNDS * 2 + 4)) minutes), console log $LOG"
+START=$(date +%s)
+qemu-system-x86_64 -accel tcg,thread=multi,tb-size=512 -cpu max -m 3072 -smp 2 \
+  -display none -serial "file:$LOG" -monitor none -no-reboot -nic none \
+  -kernel "$CACHE/xen.elf" \
+  -append "dom0_mem=1536M,max:1536M dom0_max_vcpus=2 console=com1 com1=115200,8n1 loglvl=all guest_loglvl=all smap=0" \
+  -initrd "$CACHE/vmlinuz console=hvc0 earlyprintk=xen loglevel=4,$CACHE/dom0-initrd.cpio.gz" \
+  -drive "file=$CACHE/rootfs.img,if=virtio,format=raw,snapshot=on" \
+  -virtfs "local,path=$SHARE,mount_tag=hostshare,security_model=none,id=hostshare" \
+  </dev/null >"$CACHE/qemu.log" 2>&1 &
+QPID=$!
+# Only the QEMU started here is ever killed, by its PID.
+cleanup() { kill -0 "$QPID" 2>/dev/null && kill "$QPID" 2>/dev/null; wait "$QPID" 2>/dev/null || true; }
+trap cleanup EXIT
+: >"$LOG"
+tail -n +1 -f --pid="$QPID" "$LOG" 2>/dev/null | grep -a --line-buffered -E "XENLAB|\[domU\]|panic|Panic|BUG:" &
+TAILPID=$!
+TIMED_OUT=0
+while kill -0 "$QPID" 2>/dev/null; do
+  if (($(date +%s) - START > LIMIT)); then
+    log "timeout after ${LIMIT}s: stopping QEMU (pid $QPID)"
+    TIMED_OUT=1
+    kill "$QPID"
+    break
+  fi
+  sleep 2
+done
+wait "$QPID" 2>/dev/null || true
+wait "$TAILPID" 2>/dev/null || true
+ELAPSED=$(($(date +%s) - START))
+log "QEMU exited after ${ELAPSED}s"
+
+python3 - "$SHARE/out/results.txt" "$JSON" "$QUICK" "$ELAPSED" "$TIMED_OUT" "$LOG" <<'PY'
+import json, os, re, statistics, sys
+res, out, quick, elapsed, timed_out, console = sys.argv[1:]
+figs, checks = {}, []
+lines = open(res).read().splitlines() if os.path.exists(res) else []
+for line in lines:
+    parts = line.split(" ", 3)
+    if parts[0] == "FIG" and len(parts) >= 3:
+        try:
+            figs[parts[1]] = float(parts[2])
+        except ValueError:
+            figs[parts[1]] = parts[2]
+    elif parts[0] == "CHECK" and len(parts) >= 3:
+        checks.append({"name": parts[1], "result": parts[2], "detail": parts[3] if len(parts) > 3 else ""})
+done = "dom0_uptime_end_s" in figs
+if not done:
+    checks.append({"name": "lab.completed", "result": "FAIL",
+                   "detail": "timed out" if timed_out == "1" else "dom0 did not finish the scenarios (see " + console + ")"})
+
+def series(backend, d):
+    return [v for k, v in sorted(figs.items()) if re.fullmatch(rf"{backend}\.r\d+\.{d}\.mbps", k)]
+
+ratios, means, rows = {}, {}, []
+for d, label in (("tx", "dom0 -> domU"), ("rx", "domU -> dom0")):
+    k, u = series("kernel", d), series("unetbackd", d)
+    means[d] = {"kernel": statistics.mean(k) if k else None, "unetbackd": statistics.mean(u) if u else None}
+    ratios[d] = round(means[d]["unetbackd"] / means[d]["kernel"], 3) if k and u and means[d]["kernel"] else None
+    rows.append((label, k, u, ratios[d]))
+
+failed = [c for c in checks if c["result"] != "PASS"]
+print()
+print(f"xenlab ({'quick' if quick == '1' else 'full'}): {len(checks) - len(failed)} checks passed, {len(failed)} failed, {elapsed} s")
+print(f"{'iperf3 Mbit/s':16} {'kernel netback':>24} {'unetbackd':>24} {'ratio':>7}")
+fmt = lambda xs: " ".join(f"{x:.0f}" for x in xs) or "-"
+for label, k, u, r in rows:
+    print(f"{label:16} {fmt(k):>24} {fmt(u):>24} {('%.2f' % r) if r else '-':>7}")
+for key in sorted(figs):
+    if not re.search(r"\.r\d+\.(tx|rx)\.mbps$", key):
+        print(f"  {key:44} {figs[key]}")
+for c in failed:
+    print(f"FAILED {c['name']}: {c['detail']}")
+if out:
+    with open(out, "w") as f:
+        json.dump({"mode": "quick" if quick == "1" else "full", "elapsed_s": int(elapsed),
+                   "passed": not failed, "figures": figs, "means_mbps": means, "ratios": ratios,
+                   "checks": checks}, f, indent=2)
+        f.write("\n")
+    print(f"json: {out}")
+sys.exit(1 if failed else 0)
+PY

@@ -1,0 +1,350 @@
+#!/bin/bash
+# The xenlab scenarios, run in the PV dom0 from the 9p share (/host) by /sbin/xenlab-init.
+#   /host/lab.conf   ROUNDS, SECS (iperf3 seconds), SHIM (1: run scenario 3)
+#   /host/bin/       unetbackd, unetback-ctl (built on the host; dom0 has the same libraries)
+#   /host/vmlinuz, /host/domU-initrd.cpio.gz (xen-netfront), /host/domU-shim-initrd.cpio.gz
+# Writes /host/out/results.txt: "FIG name value" and "CHECK name PASS|FAIL detail" lines, and
+# logs (unetbackd.log, xl-*.log) beside it. Everything is also echoed on the console.
+set -u
+export PATH=/usr/lib/xen-4.17/bin:/usr/sbin:/usr/bin:/sbin:/bin
+H=/host
+OUT=$H/out
+mkdir -p "$OUT"
+RES=$OUT/results.txt
+: >"$RES"
+ROUNDS=1 SECS=3 SHIM=1 ONLY=
+. "$H/lab.conf"
+
+up() { cut -d' ' -f1 /proc/uptime; }
+say() { echo "XENLAB $(up) $*"; }
+fig() { echo "FIG $1 $2" >>"$RES"; say "figure $1 = $2"; }
+check() { # check NAME 0|1 DETAIL...   (0: passed, as a shell status)
+  local name=$1 st=$2
+  shift 2
+  local v=PASS
+  [ "$st" = 0 ] || v=FAIL
+  echo "CHECK $name $v $*" >>"$RES"
+  say "check $name: $v $*"
+}
+# wait_for SECONDS CMD...: polls CMD every 0.5 s; status 0 as soon as it succeeds.
+wait_for() {
+  local t=$1 i=0
+  shift
+  while ! "$@" >/dev/null 2>&1; do
+    i=$((i + 1))
+    [ $i -ge $((t * 2)) ] && return 1
+    sleep 0.5
+  done
+}
+now() { date +%s.%N; }
+since() { awk -v a="$1" -v b="$(now)" 'BEGIN{printf "%.1f", b-a}'; }
+
+BE=/local/domain/0/backend/vif
+UNETBACKD_PID=
+CTL="$H/bin/unetback-ctl"
+
+# ---------------------------------------------------------------------------------------------
+# dom0 setup, as the Debian xen-utils init script would do it (no systemd here)
+say "dom0 up, kernel $(uname -r), rounds=$ROUNDS secs=$SECS shim=$SHIM"
+modprobe -a xen-evtchn xen-gntdev xen-gntalloc xen-privcmd xenfs bridge tun
+mount -t xenfs xenfs /proc/xen
+mkdir -p /run/xen /run/xenstored /var/lib/xen /var/lib/xenstored /var/log/xen/console /run/lock \
+  /run/unetback
+xenstored --pid-file=/run/xenstored.pid || say "xenstored FAILED"
+xen-init-dom0 >/dev/null 2>&1
+xenconsoled --pid-file=/run/xenconsoled.pid --log=guest
+# The operator's setup for unetbackd: xen-netback must not be auto-loaded by udev (modalias
+# xen-backend:vif) when libxl writes a backend/vif directory. `modprobe xen-netback` by name, as
+# the kernel rounds do, still works.
+echo "blacklist xen-netback" >/etc/modprobe.d/unetback.conf
+# udevd handles the new devices' uevents (no coldplug: it would only load unrelated drivers).
+/lib/systemd/systemd-udevd --daemon >/dev/null 2>&1
+ip link add xenbr0 type bridge
+ip addr add 10.99.0.1/24 dev xenbr0
+ip link set xenbr0 up
+ip link set lo up
+say "dom0 ready: $(xl info | awk '/xen_version/{print "xen " $3}'), $(nproc) vCPUs"
+fig dom0_ready_s "$(up)"
+
+# domU configs: stock xl, stock vif-bridge (the default vif script).
+mkdir -p /tmp/img
+cp "$H/vmlinuz" "$H"/domU-*.cpio.gz /tmp/img/
+mkcfg() { # mkcfg FILE NAME VCPUS IP MAC RAMDISK
+  cat >"$1" <<EOF
+name = "$2"
+type = "pv"
+kernel = "/tmp/img/vmlinuz"
+ramdisk = "/tmp/img/$6"
+extra = "console=hvc0 rdinit=/init lab_ip=$4/24 quiet loglevel=4"
+memory = 256
+vcpus = $3
+vif = [ 'bridge=xenbr0,mac=$5' ]
+on_crash = "destroy"
+on_poweroff = "destroy"
+EOF
+}
+mkcfg /tmp/u1.cfg labu 1 10.99.0.2 00:16:3e:00:00:02 domU-initrd.cpio.gz
+mkcfg /tmp/mq.cfg labmq 2 10.99.0.3 00:16:3e:00:00:03 domU-initrd.cpio.gz
+mkcfg /tmp/shim.cfg labshim 1 10.99.0.4 00:16:3e:00:00:04 domU-shim-initrd.cpio.gz
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+
+start_unetbackd() {
+  rm -f /run/unetback/unetbackd.sock
+  "$H/bin/unetbackd" --hypervisor xen --log-level info >>"$OUT/unetbackd.log" 2>&1 &
+  UNETBACKD_PID=$!
+  wait_for 30 "$CTL" list
+  local st=$?
+  check "unetbackd.start" $st "pid $UNETBACKD_PID, control socket answers"
+  return $st
+}
+
+stop_unetbackd() {
+  [ -n "$UNETBACKD_PID" ] || return 0
+  kill -TERM "$UNETBACKD_PID"
+  local i=0
+  while kill -0 "$UNETBACKD_PID" 2>/dev/null && [ $i -lt 40 ]; do sleep 0.5; i=$((i + 1)); done
+  if kill -0 "$UNETBACKD_PID" 2>/dev/null; then
+    check "unetbackd.stop" 1 "still running 20 s after SIGTERM"
+    kill -KILL "$UNETBACKD_PID"
+  fi
+  wait "$UNETBACKD_PID"
+  local rc=$?
+  check "unetbackd.stop" "$([ $rc = 0 ] && echo 0 || echo 1)" "exit status $rc after SIGTERM"
+  UNETBACKD_PID=
+}
+
+# xl_create TAG CFG NAME IP: creates, times it, waits for ping. Status 0 when pingable.
+xl_create() {
+  local tag=$1 cfg=$2 name=$3 ip=$4 t0 rc
+  t0=$(now)
+  xl -vvv create "$cfg" >"$OUT/xl-create-$tag.log" 2>&1
+  rc=$?
+  fig "$tag.create_s" "$(since "$t0")"
+  check "$tag.xl_create" $rc "xl create rc=$rc"
+  if [ $rc != 0 ]; then
+    grep -E "error|ERROR|unable|timed out|hotplug" "$OUT/xl-create-$tag.log" | tail -8 | sed 's/^/XENLAB   xl: /'
+    return 1
+  fi
+  t0=$(now)
+  wait_for 90 ping -c1 -W1 "$ip"
+  rc=$?
+  fig "$tag.ping_ready_s" "$(since "$t0")"
+  check "$tag.ping" $rc "$ip answers ping"
+  if [ $rc != 0 ]; then
+    local d
+    d=$(xl domid "$name")
+    xenstore-ls -f "$BE/$d" 2>&1 | sed 's/^/XENLAB   be: /' | head -40
+    xenstore-ls -f "/local/domain/$d/device/vif" 2>&1 | sed 's/^/XENLAB   fe: /' | head -40
+    tail -20 "/var/log/xen/console/guest-$name.log" 2>/dev/null | sed 's/^/XENLAB   console: /'
+  fi
+  return $rc
+}
+
+# ping_rtt TAG IP: average RTT of 10 pings, ms
+ping_rtt() {
+  local avg
+  avg=$(ping -c 10 -i 0.2 -W 2 "$2" 2>/dev/null | awk -F/ '/^rtt|^round-trip/{print $5}')
+  [ -n "$avg" ] && fig "$1.ping_rtt_ms" "$avg"
+}
+
+# iperf TAG IP DIRECTION(tx|rx) [extra args]: tx = dom0 -> domU, rx = domU -> dom0 (-R).
+iperf() {
+  local tag=$1 ip=$2 dir=$3 args=(-c "$2" -f m -t "$SECS")
+  shift 3
+  [ "$dir" = rx ] && args+=(-R)
+  local out mbps
+  out=$(timeout $((SECS + 40)) iperf3 "${args[@]}" "$@" 2>&1)
+  echo "$out" >>"$OUT/iperf3-$tag.log"
+  mbps=$(echo "$out" | awk '/receiver/{for(i=1;i<=NF;i++) if($i=="Mbits/sec") v=$(i-1)} END{print v}')
+  if [ -n "$mbps" ]; then
+    fig "$tag.$dir.mbps" "$mbps"
+    check "$tag.iperf3.$dir" 0 "$mbps Mbit/s"
+  else
+    check "$tag.iperf3.$dir" 1 "$(echo "$out" | tail -2 | tr '\n' ' ')"
+  fi
+}
+
+# Remote-domain event channels dom0 holds for domain $1 (lsevtchn: "Remote Domain N").
+evtchn_lines() { lsevtchn 0 2>/dev/null | grep -E "Remote Domain $1([^0-9]|$)"; }
+gntdev_maps() { # gntdev mappings (mapped grants) in unetbackd's address space
+  local n=0
+  [ -n "$UNETBACKD_PID" ] && n=$(grep -c gntdev "/proc/$UNETBACKD_PID/maps")
+  echo "${n:-0}"
+}
+no_gntdev_maps() { [ "$(gntdev_maps)" = 0 ]; }
+
+# After a vif of domain $2 went away (detach or destroy): no TAP, no mapped grant, no event
+# channel of ours left to it. Frontend ports are passed in $4 (the ones the vif had bound).
+check_vif_gone() { # TAG DOMID TAP FE_PORTS
+  local tag=$1 d=$2 tap=$3 ports=$4 p left
+  ip link show "$tap" >/dev/null 2>&1
+  check "$tag.no_tap" "$([ $? != 0 ] && echo 0 || echo 1)" "$tap gone"
+  wait_for 10 no_gntdev_maps
+  check "$tag.no_mapped_grant" $? "gntdev mappings in unetbackd: $(gntdev_maps)"
+  # Ours would show as "Waiting connection" (the frontend closed its end) or still
+  # "Connected" to one of the vif's frontend ports.
+  left=
+  for i in $(seq 1 20); do
+    left=$(evtchn_lines "$d" | grep -E "Waiting")
+    for p in $ports; do left+=$(evtchn_lines "$d" | grep -E "Connected.*Port $p\$"); done
+    [ -z "$left" ] && break
+    sleep 0.5
+  done
+  check "$tag.no_bound_port" "$([ -z "$left" ] && echo 0 || echo 1)" "${left:-no event channel left to dom$d}"
+}
+
+fe_ports() { # all event-channel* values under a frontend vif dir
+  xenstore-ls -f "$1" 2>/dev/null | awk -F' = ' '/event-channel/{gsub(/"/,"",$2); print $2}' | tr '\n' ' '
+}
+
+# xl destroy + the checks of the issue: backend reached 6 (libxl saw it, no timeout), no TAP,
+# no mapped grant, no bound port.
+destroy_checked() { # TAG NAME
+  local tag=$1 name=$2 d ports t0 rc
+  d=$(xl domid "$name")
+  ports=$(fe_ports "/local/domain/$d/device/vif")
+  # Record every backend state written during the teardown (libxl deletes the directory as
+  # soon as it has seen 6).
+  (
+    for i in $(seq 1 400); do
+      s=$(xenstore-read "$BE/$d/0/state" 2>/dev/null) || break
+      echo "$s"
+      sleep 0.05
+    done | uniq | tr '\n' ' ' >"/tmp/states-$tag"
+  ) &
+  local watcher=$!
+  t0=$(now)
+  xl -vvv destroy "$name" >"$OUT/xl-destroy-$tag.log" 2>&1
+  rc=$?
+  fig "$tag.destroy_s" "$(since "$t0")"
+  wait $watcher
+  check "$tag.xl_destroy" $rc "xl destroy rc=$rc"
+  local seen6=1
+  grep -q "wanted state 6 ok" "$OUT/xl-destroy-$tag.log" && seen6=0
+  grep -qw 6 "/tmp/states-$tag" && seen6=0
+  check "$tag.backend_state6" $seen6 "states seen: $(cat "/tmp/states-$tag"); libxl: $(grep -o 'wanted state 6 [a-z ]*[0-9]*' "$OUT/xl-destroy-$tag.log" | tail -1)"
+  check_vif_gone "$tag" "$d" "vif$d.0" "$ports"
+}
+
+kernel_round() { # ROUND
+  local tag=kernel.r$1
+  say "=== round $1: kernel xen-netback"
+  modprobe xen-netback
+  if xl_create "$tag" /tmp/u1.cfg labu 10.99.0.2; then
+    ping_rtt "$tag" 10.99.0.2
+    iperf "$tag" 10.99.0.2 tx
+    iperf "$tag" 10.99.0.2 rx
+  fi
+  xl destroy labu >/dev/null 2>&1
+  wait_for 20 rmmod xen-netback
+  check "$tag.rmmod" $? "xen-netback unloaded for the next unetbackd round"
+}
+
+unetbackd_round() { # ROUND
+  local tag=unetbackd.r$1
+  say "=== round $1: unetbackd"
+  start_unetbackd || return
+  if xl_create "$tag" /tmp/u1.cfg labu 10.99.0.2; then
+    check "$tag.netback_not_loaded" "$(lsmod | grep -q '^xen_netback' && echo 1 || echo 0)" \
+      "xen-netback blacklisted: not auto-loaded by udev"
+    local d
+    d=$(xl domid labu)
+    fig "$tag.gntdev_maps_connected" "$(gntdev_maps)"
+    fig "$tag.backend_state_connected" "$(xenstore-read "$BE/$d/0/state")"
+    ping_rtt "$tag" 10.99.0.2
+    iperf "$tag" 10.99.0.2 tx
+    iperf "$tag" 10.99.0.2 rx
+    "$CTL" stats >"$OUT/ctl-stats-$tag.txt" 2>&1
+    destroy_checked "$tag" labu
+  else
+    xl destroy labu >/dev/null 2>&1
+  fi
+  [ "$1" = 1 ] && unetbackd_extras
+  stop_unetbackd
+}
+
+# Multi-queue, a tunable changed through xenstore, network-detach/attach on a running domain.
+unetbackd_extras() {
+  local tag=unetbackd.mq d fe q ports
+  say "=== unetbackd: 2-vCPU domU, tunable, detach/attach"
+  xl_create "$tag" /tmp/mq.cfg labmq 10.99.0.3 || { xl destroy labmq >/dev/null 2>&1; return; }
+  d=$(xl domid labmq)
+  fe=/local/domain/$d/device/vif/0
+  q=$(xenstore-read "$fe/multi-queue-num-queues" 2>/dev/null)
+  fig "$tag.queues" "${q:-1}"
+  check "$tag.two_queues" "$([ "${q:-1}" = 2 ] && echo 0 || echo 1)" "frontend multi-queue-num-queues=${q:-unset} (backend offers $(xenstore-read "$BE/$d/0/multi-queue-max-queues"))"
+  iperf "$tag" 10.99.0.3 tx -P 2
+
+  # The tunable: max-queues 1, written straight into xenstore as an operator would.
+  xenstore-write /local/domain/0/unetback/max-queues 1
+  wait_for 10 sh -c "'$CTL' get max-queues | grep -qw 1"
+  check "unetbackd.tunable.seen" $? "unetback-ctl get max-queues: $("$CTL" get max-queues 2>&1 | tr '\n' ' ')"
+
+  # Detach while running: the vif must go away completely, and the domain keeps running.
+  ports=$(fe_ports "$fe")
+  local t0
+  t0=$(now)
+  xl network-detach labmq 0 >"$OUT/xl-detach.log" 2>&1
+  local rc=$?
+  fig "unetbackd.detach_s" "$(since "$t0")"
+  check "unetbackd.detach.rc" $rc "xl network-detach rc=$rc"
+  wait_for 15 sh -c "! xenstore-read $BE/$d/0/state"
+  check "unetbackd.detach.backend_removed" $? "backend directory removed"
+  check_vif_gone unetbackd.detach "$d" "vif$d.0" "$ports"
+
+  t0=$(now)
+  xl network-attach labmq bridge=xenbr0,mac=00:16:3e:00:00:03 >"$OUT/xl-attach.log" 2>&1
+  rc=$?
+  fig "unetbackd.attach_s" "$(since "$t0")"
+  check "unetbackd.attach.rc" $rc "xl network-attach rc=$rc"
+  local dev
+  dev=$(xenstore-list "/local/domain/$d/device/vif" 2>/dev/null | tail -1)
+  t0=$(now)
+  wait_for 60 ping -c1 -W1 10.99.0.3
+  check "unetbackd.attach.ping" $? "10.99.0.3 answers again on the re-attached vif $dev"
+  fig "unetbackd.attach.ping_ready_s" "$(since "$t0")"
+  local mq nq
+  mq=$(xenstore-read "$BE/$d/$dev/multi-queue-max-queues" 2>/dev/null)
+  nq=$(xenstore-read "/local/domain/$d/device/vif/$dev/multi-queue-num-queues" 2>/dev/null)
+  check "unetbackd.tunable.applied" "$([ "$mq" = 1 ] && [ "${nq:-1}" = 1 ] && echo 0 || echo 1)" \
+    "after xenstore-write max-queues 1: backend offers ${mq:-unset}, frontend uses ${nq:-1}"
+  iperf unetbackd.attach 10.99.0.3 tx
+  xenstore-write /local/domain/0/unetback/max-queues 4
+  destroy_checked "$tag" labmq
+}
+
+# Scenario 3: netfront-shim in a domU (no kernel netfront there), against $1 (kernel|unetbackd).
+shim_round() {
+  local be=$1 tag=shim.$1
+  say "=== shim in a domU against $be"
+  if [ "$be" = kernel ]; then modprobe xen-netback; else start_unetbackd || return; fi
+  if xl_create "$tag" /tmp/shim.cfg labshim 10.99.0.4; then
+    ping_rtt "$tag" 10.99.0.4
+    iperf "$tag" 10.99.0.4 tx
+    iperf "$tag" 10.99.0.4 rx
+  fi
+  xl destroy labshim >/dev/null 2>&1
+  cp /var/log/xen/console/guest-labshim.log "$OUT/console-$tag.log" 2>/dev/null
+  if [ "$be" = kernel ]; then
+    wait_for 20 rmmod xen-netback
+  else
+    stop_unetbackd
+  fi
+}
+
+# ---------------------------------------------------------------------------------------------
+want() { [ -z "$ONLY" ] || [ "$ONLY" = "$1" ]; }
+for r in $(seq 1 "$ROUNDS"); do
+  want kernel && kernel_round "$r"
+  want unetbackd && unetbackd_round "$r"
+done
+if [ "$SHIM" = 1 ] && want shim; then
+  shim_round kernel
+  shim_round unetbackd
+fi
+for f in /var/log/xen/console/guest-*.log; do [ -f "$f" ] && cp "$f" "$OUT/console-$(basename "$f")"; done
+cp /var/log/xen/xl-*.log "$OUT/" 2>/dev/null
+fig dom0_uptime_end_s "$(up)"
+say "DONE"
