@@ -194,6 +194,64 @@ TEST_F(BackendXenbusTest, LibxlCreateNetfrontConnectThenLibxlDestroy) {
   EXPECT_EQ(xs_.watch_count(), 3U) << "frontend watch dropped after removal";
 }
 
+// A daemon restarted under a running guest: the device is at 4 with the old daemon's
+// hotplug-status=connected, the frontend still Connected to rings nobody serves.
+TEST_F(BackendXenbusTest, AdoptingACrashedDaemonsDeviceClosesItThenServesTheFrontendAfresh) {
+  libxl_add();
+  write(be_ + "/state", "4");
+  write(be_ + "/hotplug-status", "connected");
+  netfront_connect();
+  created_at_ = journal_.size();
+  int hotplug_runs = 0;
+  backend_.set_hotplug_runner([&] {
+    ++hotplug_runs;
+    journal_.push_back("run_hotplug");
+  });
+  ASSERT_FALSE(backend_.start());
+  ASSERT_FALSE(backend_.adopt());
+  pump();
+  // Closing then Closed, the old script's verdict dropped, a new TAP, the script run again.
+  EXPECT_EQ(state(), "6");
+  EXPECT_EQ(state_writes(), (std::vector<std::string>{"5", "6"}));
+  EXPECT_LT(at("rm " + be_ + "/hotplug-status"), at("create_tap vif5.0"));
+  EXPECT_LT(at("create_tap vif5.0"), at("run_hotplug"));
+  EXPECT_EQ(hotplug_runs, 1);
+  EXPECT_FALSE(vif_.connected.has_value()) << "the stale Connected must not map the old rings";
+
+  // The frontend saw Closing: it closes and starts over; the script reports meanwhile.
+  write(fe_ + "/state", "5");
+  write(fe_ + "/state", "6");
+  pump();
+  write(be_ + "/hotplug-status", "connected");
+  write(fe_ + "/state", "1");
+  pump();
+  EXPECT_EQ(state(), "2");
+  netfront_connect();
+  pump();
+  EXPECT_EQ(state(), "4");
+  ASSERT_TRUE(vif_.connected.has_value());
+  EXPECT_EQ(count("create_tap vif5.0"), 1U);
+}
+
+TEST_F(BackendXenbusTest, AdoptingNeedsADeviceAnEarlierBackendMovedPastInitialising) {
+  libxl_add();  // state 1: a new device, libxl's to probe
+  ASSERT_FALSE(backend_.start());
+  EXPECT_TRUE(backend_.adopt());
+  pump();
+  EXPECT_EQ(state(), "2") << "probed as a new device instead";
+}
+
+TEST_F(BackendXenbusTest, AdoptingRefusesADeviceWhoseFrontendKeyPointsElsewhere) {
+  libxl_add("/local/domain/6/device/vif/0");
+  write(be_ + "/state", "4");
+  ASSERT_FALSE(backend_.start());
+  EXPECT_TRUE(backend_.adopt());
+  pump();
+  EXPECT_EQ(state(), "5");
+  EXPECT_NE(error_node(), "<absent>");
+  EXPECT_FALSE(vif_.tap.has_value());
+}
+
 TEST_F(BackendXenbusTest, HotplugStatusBeforeTheFrontendConnects) {
   ASSERT_FALSE(backend_.start());
   libxl_add();
