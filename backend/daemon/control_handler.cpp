@@ -4,6 +4,7 @@
 
 #include "backend/daemon/json_writer.hpp"
 #include "backend/xenbus/xenbus_state.hpp"
+#include "common/hv/grant_table.hpp"
 
 namespace unetback::daemon {
 namespace {
@@ -81,7 +82,12 @@ std::string handle_request(const Request& request, BackendManager& manager) {
           } else {
             vifs = manager.list();
           }
-          w.begin_object().key("vifs").begin_array();
+          // Grant pages this daemon has mapped now (rings and in-flight zerocopy TX), for leak
+          // checks: it must return to its earlier value once vifs are gone.
+          w.begin_object()
+              .key("mapped_grant_pages")
+              .value(static_cast<std::uint64_t>(hv::mapped_grant_pages()));
+          w.key("vifs").begin_array();
           for (const auto& s : vifs) stats_of(w, s);
           w.end_array().end_object();
         } else if constexpr (std::is_same_v<T, RingsRequest>) {

@@ -1,6 +1,7 @@
 #include "common/hv/grant_table.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cassert>
 
 #include "common/wire/grant.hpp"
@@ -14,15 +15,33 @@ MappedGrants& MappedGrants::operator=(MappedGrants&& o) noexcept {
     addr_ = std::exchange(o.addr_, nullptr);
     count_ = std::exchange(o.count_, 0);
     access_ = o.access_;
+    pages_ = std::move(o.pages_);
+    o.pages_.clear();
   }
   return *this;
 }
 
+namespace {
+std::atomic<std::size_t> g_mapped_pages{0};
+}  // namespace
+
+std::size_t mapped_grant_pages() {
+  return g_mapped_pages.load(std::memory_order_relaxed);
+}
+
+void MappedGrants::count_mapped(std::ptrdiff_t pages) {
+  g_mapped_pages.fetch_add(static_cast<std::size_t>(pages), std::memory_order_relaxed);
+}
+
 void MappedGrants::reset() {
-  if (owner_ != nullptr && count_ != 0) owner_->unmap(addr_, count_);
+  if (owner_ != nullptr && count_ != 0) {
+    owner_->unmap(addr_, count_);
+    count_mapped(-static_cast<std::ptrdiff_t>(count_));
+  }
   owner_ = nullptr;
   addr_ = nullptr;
   count_ = 0;
+  pages_.clear();
 }
 
 BatchingGrantTable::BatchingGrantTable(std::size_t max_segments_per_call)

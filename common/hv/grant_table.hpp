@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "common/util/result.hpp"
 #include "common/util/strong_id.hpp"
@@ -50,22 +51,37 @@ struct GrantCopyStats {
 
 class GrantUnmapper;
 
-/// Grants of one domain mapped into local memory, page after page in the order of the
-/// refs given to map(). The destructor unmaps them (GTF_reading/GTF_writing clear then).
-/// Move-only; the GrantTable that made it must outlive it.
+/// Grants of one domain mapped into local memory, in the order of the refs given to map():
+/// either page after page in one region (Xen's gntdev), or each page wherever the table has it
+/// (xensim, whose backend already holds a view of every granter's memory: a map then only pins
+/// the grants, with no mmap per page). The destructor unmaps them (GTF_reading/GTF_writing
+/// clear then). Move-only; the GrantTable that made it must outlive it.
 class MappedGrants {
  public:
   MappedGrants() = default;
+  /// One contiguous region of `count` pages at `addr`.
   MappedGrants(GrantUnmapper* owner, std::byte* addr, std::size_t count, Access access)
-      : owner_(owner), addr_(addr), count_(count), access_(access) {}
+      : owner_(owner), addr_(addr), count_(count), access_(access) {
+    count_mapped(static_cast<std::ptrdiff_t>(count_));
+  }
+  /// Pages anywhere; `key` is what unmap() is called with (opaque to the user).
+  MappedGrants(GrantUnmapper* owner, std::byte* key, std::vector<std::byte*> pages, Access access)
+      : owner_(owner),
+        addr_(key),
+        count_(pages.size()),
+        access_(access),
+        pages_(std::move(pages)) {}
   ~MappedGrants() { reset(); }
   MappedGrants(MappedGrants&& o) noexcept { *this = std::move(o); }
   MappedGrants& operator=(MappedGrants&& o) noexcept;
   MappedGrants(const MappedGrants&) = delete;
   MappedGrants& operator=(const MappedGrants&) = delete;
 
-  [[nodiscard]] std::byte* data() const { return addr_; }
-  [[nodiscard]] std::byte* page(std::size_t i) const { return addr_ + i * kPageSize; }
+  /// The first page (with one page, or a contiguous mapping, the whole mapping).
+  [[nodiscard]] std::byte* data() const { return pages_.empty() ? addr_ : pages_.front(); }
+  [[nodiscard]] std::byte* page(std::size_t i) const {
+    return pages_.empty() ? addr_ + i * kPageSize : pages_[i];
+  }
   [[nodiscard]] std::size_t count() const { return count_; }
   [[nodiscard]] Access access() const { return access_; }
   [[nodiscard]] bool empty() const { return count_ == 0; }
@@ -74,11 +90,18 @@ class MappedGrants {
   void reset();
 
  private:
+  static void count_mapped(std::ptrdiff_t pages);
+
   GrantUnmapper* owner_ = nullptr;
-  std::byte* addr_ = nullptr;
+  std::byte* addr_ = nullptr;  // the region, or the key of a scattered mapping
   std::size_t count_ = 0;
   Access access_ = Access::read_only;
+  std::vector<std::byte*> pages_;  // empty for a contiguous region
 };
+
+/// Grant pages mapped right now by this process (every MappedGrants alive, whatever table made
+/// it): what a leak check compares before and after (unetbackd reports it in `stats`).
+[[nodiscard]] std::size_t mapped_grant_pages();
 
 /// What a MappedGrants calls to release its mapping.
 class GrantUnmapper {

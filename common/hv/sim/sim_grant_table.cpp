@@ -79,7 +79,7 @@ SimGrantTable::~SimGrantTable() {
   std::vector<std::pair<std::byte*, std::size_t>> left;
   {
     std::lock_guard lock(mu_);
-    for (const auto& [addr, rec] : maps_) left.emplace_back(addr, rec.refs.size());
+    for (const auto& [addr, rec] : maps_) left.emplace_back(addr, rec->refs.size());
   }
   for (const auto& [addr, n] : left) unmap(addr, n);
 }
@@ -231,43 +231,40 @@ Result<MappedGrants> SimGrantTable::map(DomId granter, std::span<const GrantRef>
   std::lock_guard lock(mu_);
   auto view = view_for(granter);
   if (!view) return errno_code(ESRCH);
-  auto region = MappedRegion::reserve(refs.size() * kPageSize);
-  if (!region) return region.error();
-  const int prot = write ? PROT_READ | PROT_WRITE : PROT_READ;
-  std::size_t done = 0;
+  // The granter's whole memory is already mapped here (view->memory): a mapping is its pages
+  // pinned (GTF_reading/GTF_writing set), handed out where they are. No mmap per page, which
+  // cost more than copying (xensim, like the kernel's grant table, is cooperative: the bits
+  // say what the backend may touch, the view does not enforce read-only).
+  std::vector<std::byte*> pages;
+  pages.reserve(refs.size());
   std::error_code failure;
-  for (; done < refs.size(); ++done) {
+  for (const GrantRef ref : refs) {
     std::uint32_t frame = 0;
-    const std::int16_t st = pin(*view, refs[done], write, frame);
+    const std::int16_t st = pin(*view, ref, write, frame);
     if (st != GNTST_okay) {
       failure = map_error_of(st);
       break;
     }
-    void* at = region->data() + done * kPageSize;
-    if (::mmap(at, kPageSize, prot, MAP_SHARED | MAP_FIXED, view->memory_fd.get(),
-               static_cast<off_t>(frame) * static_cast<off_t>(kPageSize)) == MAP_FAILED) {
-      failure = last_errno();
-      unpin(*view, refs[done], write);
-      break;
-    }
+    pages.push_back(view->frame(frame));
   }
   if (failure) {
-    // All or nothing: release what this call pinned; the region unmaps itself.
-    for (std::size_t i = 0; i < done; ++i) unpin(*view, refs[i], write);
+    // All or nothing: release what this call pinned.
+    for (std::size_t i = 0; i < pages.size(); ++i) unpin(*view, refs[i], write);
     return failure;
   }
-  std::byte* addr = region->release();
-  maps_.emplace(addr, MapRecord{std::move(view), {refs.begin(), refs.end()}, write});
-  return MappedGrants(this, addr, refs.size(), access);
+  auto rec =
+      std::make_unique<MapRecord>(MapRecord{std::move(view), {refs.begin(), refs.end()}, write});
+  auto* key = reinterpret_cast<std::byte*>(rec.get());
+  maps_.emplace(key, std::move(rec));
+  return MappedGrants(this, key, std::move(pages), access);
 }
 
 void SimGrantTable::unmap(std::byte* addr, std::size_t count) noexcept {
   std::lock_guard lock(mu_);
   auto it = maps_.find(addr);
   if (it == maps_.end()) return;
-  MapRecord& rec = it->second;
-  // Unmap before clearing the bits: once they are clear the granter may reuse the page.
-  ::munmap(addr, count * kPageSize);
+  const MapRecord& rec = *it->second;
+  (void)count;
   for (const GrantRef ref : rec.refs) unpin(*rec.view, ref, rec.write);
   maps_.erase(it);
 }

@@ -77,7 +77,8 @@ class SimGrantTable final : public BatchingGrantTable {
   std::unordered_map<std::uint16_t, std::shared_ptr<DomainView>> views_;
   // Domains seen dead: xensim never reuses a domid, so they stay dead without asking.
   std::unordered_set<std::uint16_t> dead_;
-  std::unordered_map<std::byte*, MapRecord> maps_;
+  /// Keyed by the record's own address: the key a MappedGrants gives back to unmap().
+  std::unordered_map<std::byte*, std::unique_ptr<MapRecord>> maps_;
   std::vector<Resolved> scratch_;
 };
 

@@ -143,6 +143,9 @@ TEST_F(EndToEnd,
   EXPECT_EQ(w().guest_pid(*g1), -1);
   // Every mapping, port and TAP descriptor of the two vifs is given back.
   EXPECT_EQ(testing::open_fds(w().daemon().pid()), fds_before);
+  const std::string after = stats();
+  EXPECT_NE(after.find("\"mapped_grant_pages\""), std::string::npos) << after;
+  EXPECT_EQ(sum_counter(after, "mapped_grant_pages"), 0U) << after;
 }
 
 TEST_F(EndToEnd, AttachingAndDetachingAnotherGuestWhileTrafficRunsNeverStallsTheStream) {
