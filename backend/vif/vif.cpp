@@ -153,6 +153,7 @@ Result<std::unique_ptr<VifQueue>> Vif::make_queue(const xenbus::FrontendConfig& 
           }
         }
         if (first && !disabled_.exchange(true)) {
+          log_guest(log::Level::warn, "disabling the vif: " + why);
           if (on_disabled_) on_disabled_();
         }
       },
@@ -192,10 +193,9 @@ std::error_code Vif::connect(const xenbus::FrontendConfig& fe, const xenbus::Bac
     const std::lock_guard lock(mu_);
     queues_ = std::move(queues);
   }
-  log::write(log::Level::info, prefix_,
-             "connected: " + std::to_string(fe.queues.size()) +
-                 " queue(s), sg=" + std::to_string(fe.sg) +
-                 " gso4=" + std::to_string(fe.gso_tcpv4) + " gso6=" + std::to_string(fe.gso_tcpv6));
+  log_guest(log::Level::info, "connected: " + std::to_string(fe.queues.size()) + " queue(s), sg=" +
+                                  std::to_string(fe.sg) + " gso4=" + std::to_string(fe.gso_tcpv4) +
+                                  " gso6=" + std::to_string(fe.gso_tcpv6));
   return {};
 }
 
@@ -213,7 +213,7 @@ void Vif::disconnect() {
     queues.swap(queues_);
   }
   for (auto& q : queues) q->stop();
-  if (!queues.empty()) log::write(log::Level::info, prefix_, "disconnected");
+  if (!queues.empty()) log_guest(log::Level::info, "disconnected");
   queues.clear();  // unbinds the ports, unmaps the rings, detaches the TAP queues
   if (stalled_queues_.exchange(0) != 0 && tap_) (void)tap_->set_carrier(true);
 }
@@ -242,6 +242,14 @@ daemon::VifReport Vif::report() const {
     r.queues.push_back(q->report());
   }
   return r;
+}
+
+void Vif::log_guest(log::Level level, const std::string& msg) {
+  std::uint64_t suppressed = 0;
+  if (!log_limit_.allow(suppressed)) return;
+  log::write(
+      level, prefix_,
+      suppressed == 0 ? msg : msg + " (" + std::to_string(suppressed) + " messages suppressed)");
 }
 
 }  // namespace unetback::vif

@@ -20,6 +20,7 @@
 #include "backend/vif/vif_queue.hpp"
 #include "common/hv/hypervisor.hpp"
 #include "common/net/tap_device.hpp"
+#include "common/util/log.hpp"
 
 namespace unetback::vif {
 
@@ -49,6 +50,9 @@ class Vif final : public daemon::VifHandle {
 
  private:
   void on_queue_carrier(bool ok);
+  /// Lines a frontend can trigger at will (reconnect loops, a fatal per connection) are
+  /// rate-limited per vif (netback-facts §6: guests can flood logs).
+  void log_guest(log::Level level, const std::string& msg);
   Result<std::unique_ptr<VifQueue>> make_queue(const xenbus::FrontendConfig& fe,
                                                std::uint32_t index, const xenbus::Rate& rate);
 
@@ -67,6 +71,7 @@ class Vif final : public daemon::VifHandle {
   std::atomic<bool> disabled_{false};
   mutable std::mutex reason_mu_;  // written on a queue's thread, read on the daemon's
   std::string disabled_reason_;
+  log::RateLimit log_limit_;
 };
 
 class VifFactoryImpl final : public daemon::VifFactory {

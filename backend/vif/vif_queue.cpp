@@ -262,6 +262,10 @@ void VifQueue::arm_housekeeping() {
     // Expiry and stall detection run even when no event arrives (a guest that stopped
     // posting buffers sends none).
     run_rx();
+    // A lost or never-sent TX kick must not park published requests for ever (the frontend
+    // sends no second one: req_event was not passed again). Looking costs one index read;
+    // no tx retry pending means the rate limiter is not holding the ring back.
+    if (!stopped_ && !tx_retry_armed_ && tx_->ring().unconsumed_requests() != 0) run_tx();
     arm_housekeeping();
   });
 }
@@ -290,8 +294,12 @@ void VifQueue::fail(const std::string& why) {
   // Stop serving this frontend at once; the teardown itself happens from the daemon's
   // thread through xenbus.
   cancel_all();
-  log::write(log::Level::warn, prefix_, "disabling the vif: " + why);
-  if (on_fatal_) on_fatal_(why);
+  // The owner logs it (rate-limited per vif: a guest can reconnect and fail again at will).
+  if (on_fatal_) {
+    on_fatal_(why);
+  } else {
+    log::write(log::Level::warn, prefix_, "disabling the vif: " + why);
+  }
 }
 
 }  // namespace unetback::vif

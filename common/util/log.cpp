@@ -3,12 +3,14 @@
 #include <cstdio>
 #include <ctime>
 #include <mutex>
+#include <utility>
 
 namespace unetback::log {
 namespace {
 
 std::atomic<int> g_level{static_cast<int>(Level::info)};
 std::mutex g_write_mutex;
+Sink g_sink;  // guarded by g_write_mutex
 
 const char* level_name(Level l) {
   switch (l) {
@@ -36,6 +38,11 @@ Level level() {
   return static_cast<Level>(g_level.load(std::memory_order_relaxed));
 }
 
+void set_sink(Sink sink) {
+  const std::lock_guard lock(g_write_mutex);
+  g_sink = std::move(sink);
+}
+
 void write(Level l, std::string_view prefix, std::string_view msg) {
   if (static_cast<int>(l) < g_level.load(std::memory_order_relaxed)) return;
   timespec ts{};
@@ -48,6 +55,7 @@ void write(Level l, std::string_view prefix, std::string_view msg) {
   std::fprintf(stderr, "%s.%03ld %-5s %.*s%s%.*s\n", stamp, ts.tv_nsec / 1000000, level_name(l),
                static_cast<int>(prefix.size()), prefix.data(), prefix.empty() ? "" : ": ",
                static_cast<int>(msg.size()), msg.data());
+  if (g_sink) g_sink(l, prefix, msg);
 }
 
 bool RateLimit::allow(std::uint64_t& suppressed) {

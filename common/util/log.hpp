@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <string_view>
 
 namespace unetback::log {
@@ -15,6 +16,12 @@ enum class Level : int { debug = 0, info = 1, warn = 2, error = 3 };
 void set_level(Level l);
 [[nodiscard]] Level level();
 void write(Level l, std::string_view prefix, std::string_view msg);
+
+/// Where written lines go besides stderr: tests install one to count what a guest made the
+/// backend log (is it rate-limited?). Called under the write lock, so it must not log.
+/// An empty function removes it.
+using Sink = std::function<void(Level, std::string_view prefix, std::string_view msg)>;
+void set_sink(Sink sink);
 
 /// Allows `burst` messages per `interval`; counts what it suppressed and reports the
 /// count with the next message that gets through. Thread-safe and lock-free; at a window

@@ -13,11 +13,15 @@ Result<MappedRegion> map_control_page(const UniqueFd& fd) {
 
 Result<std::shared_ptr<MappedRegion>> ControlPageCache::get(DomId domid, const UniqueFd& fd) {
   std::lock_guard lock(mu_);
-  if (auto it = pages_.find(domid.value()); it != pages_.end()) return it->second;
+  if (auto it = pages_.find(domid.value()); it != pages_.end()) {
+    if (auto page = it->second.lock()) return page;
+  }
+  // Forget the pages nobody uses any more (their mappings went with the last user).
+  std::erase_if(pages_, [](const auto& kv) { return kv.second.expired(); });
   auto m = map_control_page(fd);
   if (!m) return m.error();
   auto page = std::make_shared<MappedRegion>(std::move(*m));
-  pages_.emplace(domid.value(), page);
+  pages_.insert_or_assign(domid.value(), page);
   return page;
 }
 

@@ -1,6 +1,8 @@
 // ControlPageCache: the control pages (domain_control.hpp) of the domains this process
 // sends events to, mapped once per domain and shared by every SimEventChannel of one
-// SimHypervisor. xensim never reuses a domid, so a domid names one page for ever.
+// SimHypervisor. xensim never reuses a domid, so a domid names one page for ever. A page
+// stays mapped while some port uses it (the cache holds it weakly): a daemon serving
+// short-lived guests keeps no mapping of the guests that are gone.
 #pragma once
 
 #include <memory>
@@ -22,7 +24,7 @@ class ControlPageCache {
 
  private:
   std::mutex mu_;
-  std::unordered_map<std::uint16_t, std::shared_ptr<MappedRegion>> pages_;
+  std::unordered_map<std::uint16_t, std::weak_ptr<MappedRegion>> pages_;
 };
 
 /// Maps one control page (read-write: senders update fault-injection state in it).

@@ -1,0 +1,761 @@
+// One scenario (at least) per advisory of netback-facts §6, each played by a HostileFrontend
+// against the daemon's control plane and the real vif layer, with a well-behaved guest's
+// traffic measured in the same test (hostile_fixture.hpp says what every test checks).
+#include <algorithm>
+#include <cstring>
+
+#include "tests/root/hostile/hostile_fixture.hpp"
+
+// The fixture is named HostileFrontend (the gtest names read HostileFrontend.Xsa39_…); the
+// guest under test control is test::HostileFrontend, called Rogue here.
+namespace unetback::hostile_suite {
+using namespace unetback::test;
+using Rogue = test::HostileFrontend;
+namespace {
+
+struct Slot {
+  std::uint16_t offset = 0;
+  std::uint16_t size = 0;
+};
+
+/// Queues one packet made of `slots` of page `ref` (a more_data chain), the first request's
+/// size being `total` (the packet length, as netif.h wants) unless told otherwise.
+void put_packet(Rogue& h, GrantRef ref, const std::vector<Slot>& slots, std::uint16_t& next_id,
+                std::optional<std::uint16_t> first_size = {}, std::uint16_t first_flags = 0) {
+  std::uint32_t total = 0;
+  for (const auto& s : slots) total += s.size;
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    std::uint16_t flags = i == 0 ? first_flags : 0;
+    if (i + 1 < slots.size()) flags |= NETTXF_more_data;
+    const std::uint16_t size =
+        i == 0 ? first_size.value_or(static_cast<std::uint16_t>(total)) : slots[i].size;
+    h.tx().put_request(HostileTest::tx_request(ref, slots[i].offset, size, next_id++, flags));
+  }
+}
+
+/// Slots laid end to end from offset 0 with the given sizes.
+std::vector<Slot> consecutive(const std::vector<std::uint16_t>& sizes) {
+  std::vector<Slot> out;
+  std::uint16_t off = 0;
+  for (auto s : sizes) {
+    out.push_back({off, s});
+    off = static_cast<std::uint16_t>(off + s);
+  }
+  return out;
+}
+
+std::size_t count_status(const std::vector<wire::TxResponse>& rsps, std::int16_t status) {
+  std::size_t n = 0;
+  for (const auto& r : rsps)
+    if (r.status == status) ++n;
+  return n;
+}
+
+void copy_frame(const Rogue::Page& page, std::size_t offset, const std::vector<std::byte>& f) {
+  std::memcpy(page.data + offset, f.data(), f.size());
+}
+
+class HostileFrontend : public HostileTest {
+ protected:
+  /// The end of every scenario: the good guest still passes traffic both ways, the bad
+  /// guest's log lines stayed bounded, and once the toolstack removed its device and the
+  /// domain died, nothing of it is left in the process.
+  void finish(std::unique_ptr<Rogue>& bad, const Resources& base) {
+    expect_good_traffic();
+    expect_log_bounded(bad->dom());
+    const DomId dom = bad->dom();
+    remove_device(dom);
+    EXPECT_EQ(bad->grants_in_use(), 0u) << "the backend still holds grants of a removed vif";
+    bad.reset();  // the domain dies
+    expect_no_leak(base);
+    expect_good_traffic(8);
+  }
+
+  /// Refused like xenbus_dev_fatal: Closing, an error node, nothing of the guest mapped.
+  void expect_refused(Rogue& bad, const std::string& what) {
+    SCOPED_TRACE(what);
+    EXPECT_TRUE(wait_for([&] { return backend_state(bad.dom()) == "5"; }, 5s))
+        << "state " << backend_state(bad.dom());
+    EXPECT_TRUE(error_node(bad.dom()).has_value());
+    EXPECT_EQ(bad.grants_in_use(), 0u);
+  }
+};
+
+// ---------------------------------------------------------------------------------------
+// XSA-39: bound every loop by the unconsumed requests; impossible state disconnects the vif.
+
+TEST_F(HostileFrontend, Xsa39_ImpossibleRequestProducerDisablesOnlyThatVif) {
+  const auto base = resources();
+  auto bad = connected_hostile();
+  ASSERT_FALSE(HasFatalFailure());
+  // RING_REQUEST_PROD_OVERFLOW: a thousand requests on a 256-slot ring.
+  bad->set_tx_req_prod(1000);
+  bad->notify();
+  ASSERT_TRUE(wait_for([&] { return backend_state(bad->dom()) == "5"; }, 5s))
+      << "state " << backend_state(bad->dom());
+  const auto err = error_node(bad->dom());
+  ASSERT_TRUE(err.has_value());
+  EXPECT_NE(err->find("protocol"), std::string::npos) << *err;
+  EXPECT_EQ(bad->grants_in_use(), 0u) << "the rings of a disabled vif stay mapped";
+  // Notifying a closed vif does nothing (the port is gone).
+  bad->notify(1000);
+  finish(bad, base);
+}
+
+TEST_F(HostileFrontend, Xsa39_ChainRunningPastThePublishedRequestsIsFatal) {
+  const auto base = resources();
+  auto bad = connected_hostile();
+  ASSERT_FALSE(HasFatalFailure());
+  auto page = bad->grant_page();
+  ASSERT_TRUE(page.has_value());
+  copy_frame(*page, 0, frame(200, 1));
+  std::uint16_t id = 0;
+  // The first request promises more data that never comes (netbk_count_requests' "Asked
+  // for more slots than work_to_do").
+  bad->tx().put_request(tx_request(page->ref, 0, 254, id++, NETTXF_more_data));
+  bad->push_tx();
+  ASSERT_TRUE(wait_for([&] { return backend_state(bad->dom()) == "5"; }, 5s));
+  EXPECT_TRUE(error_node(bad->dom()).has_value());
+  finish(bad, base);
+}
+
+TEST_F(HostileFrontend, Xsa39_IndicesWrapAroundWithoutLoss) {
+  auto bad = hostile();
+  ASSERT_FALSE(HasFatalFailure());
+  // Both rings start 0x100 short of 2^32: the producer and consumer indices wrap during
+  // the test; every packet must come out once, in order.
+  ASSERT_FALSE(bad->make_rings(RingIdx{0xFFFFFF00U}));
+  ASSERT_FALSE(bad->publish());
+  ASSERT_FALSE(wait_backend(bad->dom(), "4"));
+  auto sock = open_packet_socket("vif" + std::to_string(bad->dom().value()) + ".0");
+  ASSERT_TRUE(sock.valid());
+  std::vector<Rogue::Page> pages;
+  for (int i = 0; i < 16; ++i) {
+    auto p = bad->grant_page(hv::Access::read_only);
+    ASSERT_TRUE(p.has_value());
+    pages.push_back(*p);
+  }
+  std::uint16_t id = 0;
+  std::size_t delivered = 0, okay = 0;
+  for (int round = 0; round < 40; ++round) {  // 640 packets: wraps 2^32 and the ring twice
+    for (std::size_t i = 0; i < pages.size(); ++i) {
+      const auto f = frame(100, static_cast<std::uint8_t>(round * 16 + i));
+      copy_frame(pages[i], 0, f);
+      bad->tx().put_request(
+          tx_request(pages[i].ref, 0, static_cast<std::uint16_t>(f.size()), id++));
+    }
+    bad->push_tx();
+    std::vector<wire::TxResponse> rsps;
+    ASSERT_TRUE(bad->wait_tx_responses(rsps, pages.size(), 5s)) << "round " << round;
+    okay += count_status(rsps, NETIF_RSP_OKAY);
+    const auto got = host_receive(sock, pages.size(), 3s);
+    for (std::size_t i = 0; i < got.size(); ++i)
+      if (got[i] == frame(100, static_cast<std::uint8_t>(round * 16 + i))) ++delivered;
+  }
+  EXPECT_EQ(okay, 640u);
+  EXPECT_EQ(delivered, 640u);
+  EXPECT_GT(bad->tx().req_prod_pvt().value(), 0u);
+  EXPECT_LT(bad->tx().req_prod_pvt().value(), 0x1000u) << "the indices did not wrap";
+  EXPECT_EQ(counter(bad->dom(), "tx_fatal"), 0u);
+  expect_good_traffic();
+}
+
+// ---------------------------------------------------------------------------------------
+// XSA-90: the disable is a state change done from the control thread, never in the data
+// path; the event-loop thread (shared by every vif here) carries on.
+
+TEST_F(HostileFrontend, Xsa90_FatalErrorIsHandledOffTheDataPathWhileTrafficRuns) {
+  const auto base = resources();
+  auto bad = connected_hostile();
+  ASSERT_FALSE(HasFatalFailure());
+  ASSERT_FALSE(bad->post_rx(64));
+  // Host traffic to the bad guest in flight on the same thread when the fatal hits.
+  auto bad_sock = open_packet_socket("vif" + std::to_string(bad->dom().value()) + ".0");
+  const auto f = frame(1000, 9);
+  for (int i = 0; i < 100; ++i) (void)::send(bad_sock.get(), f.data(), f.size(), 0);
+  auto page = bad->grant_page();
+  ASSERT_TRUE(page.has_value());
+  std::uint16_t id = 0;
+  // offset + size > 4096: a slot crossing its page is malicious (fatal in netback).
+  bad->tx().put_request(tx_request(page->ref, 4000, 200, id++));
+  bad->push_tx();
+  // The good guest's traffic runs while the control thread processes the fatal.
+  const auto tr = good_traffic(64);
+  EXPECT_EQ(tr.received, tr.sent);
+  ASSERT_TRUE(wait_for([&] { return backend_state(bad->dom()) == "5"; }, 5s));
+  EXPECT_TRUE(error_node(bad->dom()).has_value());
+  bad_sock.reset();
+  finish(bad, base);
+}
+
+// ---------------------------------------------------------------------------------------
+// XSA-155: each request is copied out of the shared page once; a guest rewriting it during
+// processing gets one consistent reading, never a mix.
+
+TEST_F(HostileFrontend, Xsa155_RequestsRewrittenDuringProcessingAreReadOnce) {
+  auto bad = connected_hostile();
+  ASSERT_FALSE(HasFatalFailure());
+  auto sock = open_packet_socket("vif" + std::to_string(bad->dom().value()) + ".0");
+  auto page = bad->grant_page(hv::Access::read_only);
+  ASSERT_TRUE(page.has_value());
+  const auto f = frame(1200, 3);  // 1254 bytes
+  copy_frame(*page, 0, f);
+  constexpr std::uint16_t kShort = 60, kLong = 1254;
+  std::atomic<bool> stop{false};
+  std::atomic<std::uint32_t> target{0};
+  // The racer flips the size (and, with it, the total length) of the request the backend is
+  // looking at, as fast as it can.
+  std::thread racer([&] {
+    bool flip = false;
+    while (!stop.load(std::memory_order_relaxed)) {
+      auto* req = reinterpret_cast<wire::TxRequest*>(bad->tx_slot(target.load()));
+      std::atomic_ref<std::uint16_t>(req->size).store(flip ? kLong : kShort,
+                                                      std::memory_order_relaxed);
+      flip = !flip;
+    }
+  });
+  std::uint16_t id = 0;
+  std::size_t okay = 0, frames_ok = 0, frames_bad = 0;
+  for (int i = 0; i < 300; ++i) {
+    target = bad->tx().req_prod_pvt().value();
+    bad->tx().put_request(tx_request(page->ref, 0, kShort, id++));
+    bad->push_tx();
+    std::vector<wire::TxResponse> rsps;
+    if (!bad->wait_tx_responses(rsps, 1, 3s)) break;
+    okay += count_status(rsps, NETIF_RSP_OKAY);
+    for (const auto& g : host_receive(sock, 1, 500ms)) {
+      const bool whole = g.size() == kLong && g == f;
+      const bool prefix = g.size() == kShort && std::equal(g.begin(), g.end(), f.begin());
+      (whole || prefix) ? ++frames_ok : ++frames_bad;
+    }
+  }
+  stop = true;
+  racer.join();
+  EXPECT_EQ(frames_bad, 0u) << "a frame mixed two readings of one request";
+  EXPECT_EQ(frames_ok, okay);
+  EXPECT_GT(okay, 250u);
+  EXPECT_EQ(counter(bad->dom(), "tx_fatal"), 0u);
+  expect_good_traffic();
+}
+
+// ---------------------------------------------------------------------------------------
+// XSA-270: ctrl-ring parameters are hostile. We do not offer feature-ctrl-ring, so a
+// frontend's ctrl ring is never mapped nor its port bound, whatever it writes.
+
+TEST_F(HostileFrontend, Xsa270_CtrlRingIsNeverMappedWhenNotOffered) {
+  const auto base = resources();
+  auto bad = hostile();
+  ASSERT_FALSE(HasFatalFailure());
+  EXPECT_FALSE(bad->read_backend("feature-ctrl-ring").value_or("0") == "1");
+  ASSERT_FALSE(bad->make_rings());
+  auto ctrl = bad->grant_page();
+  ASSERT_TRUE(ctrl.has_value());
+  // A hash mapping table that would index far outside any real one, should it be read.
+  std::memset(ctrl->data, 0xff, 4096);
+  auto ctrl_port = bad->alloc_port(kDom0);
+  ASSERT_TRUE(ctrl_port.has_value());
+  ASSERT_FALSE(bad->publish({{"ctrl-ring-ref", std::to_string(ctrl->ref.value())},
+                             {"event-channel-ctrl", std::to_string(ctrl_port->value())}}));
+  ASSERT_FALSE(wait_backend(bad->dom(), "4"));
+  EXPECT_EQ(bad->grants_in_use(), 2u) << "only the two data rings are mapped";
+  finish(bad, base);
+}
+
+// ---------------------------------------------------------------------------------------
+// XSA-332: an event storm costs the storming guest its own wakeups, not dom0's CPU; the
+// event is unmasked only after the work.
+
+TEST_F(HostileFrontend, Xsa332_EventStormDoesNotStarveOtherGuests) {
+  const auto base = resources();
+  auto bad = connected_hostile();
+  ASSERT_FALSE(HasFatalFailure());
+  const auto events_before = counter(bad->dom(), "events");
+  const auto spurious_before = counter(bad->dom(), "spurious_events");
+  std::atomic<bool> stop{false};
+  std::atomic<std::uint64_t> sent{0};
+  std::thread storm([&] {
+    while (!stop.load(std::memory_order_relaxed)) {
+      bad->notify(256);
+      sent += 256;
+    }
+  });
+  const auto tr = good_traffic(64);
+  std::this_thread::sleep_for(300ms);
+  stop = true;
+  storm.join();
+  std::this_thread::sleep_for(100ms);  // the last wakeup finishes before we read its counters
+  EXPECT_EQ(tr.received, tr.sent) << "the storm starved the well-behaved guest";
+  const auto events = counter(bad->dom(), "events") - events_before;
+  EXPECT_GT(sent.load(), 10000u);
+  EXPECT_LT(events, sent.load()) << "every notification cost a wakeup";
+  EXPECT_EQ(counter(bad->dom(), "spurious_events") - spurious_before, events)
+      << "a storm carries no work";
+  EXPECT_EQ(backend_state(bad->dom()), "4") << "netback does not disable a vif for a storm";
+  finish(bad, base);
+}
+
+// ---------------------------------------------------------------------------------------
+// XSA-362/367: each map/copy status is checked; a failure is the guest's fault and gets an
+// error response, never an abort.
+
+TEST_F(HostileFrontend, Xsa362_BadGrantsInTxRequestsGetErrorResponses) {
+  const auto base = resources();
+  auto bad = connected_hostile();
+  ASSERT_FALSE(HasFatalFailure());
+  auto sock = open_packet_socket("vif" + std::to_string(bad->dom().value()) + ".0");
+  const auto f = frame(1000, 4);  // above goodcopy-len: the zerocopy (map) path
+  const auto small = frame(60, 5);
+  std::vector<Rogue::Page> pages;
+  for (int i = 0; i < 5; ++i) {
+    auto p = bad->grant_page();
+    ASSERT_TRUE(p.has_value());
+    copy_frame(*p, 0, i % 2 == 0 ? f : small);
+    pages.push_back(*p);
+  }
+  ASSERT_FALSE(bad->revoke_under_backend(pages[1].ref));
+  ASSERT_FALSE(bad->corrupt_grant(pages[2].ref, good_.dom, 0));  // granted to someone else
+  ASSERT_FALSE(bad->revoke_under_backend(pages[3].ref));
+  std::uint16_t id = 0;
+  bad->tx().put_request(tx_request(GrantRef{4000}, 0, 1054, id++));  // never granted
+  for (int i = 1; i < 4; ++i) {
+    const auto len = static_cast<std::uint16_t>(i % 2 == 0 ? f.size() : small.size());
+    bad->tx().put_request(tx_request(pages[i].ref, 0, len, id++));
+  }
+  bad->tx().put_request(tx_request(pages[4].ref, 0, static_cast<std::uint16_t>(f.size()), id++));
+  bad->push_tx();
+  std::vector<wire::TxResponse> rsps;
+  ASSERT_TRUE(bad->wait_tx_responses(rsps, 5, 5s));
+  EXPECT_EQ(count_status(rsps, NETIF_RSP_ERROR), 4u);
+  EXPECT_EQ(count_status(rsps, NETIF_RSP_OKAY), 1u);
+  const auto got = host_receive(sock, 2, 1s);
+  ASSERT_EQ(got.size(), 1u) << "only the well-granted packet goes out";
+  EXPECT_EQ(got[0], f);
+  EXPECT_EQ(counter(bad->dom(), "tx_drop_copy_error"), 4u);
+  EXPECT_EQ(backend_state(bad->dom()), "4");
+  sock.reset();
+  finish(bad, base);
+}
+
+TEST_F(HostileFrontend, Xsa362_GrantsRevokedWhileRequestsAreInFlightAreAccounted) {
+  const auto base = resources();
+  auto bad = connected_hostile();
+  ASSERT_FALSE(HasFatalFailure());
+  auto sock = open_packet_socket("vif" + std::to_string(bad->dom().value()) + ".0");
+  constexpr int kPackets = 200;
+  std::size_t okay = 0, errors = 0, delivered = 0, foreign = 0;
+  std::uint16_t id = 0;
+  for (int i = 0; i < kPackets; i += 8) {
+    std::vector<Rogue::Page> pages;
+    std::vector<std::vector<std::byte>> frames;
+    for (int j = 0; j < 8; ++j) {
+      auto p = bad->grant_page(hv::Access::read_only);
+      ASSERT_TRUE(p.has_value());
+      frames.push_back(frame(j % 2 == 0 ? 1000 : 100, static_cast<std::uint8_t>(i + j)));
+      copy_frame(*p, 0, frames.back());
+      pages.push_back(*p);
+      bad->tx().put_request(
+          tx_request(p->ref, 0, static_cast<std::uint16_t>(frames.back().size()), id++));
+    }
+    // The requests are out; their grants go away while the backend works on them.
+    bad->push_tx();
+    for (int j = 0; j < 8; j += 2) {
+      std::this_thread::sleep_for(std::chrono::microseconds(50 * j));
+      (void)bad->revoke_under_backend(pages[static_cast<std::size_t>(j)].ref);
+    }
+    std::vector<wire::TxResponse> rsps;
+    ASSERT_TRUE(bad->wait_tx_responses(rsps, 8, 5s));
+    okay += count_status(rsps, NETIF_RSP_OKAY);
+    errors += count_status(rsps, NETIF_RSP_ERROR);
+    const auto got = host_receive(sock, count_status(rsps, NETIF_RSP_OKAY), 2s);
+    for (const auto& g : got) {
+      const bool known = std::find(frames.begin(), frames.end(), g) != frames.end();
+      known ? ++delivered : ++foreign;
+    }
+    for (const auto& p : pages) bad->revoke(p.ref);
+  }
+  EXPECT_EQ(okay + errors, static_cast<std::size_t>(kPackets)) << "a slot was never answered";
+  EXPECT_EQ(delivered, okay) << "an OKAY packet did not come out, or an ERROR one did";
+  EXPECT_EQ(foreign, 0u);
+  EXPECT_EQ(counter(bad->dom(), "tx_drop_copy_error"), errors);
+  EXPECT_GE(okay, static_cast<std::size_t>(kPackets / 2)) << "the unrevoked half always goes";
+  EXPECT_EQ(backend_state(bad->dom()), "4");
+  sock.reset();
+  finish(bad, base);
+}
+
+TEST_F(HostileFrontend, Xsa362_ReadOnlyOrRevokedRxBuffersGetErrorResponses) {
+  const auto base = resources();
+  auto bad = connected_hostile();
+  ASSERT_FALSE(HasFatalFailure());
+  // Buffers the backend must write into, granted read-only: every copy fails.
+  ASSERT_FALSE(bad->post_rx(8, hv::Access::read_only));
+  auto sock = open_packet_socket("vif" + std::to_string(bad->dom().value()) + ".0");
+  const auto f = frame(500, 6);
+  for (int i = 0; i < 8; ++i)
+    ASSERT_EQ(::send(sock.get(), f.data(), f.size(), 0), ssize_t(f.size()));
+  std::vector<wire::RxResponse> rsps;
+  wait_for(
+      [&] {
+        for (auto& r : bad->take_rx_responses()) rsps.push_back(r);
+        return rsps.size() >= 8;
+      },
+      5s);
+  ASSERT_EQ(rsps.size(), 8u);
+  for (const auto& r : rsps) EXPECT_LT(r.status, 0) << "an RX copy into a read-only grant";
+  EXPECT_GE(counter(bad->dom(), "rx_copy_errors"), 8u);
+  // Proper buffers afterwards: the vif still works.
+  ASSERT_FALSE(bad->post_rx(8));
+  for (int i = 0; i < 4; ++i)
+    ASSERT_EQ(::send(sock.get(), f.data(), f.size(), 0), ssize_t(f.size()));
+  rsps.clear();
+  wait_for(
+      [&] {
+        for (auto& r : bad->take_rx_responses()) rsps.push_back(r);
+        return rsps.size() >= 4;
+      },
+      5s);
+  ASSERT_EQ(rsps.size(), 4u);
+  for (const auto& r : rsps) EXPECT_EQ(r.status, static_cast<std::int16_t>(f.size()));
+  EXPECT_EQ(backend_state(bad->dom()), "4");
+  sock.reset();
+  finish(bad, base);
+}
+
+// ---------------------------------------------------------------------------------------
+// XSA-392: the guest-RX queue is bounded in bytes and time, whatever the guest does.
+
+class HostileSlowRx : public HostileFrontend {
+ protected:
+  daemon::Tunables tunables() override {
+    auto t = HostileFrontend::tunables();
+    t.rx_stall_timeout_ms = 300;
+    t.rx_drain_timeout_ms = 600;
+    return t;
+  }
+};
+
+TEST_F(HostileSlowRx, Xsa392_GuestThatPostsNoBuffersCannotGrowTheQueue) {
+  const auto base = resources();
+  auto bad = connected_hostile();
+  ASSERT_FALSE(HasFatalFailure());
+  // One buffer only: the head packet always needs a slot the guest never gives.
+  ASSERT_FALSE(bad->post_rx(1));
+  auto sock = open_packet_socket("vif" + std::to_string(bad->dom().value()) + ".0");
+  const auto f = frame(1400, 7);
+  std::uint64_t max_queued = 0;
+  for (int i = 0; i < 3000; ++i) {
+    (void)::send(sock.get(), f.data(), f.size(), MSG_DONTWAIT);
+    if (i % 100 == 0) max_queued = std::max(max_queued, counter(bad->dom(), "rx_queued_bytes"));
+  }
+  // Carrier off once the head packet waited too long for a slot; queued packets expire.
+  EXPECT_TRUE(wait_for(
+      [&] {
+        const std::lock_guard lock(mu_);
+        const auto st = manager_->status(daemon::VifId{bad->dom(), DevId{0}});
+        return st && !st->report.carrier;
+      },
+      5s));
+  EXPECT_TRUE(wait_for([&] { return counter(bad->dom(), "rx_dropped_expired") > 0; }, 5s));
+  max_queued = std::max(max_queued, counter(bad->dom(), "rx_queued_bytes"));
+  EXPECT_LE(max_queued, 512u * 1024u) << "the guest-RX queue outgrew its byte cap";
+  EXPECT_GE(counter(bad->dom(), "rx_stalls"), 1u);
+  const auto rx_packets = counter(bad->dom(), "rx_packets");
+  EXPECT_LE(rx_packets, 1u);
+  EXPECT_EQ(backend_state(bad->dom()), "4");
+  sock.reset();
+  finish(bad, base);
+}
+
+// ---------------------------------------------------------------------------------------
+// XSA-403: the backend reads only offset..offset+size of a TX slot, nothing else of the page.
+
+TEST_F(HostileFrontend, Xsa403_OnlyTheSlotsBytesLeaveTheGuest) {
+  auto bad = connected_hostile();
+  ASSERT_FALSE(HasFatalFailure());
+  auto sock = open_packet_socket("vif" + std::to_string(bad->dom().value()) + ".0");
+  auto page = bad->grant_page(hv::Access::read_only);
+  ASSERT_TRUE(page.has_value());
+  std::memset(page->data, 0xEE, 4096);  // "unrelated data" on the same page
+  const auto f = frame(1000, 8);        // 1054 bytes, over three slots at odd offsets
+  std::memcpy(page->data + 3, f.data(), 500);
+  std::memcpy(page->data + 1500, f.data() + 500, 300);
+  std::memcpy(page->data + 3000, f.data() + 800, 254);
+  std::uint16_t id = 0;
+  put_packet(*bad, page->ref, {{3, 500}, {1500, 300}, {3000, 254}}, id);
+  // And a single-slot one ending on the page's last byte.
+  const auto g = frame(100, 9);
+  std::memcpy(page->data + 4096 - g.size(), g.data(), g.size());
+  put_packet(*bad, page->ref,
+             {{static_cast<std::uint16_t>(4096 - g.size()), static_cast<std::uint16_t>(g.size())}},
+             id);
+  bad->push_tx();
+  std::vector<wire::TxResponse> rsps;
+  ASSERT_TRUE(bad->wait_tx_responses(rsps, 4, 3s));
+  EXPECT_EQ(count_status(rsps, NETIF_RSP_OKAY), 4u);
+  const auto got = host_receive(sock, 2, 2s);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0], f);
+  EXPECT_EQ(got[1], g);
+  expect_good_traffic();
+}
+
+// ---------------------------------------------------------------------------------------
+// XSA-423 / XSA-432: headers spread over many tiny slots arrive whole; the degenerate packet
+// of the maximum slot count, all tiny, is handled; one more slot is dropped, two more fatal.
+
+TEST_F(HostileFrontend, Xsa423_HeadersOverTinySlotsArriveWhole) {
+  auto bad = connected_hostile();
+  ASSERT_FALSE(HasFatalFailure());
+  auto sock = open_packet_socket("vif" + std::to_string(bad->dom().value()) + ".0");
+  auto page = bad->grant_page(hv::Access::read_only);
+  ASSERT_TRUE(page.has_value());
+  const auto f = frame(300, 10);  // 354 bytes: Ethernet 14, IPv4 20, TCP 20 in 2-byte slots
+  copy_frame(*page, 0, f);
+  std::vector<std::uint16_t> sizes{14};
+  for (int i = 0; i < 16; ++i) sizes.push_back(2);
+  sizes.push_back(static_cast<std::uint16_t>(f.size() - 14 - 32));  // 18 slots in all
+  std::uint16_t id = 0;
+  put_packet(*bad, page->ref, consecutive(sizes), id);
+  bad->push_tx();
+  std::vector<wire::TxResponse> rsps;
+  ASSERT_TRUE(bad->wait_tx_responses(rsps, 18, 3s));
+  EXPECT_EQ(count_status(rsps, NETIF_RSP_OKAY), 18u);
+  const auto got = host_receive(sock, 1, 2s);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0], f);
+  expect_good_traffic();
+}
+
+TEST_F(HostileFrontend, Xsa432_AllTinyMaximumSlotPacketThenTooManySlots) {
+  const auto base = resources();
+  auto bad = connected_hostile();
+  ASSERT_FALSE(HasFatalFailure());
+  auto sock = open_packet_socket("vif" + std::to_string(bad->dom().value()) + ".0");
+  auto page = bad->grant_page(hv::Access::read_only);
+  ASSERT_TRUE(page.has_value());
+  const auto f = frame(28, 11);  // 82 bytes = 14 + 17 x 4
+  copy_frame(*page, 0, f);
+  std::vector<std::uint16_t> sizes{14};
+  for (int i = 0; i < 17; ++i) sizes.push_back(4);
+  std::uint16_t id = 0;
+  put_packet(*bad, page->ref, consecutive(sizes), id);  // 18 slots: the most allowed
+  bad->push_tx();
+  std::vector<wire::TxResponse> rsps;
+  ASSERT_TRUE(bad->wait_tx_responses(rsps, 18, 3s));
+  EXPECT_EQ(count_status(rsps, NETIF_RSP_OKAY), 18u);
+  auto got = host_receive(sock, 1, 2s);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0], f);
+
+  // 19 slots: dropped (every slot answered with an error), the vif stays up.
+  const auto f19 = frame(32, 12);  // 86 = 14 + 18 x 4
+  copy_frame(*page, 0, f19);
+  sizes.push_back(4);
+  put_packet(*bad, page->ref, consecutive(sizes), id);
+  bad->push_tx();
+  rsps.clear();
+  ASSERT_TRUE(bad->wait_tx_responses(rsps, 19, 3s));
+  EXPECT_EQ(count_status(rsps, NETIF_RSP_ERROR), 19u);
+  EXPECT_TRUE(host_receive(sock, 1, 300ms).empty());
+  EXPECT_EQ(counter(bad->dom(), "tx_drop_too_many_slots"), 1u);
+  EXPECT_EQ(backend_state(bad->dom()), "4");
+
+  // 20 slots (fatal_skb_slots): malicious, the vif is disabled.
+  sizes.push_back(4);
+  put_packet(*bad, page->ref, consecutive(sizes), id);
+  bad->push_tx();
+  ASSERT_TRUE(wait_for([&] { return backend_state(bad->dom()) == "5"; }, 5s));
+  EXPECT_TRUE(error_node(bad->dom()).has_value());
+  sock.reset();
+  finish(bad, base);
+}
+
+// ---------------------------------------------------------------------------------------
+// XSA-448: zero-length non-first slots are answered OKAY and skipped.
+
+TEST_F(HostileFrontend, Xsa448_ZeroLengthSlotsAreAnsweredAndSkipped) {
+  auto bad = connected_hostile();
+  ASSERT_FALSE(HasFatalFailure());
+  auto sock = open_packet_socket("vif" + std::to_string(bad->dom().value()) + ".0");
+  auto page = bad->grant_page(hv::Access::read_only);
+  ASSERT_TRUE(page.has_value());
+  const auto f = frame(200, 13);  // 254 bytes
+  copy_frame(*page, 0, f);
+  std::uint16_t id = 0;
+  put_packet(*bad, page->ref, {{0, 100}, {100, 0}, {100, 0}, {100, 154}, {254, 0}}, id);
+  bad->push_tx();
+  std::vector<wire::TxResponse> rsps;
+  ASSERT_TRUE(bad->wait_tx_responses(rsps, 5, 3s));
+  EXPECT_EQ(count_status(rsps, NETIF_RSP_OKAY), 5u);
+  const auto got = host_receive(sock, 1, 2s);
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0], f);
+  EXPECT_EQ(counter(bad->dom(), "tx_zero_size_slots"), 3u);
+  EXPECT_EQ(backend_state(bad->dom()), "4");
+  expect_good_traffic();
+}
+
+// ---------------------------------------------------------------------------------------
+// The general rules of §6: a runt first slot and a GSO extra of size 0 are dropped (error
+// responses, vif up); an extra of type 0 is a protocol violation (vif disabled).
+
+TEST_F(HostileFrontend, NetifRules_RuntAndBadGsoDroppedBadExtraTypeFatal) {
+  const auto base = resources();
+  auto bad = connected_hostile();
+  ASSERT_FALSE(HasFatalFailure());
+  auto sock = open_packet_socket("vif" + std::to_string(bad->dom().value()) + ".0");
+  auto page = bad->grant_page(hv::Access::read_only);
+  ASSERT_TRUE(page.has_value());
+  copy_frame(*page, 0, frame(100, 14));
+  std::uint16_t id = 0;
+  // Runt: a 10-byte first slot cannot hold an Ethernet header.
+  bad->tx().put_request(tx_request(page->ref, 0, 10, id++));
+  // GSO extra with size 0.
+  bad->tx().put_request(tx_request(page->ref, 0, 154, id++, NETTXF_extra_info));
+  wire::ExtraInfo gso{};
+  gso.type = XEN_NETIF_EXTRA_TYPE_GSO;
+  gso.u.gso.type = XEN_NETIF_GSO_TYPE_TCPV4;
+  gso.u.gso.size = 0;
+  bad->tx().put_request_as(gso);
+  bad->push_tx();
+  std::vector<wire::TxResponse> rsps;
+  ASSERT_TRUE(bad->wait_tx_responses(rsps, 3, 3s));
+  EXPECT_EQ(count_status(rsps, NETIF_RSP_ERROR), 2u);
+  EXPECT_EQ(count_status(rsps, NETIF_RSP_NULL), 1u) << "the extra's slot";
+  EXPECT_TRUE(host_receive(sock, 1, 300ms).empty());
+  EXPECT_EQ(counter(bad->dom(), "tx_drop_runt"), 1u);
+  EXPECT_EQ(counter(bad->dom(), "tx_drop_bad_gso"), 1u);
+  EXPECT_EQ(backend_state(bad->dom()), "4");
+  // An extra of type 0 (XEN_NETIF_EXTRA_TYPE_NONE): malicious.
+  bad->tx().put_request(tx_request(page->ref, 0, 154, id++, NETTXF_extra_info));
+  wire::ExtraInfo none{};
+  bad->tx().put_request_as(none);
+  bad->push_tx();
+  ASSERT_TRUE(wait_for([&] { return backend_state(bad->dom()) == "5"; }, 5s));
+  EXPECT_TRUE(error_node(bad->dom()).has_value());
+  sock.reset();
+  finish(bad, base);
+}
+
+// ---------------------------------------------------------------------------------------
+// Zero queues (2026 upstream fix) and the other absurd values a frontend can write: each is
+// refused at connect like xenbus_dev_fatal (error node, Closing), with nothing left mapped
+// or bound.
+
+struct AbsurdCase {
+  std::string name;
+  std::map<std::string, std::string> keys;  // overrides of a proper publish()
+};
+
+TEST_F(HostileFrontend, ZeroQueues_RefusedAtConnect) {
+  const auto base = resources();
+  auto bad = hostile();
+  ASSERT_FALSE(HasFatalFailure());
+  ASSERT_FALSE(bad->make_rings());
+  ASSERT_FALSE(bad->publish({{"multi-queue-num-queues", "0"}}));
+  ASSERT_TRUE(wait_for([&] { return backend_state(bad->dom()) == "5"; }, 5s));
+  const auto err = error_node(bad->dom());
+  ASSERT_TRUE(err.has_value());
+  EXPECT_NE(err->find("multi-queue-num-queues"), std::string::npos) << *err;
+  EXPECT_EQ(bad->grants_in_use(), 0u);
+  finish(bad, base);
+}
+
+TEST_F(HostileFrontend, AbsurdXenstoreValues_RefusedAtConnect) {
+  const auto base = resources();
+  const std::string huge(2000, '7');  // xenstored refuses values past its quota
+  std::vector<AbsurdCase> cases{
+      {"num-queues 10^9", {{"multi-queue-num-queues", "1000000000"}}},
+      {"num-queues non-numeric", {{"multi-queue-num-queues", "two"}}},
+      {"num-queues negative", {{"multi-queue-num-queues", "-1"}}},
+      {"tx-ring-ref trailing junk", {{"tx-ring-ref", "8x"}}},
+      {"tx-ring-ref very long", {{"tx-ring-ref", huge}}},
+      {"tx-ring-ref not granted", {{"tx-ring-ref", "4000"}}},
+      {"rx-ring-ref past the grant table", {{"rx-ring-ref", "4294967295"}}},
+      {"event-channel 0", {{"event-channel", "0"}}},
+      {"event-channel not allocated", {{"event-channel", "4000"}}},
+      {"event-channel empty string", {{"event-channel", " "}}},
+      {"request-rx-copy 0", {{"request-rx-copy", "0"}}},
+      {"feature-sg not a boolean", {{"feature-sg", "yes"}}},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto bad = hostile();
+    ASSERT_FALSE(HasFatalFailure());
+    ASSERT_FALSE(bad->make_rings());
+    ASSERT_FALSE(bad->publish(c.keys));
+    expect_refused(*bad, c.name);
+    remove_device(bad->dom());
+  }
+  // Rings granted read-only (the backend must write responses), and a port allocated for a
+  // domain other than the backend.
+  {
+    SCOPED_TRACE("ring granted read-only");
+    auto bad = hostile();
+    ASSERT_FALSE(bad->make_rings());
+    auto ro = bad->grant_page(hv::Access::read_only);
+    ASSERT_TRUE(ro.has_value());
+    ASSERT_FALSE(bad->publish({{"rx-ring-ref", std::to_string(ro->ref.value())}}));
+    expect_refused(*bad, "ring granted read-only");
+    remove_device(bad->dom());
+  }
+  {
+    SCOPED_TRACE("event channel of another domain");
+    auto bad = hostile();
+    ASSERT_FALSE(bad->make_rings());
+    auto other = bad->alloc_port(good_.dom);
+    ASSERT_TRUE(other.has_value());
+    ASSERT_FALSE(bad->publish({{"event-channel", std::to_string(other->value())}}));
+    expect_refused(*bad, "event channel of another domain");
+    remove_device(bad->dom());
+  }
+  {
+    SCOPED_TRACE("ring ref of another domain's grant");
+    auto bad = hostile();
+    ASSERT_FALSE(bad->make_rings());
+    auto page = bad->grant_page();
+    ASSERT_TRUE(page.has_value());
+    ASSERT_FALSE(bad->corrupt_grant(page->ref, good_.dom, 0));
+    ASSERT_FALSE(bad->publish({{"tx-ring-ref", std::to_string(page->ref.value())}}));
+    expect_refused(*bad, "grant to another domain");
+    remove_device(bad->dom());
+  }
+  EXPECT_LE(log_line_count(), 40u * 16u);
+  expect_good_traffic();
+  expect_no_leak(base);
+}
+
+// ---------------------------------------------------------------------------------------
+// Out-of-order and invalid states: answered like netback (invalid -> fatal, Closing), never
+// a crash; the toolstack can still remove the device.
+
+TEST_F(HostileFrontend, StatesOutOfOrderAndInvalid) {
+  const auto base = resources();
+  {
+    auto bad = hostile();
+    ASSERT_FALSE(HasFatalFailure());
+    // Connected before any ring exists: the keys are missing, the connect fails.
+    ASSERT_FALSE(bad->set_state("4"));
+    expect_refused(*bad, "Connected without rings");
+    for (const char* s : {"7", "abc", "-1", "", "3", "1", "4", "6", "2", "99999999999"})
+      (void)bad->set_state(s);
+    std::this_thread::sleep_for(200ms);
+    remove_device(bad->dom());
+  }
+  {
+    auto bad = connected_hostile();
+    ASSERT_FALSE(HasFatalFailure());
+    // Rapid flapping of a connected frontend's state.
+    for (int i = 0; i < 50; ++i)
+      for (const char* s : {"1", "4", "3", "5", "4", "6", "1", "garbage"}) (void)bad->set_state(s);
+    std::this_thread::sleep_for(300ms);
+    expect_log_bounded(bad->dom());
+    remove_device(bad->dom());
+    EXPECT_EQ(bad->grants_in_use(), 0u);
+  }
+  expect_good_traffic();
+  expect_no_leak(base);
+}
+
+}  // namespace
+}  // namespace unetback::hostile_suite

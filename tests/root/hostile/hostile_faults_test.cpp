@@ -1,0 +1,276 @@
+// Faults around the protocol rather than in it: a frontend that dies at every step of the
+// xenbus handshake and in the middle of a transfer, and the event channel losing or delaying
+// notifications (xensim's fault injection). After each: the backend lets the vif go entirely
+// (nothing leaked), a fresh guest connects, and no packet is left unaccounted for.
+#include <cstring>
+
+#include "tests/root/hostile/hostile_fixture.hpp"
+
+namespace unetback::hostile_suite {
+using namespace unetback::test;
+using Rogue = test::HostileFrontend;
+namespace {
+
+class HostileFrontend : public HostileTest {};
+
+/// Where the frontend dies.
+enum class KillPoint {
+  before_device,   // the domain is gone before the toolstack adds the vif
+  init_wait,       // backend in InitWait, frontend wrote nothing
+  rings_granted,   // pages granted and a port allocated, nothing published
+  keys_published,  // ring refs and event channel written, no state yet
+  initialised,     // state 3 (Initialised)
+  connecting,      // state 4 written, vanish before the backend could connect
+  connected,       // backend Connected
+  mid_transfer,    // packets in flight both ways, grants mapped
+  closing,         // frontend wrote Closing, backend not yet Closed
+};
+
+const char* kill_point_name(KillPoint k) {
+  switch (k) {
+    case KillPoint::before_device: return "before_device";
+    case KillPoint::init_wait: return "init_wait";
+    case KillPoint::rings_granted: return "rings_granted";
+    case KillPoint::keys_published: return "keys_published";
+    case KillPoint::initialised: return "initialised";
+    case KillPoint::connecting: return "connecting";
+    case KillPoint::connected: return "connected";
+    case KillPoint::mid_transfer: return "mid_transfer";
+    case KillPoint::closing: return "closing";
+  }
+  return "?";
+}
+
+/// Puts `n` TX packets of `f` on the ring, each on its own page (zerocopy-sized), and
+/// floods the guest's TAP so guest-RX copies are running too.
+void start_transfer(HostileTest& t, Rogue& bad, const UniqueFd& sock, std::size_t n) {
+  ASSERT_FALSE(bad.post_rx(128));
+  const auto f = HostileTest::frame(1200, 21);
+  for (std::size_t i = 0; i < 100; ++i) (void)::send(sock.get(), f.data(), f.size(), MSG_DONTWAIT);
+  std::uint16_t id = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    auto p = bad.grant_page(hv::Access::read_only);
+    ASSERT_TRUE(p.has_value());
+    std::memcpy(p->data, f.data(), f.size());
+    bad.tx().put_request(
+        HostileTest::tx_request(p->ref, 0, static_cast<std::uint16_t>(f.size()), id++));
+  }
+  bad.push_tx();
+  (void)t;
+}
+
+TEST_F(HostileFrontend, HandshakeKillLoop_FrontendDiesAtEveryStep) {
+  const auto base = resources();
+  const std::size_t base_vifs = vif_count();
+  for (auto k : {KillPoint::before_device, KillPoint::init_wait, KillPoint::rings_granted,
+                 KillPoint::keys_published, KillPoint::initialised, KillPoint::connecting,
+                 KillPoint::connected, KillPoint::mid_transfer, KillPoint::closing}) {
+    SCOPED_TRACE(kill_point_name(k));
+    std::unique_ptr<Rogue> bad;
+    DomId dom{};
+    if (k == KillPoint::before_device) {
+      bad = std::make_unique<Rogue>(world_->dir(), "kill", dom0_.get());
+      bad->attach();
+      dom = bad->dom();
+      bad.reset();
+      // libxl adds the device of a domain that has just died (its own race).
+      toolstack::VifSpec spec;
+      ASSERT_FALSE(toolstack::add_vif(*toolstack_xs_, kDom0, dom, spec));
+      std::this_thread::sleep_for(200ms);
+    } else {
+      bad = hostile("kill");
+      ASSERT_FALSE(HasFatalFailure());
+      dom = bad->dom();
+      UniqueFd sock;
+      if (k >= KillPoint::rings_granted) {
+        ASSERT_FALSE(bad->make_rings());
+      }
+      if (k >= KillPoint::keys_published) {
+        ASSERT_FALSE(bad->publish({}, std::nullopt));
+      }
+      if (k == KillPoint::initialised) {
+        ASSERT_FALSE(bad->set_state("3"));
+      }
+      if (k >= KillPoint::connecting) {
+        ASSERT_FALSE(bad->set_state("4"));
+      }
+      if (k >= KillPoint::connected) {
+        ASSERT_FALSE(wait_backend(dom, "4"));
+      }
+      if (k == KillPoint::mid_transfer) {
+        sock = open_packet_socket("vif" + std::to_string(dom.value()) + ".0");
+        start_transfer(*this, *bad, sock, 64);
+        ASSERT_FALSE(HasFatalFailure());
+        // Let the backend get busy with it (grants mapped, copies running).
+        wait_for([&] { return counter(dom, "tx_packets") > 0; }, 2s);
+      }
+      if (k == KillPoint::closing) {
+        ASSERT_FALSE(bad->set_state("5"));
+      }
+      bad.reset();  // the domain dies here
+    }
+    // @releaseDomain: the daemon tears the vif down by itself, whatever the step.
+    EXPECT_TRUE(wait_for([&] { return !has_vif(dom); }, 10s))
+        << "the daemon kept the vif of a dead domain (backend state " << backend_state(dom) << ")";
+    // libxl then deletes the device nodes of the destroyed domain.
+    toolstack::delete_vif_nodes(*toolstack_xs_, kDom0, dom, DevId{0});
+    EXPECT_EQ(vif_count(), base_vifs);
+    expect_no_leak(base);
+    expect_log_bounded(dom);
+  }
+  // A fresh guest connects and passes traffic; the first one never stopped.
+  {
+    hv::HypervisorOptions fe;
+    fe.role = hv::Role::frontend;
+    fe.name = "fresh";
+    auto hv = std::make_unique<hv::SimHypervisor>(world_->dir(), fe);
+    add_device(hv->self());
+    ASSERT_FALSE(HasFatalFailure());
+    netfront::Netfront nf(*hv, {});
+    ASSERT_FALSE(nf.connect(5s));
+    ASSERT_FALSE(wait_backend(hv->self(), "4"));
+    auto sock = open_packet_socket("vif" + std::to_string(hv->self().value()) + ".0");
+    const auto f = frame(700, 33);
+    ASSERT_TRUE(nf.send(f).has_value());
+    const auto got = host_receive(sock, 1, 3s);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0], f);
+    nf.disconnect(1s);
+    remove_device(hv->self());
+  }
+  expect_good_traffic();
+}
+
+TEST_F(HostileFrontend, KillMidTransferRepeatedly) {
+  const auto base = resources();
+  for (int i = 0; i < 5; ++i) {
+    SCOPED_TRACE(i);
+    auto bad = connected_hostile("churn");
+    ASSERT_FALSE(HasFatalFailure());
+    const DomId dom = bad->dom();
+    auto sock = open_packet_socket("vif" + std::to_string(dom.value()) + ".0");
+    start_transfer(*this, *bad, sock, 100);
+    ASSERT_FALSE(HasFatalFailure());
+    std::this_thread::sleep_for(std::chrono::milliseconds(5 * i));  // a different moment each time
+    bad.reset();
+    sock.reset();
+    EXPECT_TRUE(wait_for([&] { return !has_vif(dom); }, 10s));
+    toolstack::delete_vif_nodes(*toolstack_xs_, kDom0, dom, DevId{0});
+    // The good guest, on the same event-loop thread, goes on between the deaths.
+    expect_good_traffic(8);
+  }
+  expect_no_leak(base);
+}
+
+// ---------------------------------------------------------------------------------------
+// Event faults. A lost notification must not lose packets: the requests stay on the ring and
+// are served, at the latest, when the backend looks again.
+
+/// Arms `count` lost notifications on every port of `dom` up to kPorts (ports not bound are
+/// refused by xensim: harmless).
+void drop_events_everywhere(hv::SimHypervisor& dom0, DomId dom, std::uint32_t count) {
+  constexpr std::uint32_t kPorts = 64;
+  for (std::uint32_t p = 1; p < kPorts; ++p) (void)dom0.inject_drop_events(dom, Port{p}, count);
+}
+
+TEST_F(HostileFrontend, EventDrops_LostTxKickDoesNotLosePackets) {
+  auto& nf = *good_.netfront;
+  nf.process_tx_responses();
+  const auto before = nf.stats();
+  drop_events_everywhere(*dom0_, kDom0, 1);  // the backend misses the next kick
+  const auto f = frame(900, 41);
+  std::size_t sent = 0;
+  for (int i = 0; i < 4; ++i)
+    if (nf.send(f)) ++sent;
+  ASSERT_EQ(sent, 4u);
+  // Every packet comes out, bounded in time, though its kick was lost.
+  const auto got = host_receive(good_.sock, 4, 5s);
+  drop_events_everywhere(*dom0_, kDom0, 0);
+  std::size_t same = 0;
+  for (const auto& g : got)
+    if (g == f) ++same;
+  EXPECT_EQ(same, 4u) << "packets whose notification was lost stayed on the ring";
+  wait_for(
+      [&] {
+        nf.handle_event();
+        nf.process_tx_responses();
+        return nf.stats().tx_completed - before.tx_completed >= 4;
+      },
+      3s);
+  EXPECT_EQ(nf.stats().tx_completed - before.tx_completed, 4u) << "a TX slot never answered";
+  expect_good_traffic();
+}
+
+TEST_F(HostileFrontend, EventDrops_LostRxNotificationsDoNotLosePackets) {
+  // The backend's notifications to the guest are lost; the guest still finds every packet
+  // (it polls), and the RX ring keeps going.
+  drop_events_everywhere(*dom0_, good_.dom, 8);
+  const auto f = frame(600, 43);
+  for (int i = 0; i < 16; ++i)
+    ASSERT_EQ(::send(good_.sock.get(), f.data(), f.size(), 0), ssize_t(f.size()));
+  std::vector<netfront::RxPacket> got;
+  wait_for(
+      [&] {
+        good_.netfront->handle_event();
+        (void)good_.netfront->poll(got);
+        return got.size() >= 16;
+      },
+      5s);
+  drop_events_everywhere(*dom0_, good_.dom, 0);
+  EXPECT_EQ(got.size(), 16u);
+  for (const auto& p : got) EXPECT_EQ(p.bytes, f);
+  expect_good_traffic();
+}
+
+TEST_F(HostileFrontend, EventDelays_StalledBackendCatchesUpOnRelease) {
+  // dom0 stalled: every notification to it is held, then delivered once per port.
+  ASSERT_FALSE(dom0_->inject_stall(kDom0, true));
+  const auto f = frame(1000, 45);
+  std::size_t sent = 0;
+  for (int i = 0; i < 32; ++i) {
+    if (good_.netfront->send(f)) ++sent;
+  }
+  const auto in = frame(500, 46);
+  for (int i = 0; i < 16; ++i) (void)::send(good_.sock.get(), in.data(), in.size(), 0);
+  std::this_thread::sleep_for(300ms);
+  ASSERT_FALSE(dom0_->inject_stall(kDom0, false));
+  const auto got = host_receive(good_.sock, sent, 5s);
+  std::size_t same = 0;
+  for (const auto& g : got)
+    if (g == f) ++same;
+  EXPECT_EQ(same, sent);
+  std::vector<netfront::RxPacket> rx;
+  wait_for(
+      [&] {
+        good_.netfront->handle_event();
+        (void)good_.netfront->poll(rx);
+        return rx.size() >= 16;
+      },
+      5s);
+  EXPECT_EQ(rx.size(), 16u);
+  expect_good_traffic();
+}
+
+TEST_F(HostileFrontend, EventDrops_HostileGuestRingRecoversAfterLostKicks) {
+  // A hostile guest that never kicks again after a lost one: its TX requests must still be
+  // served (bounded), and its ring keeps working afterwards.
+  auto bad = connected_hostile();
+  ASSERT_FALSE(HasFatalFailure());
+  auto sock = open_packet_socket("vif" + std::to_string(bad->dom().value()) + ".0");
+  auto page = bad->grant_page(hv::Access::read_only);
+  ASSERT_TRUE(page.has_value());
+  const auto f = frame(400, 47);
+  std::memcpy(page->data, f.data(), f.size());
+  std::uint16_t id = 0;
+  for (int i = 0; i < 8; ++i)
+    bad->tx().put_request(tx_request(page->ref, 0, static_cast<std::uint16_t>(f.size()), id++));
+  (void)bad->tx().push_requests();  // published, never notified
+  std::vector<wire::TxResponse> rsps;
+  EXPECT_TRUE(bad->wait_tx_responses(rsps, 8, 5s)) << "requests without a kick never served";
+  const auto got = host_receive(sock, 8, 3s);
+  EXPECT_EQ(got.size(), 8u);
+  expect_good_traffic();
+}
+
+}  // namespace
+}  // namespace unetback::hostile_suite

@@ -1,0 +1,461 @@
+// The hostile suite's world: a real xensim, the daemon's own control plane in this process
+// (BackendManager + TunableStore + the real vif layer, pumped as ManagerLoop does), one
+// well-behaved guest (the userspace Netfront, with a packet socket on its TAP) whose traffic
+// is measured in every test, and any number of HostileFrontends. The whole process runs in a
+// private network namespace (root): suite `hostile`.
+//
+// What every scenario checks, beside its own rule (netback-facts §6):
+//  * the backend survives: the good guest's packets, both ways, all arrive (sent == received),
+//    measured after the attack (and, for floods, during it);
+//  * no leak once the bad vif is gone: the bad guest's grants unmapped, the process's fds and
+//    mappings back to their baseline, the TAP gone, the manager holds no vif for it;
+//  * the log is rate-limited: the lines naming the bad vif stay under a small bound however
+//    much the guest misbehaves (log::set_sink counts them).
+#pragma once
+
+#include <algorithm>
+#include <arpa/inet.h>
+#include <atomic>
+#include <dirent.h>
+#include <fstream>
+#include <gtest/gtest.h>
+#include <iterator>
+#include <linux/if_packet.h>
+#include <mutex>
+#include <net/ethernet.h>
+#include <net/if.h>
+#include <poll.h>
+#include <set>
+#include <sys/socket.h>
+#include <thread>
+#include <unistd.h>
+
+#include "backend/daemon/backend_manager.hpp"
+#include "backend/daemon/tunables.hpp"
+#include "backend/vif/vif.hpp"
+#include "common/hv/sim/sim_hypervisor.hpp"
+#include "common/net/frame_builder.hpp"
+#include "common/util/log.hpp"
+#include "frontend-shim/netfront.hpp"
+#include "tests/integration/xensim/xensim_process.hpp"
+#include "tests/support/hostile_frontend.hpp"
+#include "tests/support/private_netns.hpp"
+#include "tools/xl/toolstack.hpp"
+
+namespace unetback::test {
+
+using namespace std::chrono_literals;
+
+/// The well-behaved guest: a domain, its Netfront, a packet socket on its TAP.
+struct GoodGuest {
+  std::unique_ptr<hv::SimHypervisor> hv;
+  DomId dom{};
+  std::unique_ptr<netfront::Netfront> netfront;
+  UniqueFd sock;
+  [[nodiscard]] std::string tap() const { return "vif" + std::to_string(dom.value()) + ".0"; }
+};
+
+/// Counts of the process's resources, to compare against a baseline.
+struct Resources {
+  std::size_t fds = 0;
+  std::size_t maps = 0;
+  std::size_t taps = 0;
+  std::multiset<std::string> fd_targets;  // readlink of each fd, to name a leak
+  std::multiset<std::string> map_names;   // the path column of /proc/self/maps
+};
+
+class HostileTest : public ::testing::Test {
+ public:
+  static std::vector<std::byte> frame(std::size_t payload, std::uint8_t seed) {
+    net::FrameSpec spec;
+    spec.payload_len = payload;
+    spec.payload_seed = seed;
+    return net::build_frame(spec);
+  }
+
+  /// A TX request for `len` bytes at `offset` of a page holding `data` there.
+  static wire::TxRequest tx_request(GrantRef ref, std::uint16_t offset, std::uint16_t size,
+                                    std::uint16_t id, std::uint16_t flags = 0) {
+    wire::TxRequest r{};
+    r.gref = ref.value();
+    r.offset = offset;
+    r.size = size;
+    r.id = id;
+    r.flags = flags;
+    return r;
+  }
+
+ protected:
+  /// Tunables the daemon starts with (a test may change them before SetUp via this hook).
+  virtual daemon::Tunables tunables() {
+    daemon::Tunables t;
+    t.max_queues = 2;
+    t.threads = 1;  // every vif on one event-loop thread: "the others go on" means something
+    return t;
+  }
+
+  void SetUp() override {
+    if (!enter_private_netns()) GTEST_SKIP() << "needs root and /dev/net/tun (suite hostile)";
+    log::set_sink([this](log::Level, std::string_view prefix, std::string_view msg) {
+      const std::lock_guard lock(log_mu_);
+      log_lines_.emplace_back(std::string(prefix) + ": " + std::string(msg));
+    });
+    world_ = std::make_unique<XensimProcess>();
+    hv::HypervisorOptions be;
+    be.role = hv::Role::backend;
+    dom0_ = std::make_unique<hv::SimHypervisor>(world_->dir(), be);
+    toolstack_xs_ = dom0_->open_xenstore();
+    backend_xs_ = dom0_->open_xenstore();
+    const auto t = tunables();
+    loops_ = std::make_unique<vif::EventLoopPool>(t.threads);
+    tunable_store_ = std::make_unique<daemon::TunableStore>(*backend_xs_, kDom0, t);
+    factory_ = std::make_unique<vif::VifFactoryImpl>(*dom0_, *loops_, [] {});
+    manager_ = std::make_unique<daemon::BackendManager>(
+        *backend_xs_, kDom0, *factory_, *tunable_store_,
+        [this](DomId d) { return dom0_->domain_exists(d); });
+    ASSERT_FALSE(manager_->start());
+    start_pump();
+    bring_up_good();
+    if (HasFatalFailure()) return;
+    // Warm-up: the first notifications each way fill xensim's caches of peer eventfds and
+    // control pages; a test's resource baseline is taken after them.
+    expect_good_traffic(8);
+  }
+
+  void TearDown() override {
+    if (good_.netfront) good_.netfront->disconnect(1s);
+    good_.netfront.reset();
+    good_.sock.reset();
+    if (toolstack_xs_ && good_.hv)
+      (void)toolstack::remove_vif(*toolstack_xs_, kDom0, good_.dom, {});
+    {
+      const std::lock_guard lock(mu_);
+      if (manager_) manager_->shutdown();
+    }
+    stop_pump();
+    manager_.reset();
+    factory_.reset();
+    tunable_store_.reset();
+    loops_.reset();
+    good_.hv.reset();
+    backend_xs_.reset();
+    toolstack_xs_.reset();
+    dom0_.reset();
+    world_.reset();
+    log::set_sink({});
+  }
+
+  // --- the daemon's loop (ManagerLoop's job, on a thread of ours) ---
+  void start_pump() {
+    pump_ = std::thread([this] {
+      auto last_check = std::chrono::steady_clock::now();
+      while (!pump_stop_) {
+        pollfd pfd{backend_xs_->watch_fd(), POLLIN, 0};
+        (void)::poll(&pfd, 1, 10);
+        const std::lock_guard lock(mu_);
+        if (pfd.revents & POLLIN) (void)manager_->process_events();
+        if (std::chrono::steady_clock::now() - last_check > 20ms) {
+          manager_->check_vifs();
+          last_check = std::chrono::steady_clock::now();
+        }
+      }
+    });
+  }
+  void stop_pump() {
+    pump_stop_ = true;
+    if (pump_.joinable()) pump_.join();
+  }
+
+  // --- the toolstack ---
+  void add_device(DomId dom) {
+    toolstack::VifSpec spec;
+    spec.mac = "00:16:3e:00:00:" + std::to_string(10 + dom.value() % 80);
+    ASSERT_FALSE(toolstack::add_vif(*toolstack_xs_, kDom0, dom, spec));
+    ASSERT_FALSE(wait_backend(dom, "2", 10s)) << "no InitWait within libxl's 10 s";
+    const std::string tap = "vif" + std::to_string(dom.value()) + ".0";
+    ASSERT_NE(::if_nametoindex(tap.c_str()), 0u) << "no TAP before InitWait";
+    ASSERT_EQ(0, std::system(("ip link set " + tap + " up").c_str()));
+    ASSERT_FALSE(toolstack_xs_->write(be_path(dom) + "/hotplug-status", "connected"));
+  }
+  /// libxl's removal (online=0, state=5, wait for Closed, delete the nodes); then the
+  /// daemon must let the vif go entirely.
+  void remove_device(DomId dom) {
+    (void)toolstack::remove_vif(*toolstack_xs_, kDom0, dom, DevId{0});
+    EXPECT_TRUE(wait_for([&] { return !has_vif(dom); }, 10s)) << "the daemon kept the vif";
+  }
+  [[nodiscard]] static std::string be_path(DomId dom) {
+    return toolstack::backend_path(kDom0, dom, DevId{0});
+  }
+  std::error_code wait_backend(DomId dom, std::string_view s, std::chrono::milliseconds t = 10s) {
+    return toolstack::wait_for_value(*toolstack_xs_, be_path(dom) + "/state", s, t);
+  }
+  [[nodiscard]] std::string backend_state(DomId dom) {
+    auto v = toolstack_xs_->read(be_path(dom) + "/state");
+    return v ? *v : std::string("(none)");
+  }
+  [[nodiscard]] std::optional<std::string> error_node(DomId dom) {
+    auto v = toolstack_xs_->read("/local/domain/0/error/backend/vif/" +
+                                 std::to_string(dom.value()) + "/0/error");
+    if (!v) return std::nullopt;
+    return *v;
+  }
+
+  // --- the daemon's view ---
+  bool has_vif(DomId dom) {
+    const std::lock_guard lock(mu_);
+    return manager_->status(daemon::VifId{dom, DevId{0}}).has_value();
+  }
+  std::size_t vif_count() {
+    const std::lock_guard lock(mu_);
+    return manager_->vif_count();
+  }
+  std::uint64_t counter(DomId dom, std::string_view name) {
+    const std::lock_guard lock(mu_);
+    const auto st = manager_->status(daemon::VifId{dom, DevId{0}});
+    std::uint64_t sum = 0;
+    if (!st) return 0;
+    for (const auto& q : st->report.queues)
+      for (const auto& [k, v] : q.counters)
+        if (k == name) sum += v;
+    return sum;
+  }
+  bool connected(DomId dom) {
+    const std::lock_guard lock(mu_);
+    const auto st = manager_->status(daemon::VifId{dom, DevId{0}});
+    return st && st->report.connected;
+  }
+
+  template <typename Pred>
+  static bool wait_for(Pred pred, std::chrono::milliseconds t) {
+    const auto deadline = std::chrono::steady_clock::now() + t;
+    while (!pred()) {
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      std::this_thread::sleep_for(5ms);
+    }
+    return true;
+  }
+
+  // --- the good guest ---
+  void bring_up_good() {
+    hv::HypervisorOptions fe;
+    fe.role = hv::Role::frontend;
+    fe.name = "good";
+    good_.hv = std::make_unique<hv::SimHypervisor>(world_->dir(), fe);
+    good_.dom = good_.hv->self();
+    add_device(good_.dom);
+    good_.netfront = std::make_unique<netfront::Netfront>(*good_.hv, netfront::NetfrontOptions{});
+    ASSERT_FALSE(good_.netfront->connect(5s));
+    ASSERT_FALSE(wait_backend(good_.dom, "4"));
+    good_.sock = open_packet_socket(good_.tap());
+    ASSERT_TRUE(good_.sock.valid());
+  }
+
+  static UniqueFd open_packet_socket(const std::string& tap) {
+    UniqueFd s(::socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, htons(ETH_P_ALL)));
+    if (!s.valid()) return s;
+    sockaddr_ll sll{};
+    sll.sll_family = AF_PACKET;
+    sll.sll_protocol = htons(ETH_P_ALL);
+    sll.sll_ifindex = static_cast<int>(::if_nametoindex(tap.c_str()));
+    if (::bind(s.get(), reinterpret_cast<sockaddr*>(&sll), sizeof sll) != 0) s.reset();
+    return s;
+  }
+
+  /// Frames the guest sent (not our own outgoing ones), collected until `n` arrived or `t`.
+  static std::vector<std::vector<std::byte>> host_receive(const UniqueFd& sock, std::size_t n,
+                                                          std::chrono::milliseconds t) {
+    std::vector<std::vector<std::byte>> out;
+    const auto deadline = std::chrono::steady_clock::now() + t;
+    while (out.size() < n && std::chrono::steady_clock::now() < deadline) {
+      pollfd pfd{sock.get(), POLLIN, 0};
+      if (::poll(&pfd, 1, 20) <= 0) continue;
+      std::vector<std::byte> buf(70000);
+      sockaddr_ll from{};
+      socklen_t fl = sizeof from;
+      const ssize_t len = ::recvfrom(sock.get(), buf.data(), buf.size(), 0,
+                                     reinterpret_cast<sockaddr*>(&from), &fl);
+      if (len <= 0 || from.sll_pkttype == PACKET_OUTGOING) continue;
+      buf.resize(static_cast<std::size_t>(len));
+      out.push_back(std::move(buf));
+    }
+    return out;
+  }
+
+  struct Traffic {
+    std::size_t sent = 0, received = 0;
+  };
+  /// `n` frames each way through the good guest; what arrived. Frames are sent in small
+  /// bursts so neither ring nor socket overflows (we measure the backend, not buffer sizes).
+  Traffic good_traffic(std::size_t n = 32) {
+    Traffic tr;
+    const auto out = frame(1000, 0x42);
+    for (std::size_t i = 0; i < n; ++i) {
+      for (int tries = 0; tries < 200; ++tries) {
+        if (good_.netfront->send(out)) {
+          ++tr.sent;
+          break;
+        }
+        good_.netfront->handle_event();
+        good_.netfront->process_tx_responses();
+        std::this_thread::sleep_for(1ms);
+      }
+      if (i % 8 == 7 || i + 1 == n) {
+        const auto got = host_receive(good_.sock, (i % 8) + 1, 3s);
+        for (const auto& f : got)
+          if (f == out) ++tr.received;
+      }
+    }
+    const auto in = frame(800, 0x17);
+    for (std::size_t i = 0; i < n; ++i) {
+      if (::send(good_.sock.get(), in.data(), in.size(), 0) == static_cast<ssize_t>(in.size()))
+        ++tr.sent;
+      if (i % 8 == 7 || i + 1 == n) {
+        std::vector<netfront::RxPacket> got;
+        const std::size_t want = (i % 8) + 1;
+        const auto deadline = std::chrono::steady_clock::now() + 3s;
+        while (got.size() < want && std::chrono::steady_clock::now() < deadline) {
+          good_.netfront->handle_event();
+          (void)good_.netfront->poll(got);
+          std::this_thread::sleep_for(1ms);
+        }
+        for (const auto& p : got)
+          if (p.bytes == in) ++tr.received;
+      }
+    }
+    good_.netfront->process_tx_responses();
+    return tr;
+  }
+  void expect_good_traffic(std::size_t n = 32) {
+    const auto tr = good_traffic(n);
+    EXPECT_EQ(tr.sent, 2 * n);
+    EXPECT_EQ(tr.received, tr.sent) << "the well-behaved guest lost traffic";
+  }
+
+  // --- hostile guests ---
+  /// A hostile domain with its device made by the toolstack, backend in InitWait, TAP up.
+  std::unique_ptr<HostileFrontend> hostile(const std::string& name = "bad") {
+    auto h = std::make_unique<HostileFrontend>(world_->dir(), name, dom0_.get());
+    h->attach();
+    add_device(h->dom());
+    return h;
+  }
+  /// A hostile guest whose rings are connected the proper way (the attack comes after).
+  std::unique_ptr<HostileFrontend> connected_hostile(const std::string& name = "bad") {
+    auto h = hostile(name);
+    if (::testing::Test::HasFatalFailure()) return h;
+    EXPECT_FALSE(h->make_rings());
+    EXPECT_FALSE(h->publish());
+    EXPECT_FALSE(wait_backend(h->dom(), "4"));
+    return h;
+  }
+
+  // --- leaks ---
+  static std::size_t count_dir(const char* path, std::string_view prefix = {}) {
+    std::size_t n = 0;
+    DIR* d = ::opendir(path);
+    if (d == nullptr) return 0;
+    while (const dirent* e = ::readdir(d)) {
+      const std::string_view name(e->d_name);
+      if (name == "." || name == "..") continue;
+      if (name.substr(0, prefix.size()) == prefix) ++n;
+    }
+    ::closedir(d);
+    return n;
+  }
+  static Resources resources() {
+    Resources r;
+    if (DIR* d = ::opendir("/proc/self/fd")) {
+      while (const dirent* e = ::readdir(d)) {
+        if (e->d_name[0] == '.') continue;
+        char target[512] = {};
+        const std::string link = std::string("/proc/self/fd/") + e->d_name;
+        const ssize_t n = ::readlink(link.c_str(), target, sizeof target - 1);
+        r.fd_targets.insert(n > 0 ? std::string(target, static_cast<std::size_t>(n)) : "?");
+      }
+      ::closedir(d);
+    }
+    r.fds = r.fd_targets.size() - 1;  // the directory stream itself
+    std::ifstream maps("/proc/self/maps");
+    std::string line;
+    while (std::getline(maps, line)) {
+      ++r.maps;
+      const auto slash = line.find_first_of("/[");
+      r.map_names.insert(slash == std::string::npos ? "(anon)" : line.substr(slash));
+    }
+    r.taps = count_dir("/sys/class/net", "vif");
+    return r;
+  }
+  /// Waits (bounded) for the process to get back to `base`: the data path lets go of pages
+  /// and sockets on its own thread, a little after the xenbus side reported Closed.
+  void expect_no_leak(const Resources& base) {
+    Resources now;
+    wait_for(
+        [&] {
+          now = resources();
+          return now.fds <= base.fds && now.maps <= base.maps && now.taps <= base.taps;
+        },
+        5s);
+    EXPECT_LE(now.fds, base.fds) << "file descriptors leaked:"
+                                 << extra(now.fd_targets, base.fd_targets);
+    EXPECT_LE(now.maps, base.maps)
+        << "mappings (grants, rings) leaked:" << extra(now.map_names, base.map_names);
+    EXPECT_LE(now.taps, base.taps) << "a TAP outlived its vif";
+  }
+
+  static std::string extra(const std::multiset<std::string>& now,
+                           const std::multiset<std::string>& base) {
+    std::vector<std::string> diff;
+    std::set_difference(now.begin(), now.end(), base.begin(), base.end(), std::back_inserter(diff));
+    std::string out;
+    for (const auto& d : diff) out += " " + d;
+    return out;
+  }
+
+  // --- the log ---
+  /// Lines naming vif<dom>.* (every data-path and xenbus message of that vif carries it).
+  std::size_t log_lines_about(DomId dom) {
+    const std::string tag = "vif" + std::to_string(dom.value()) + ".";
+    const std::string tag2 = "vif " + std::to_string(dom.value()) + "/";
+    const std::lock_guard lock(log_mu_);
+    std::size_t n = 0;
+    for (const auto& l : log_lines_)
+      if (l.find(tag) != std::string::npos || l.find(tag2) != std::string::npos) ++n;
+    return n;
+  }
+  /// The bound, with the lines themselves in the failure message.
+  void expect_log_bounded(DomId dom, std::size_t bound = kLogBound) {
+    const std::size_t n = log_lines_about(dom);
+    if (n <= bound) return;
+    const std::string tag = "vif" + std::to_string(dom.value()) + ".";
+    const std::string tag2 = "vif " + std::to_string(dom.value()) + "/";
+    std::string text;
+    const std::lock_guard lock(log_mu_);
+    for (const auto& l : log_lines_)
+      if (l.find(tag) != std::string::npos || l.find(tag2) != std::string::npos) text += l + "\n";
+    ADD_FAILURE() << n << " log lines about vif" << dom.value() << " (bound " << bound
+                  << "): the log is not rate-limited\n"
+                  << text;
+  }
+  std::size_t log_line_count() {
+    const std::lock_guard lock(log_mu_);
+    return log_lines_.size();
+  }
+  /// A guest that keeps misbehaving must not make the log grow with it.
+  static constexpr std::size_t kLogBound = 40;
+
+  std::unique_ptr<XensimProcess> world_;
+  std::unique_ptr<hv::SimHypervisor> dom0_;
+  std::unique_ptr<hv::XenStore> toolstack_xs_, backend_xs_;
+  std::unique_ptr<vif::EventLoopPool> loops_;
+  std::unique_ptr<daemon::TunableStore> tunable_store_;
+  std::unique_ptr<vif::VifFactoryImpl> factory_;
+  std::unique_ptr<daemon::BackendManager> manager_;
+  std::mutex mu_;  // the manager, against the pump thread
+  std::thread pump_;
+  std::atomic<bool> pump_stop_{false};
+  GoodGuest good_;
+  std::mutex log_mu_;
+  std::vector<std::string> log_lines_;
+};
+
+}  // namespace unetback::test
