@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# ThreadSanitizer run of the test suites that start threads (ring stress, the queue event
+# loops, the daemon, xensim and its clients...): builds BUILD_DIR (default build-tsan) with
+# -Db_sanitize=thread -Dbuildtype=debug and runs the unit and integration suites (and, as
+# root, root-netns), every process with TSan — the tests and the xensim / unetbackd /
+# netfront-shim processes they start. Any TSan report fails the run, even one from a child
+# process whose exit the test did not check: reports are written to
+# BUILD_DIR/tsan-reports/ (TSAN_OPTIONS log_path) and printed at the end.
+#
+#   tools/lab/tsan.sh [--suite NAME]... [--soak MINUTES]
+#
+# --suite NAME      default: unit integration [root-netns as root]
+# --soak MINUTES    also run tools/lab/soak.sh on the TSan build (root): the whole xensim
+#                   world (xensim, unetbackd, guests, iperf3, vif churn) under TSan
+# Environment: BUILD_DIR (default build-tsan), JOBS (default nproc).
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+cd "$ROOT"
+BUILD_DIR=${BUILD_DIR:-build-tsan}
+SUITES=()
+SOAK=
+while (($#)); do
+  case $1 in
+    --suite) SUITES+=("$2"); shift 2 ;;
+    --soak) SOAK=$2; shift 2 ;;
+    *) echo "usage: $0 [--suite NAME]... [--soak MINUTES]" >&2; exit 2 ;;
+  esac
+done
+log() { printf '[tsan] %s\n' "$*" >&2; }
+
+if ((${#SUITES[@]} == 0)); then
+  SUITES=(unit integration)
+  if [[ $(id -u) -eq 0 ]]; then SUITES+=(root-netns); else log "not root: skipping root-netns"; fi
+fi
+
+"$ROOT/tools/lab.sh" deps
+if [[ ! -f $BUILD_DIR/build.ninja ]]; then
+  meson setup "$BUILD_DIR" -Db_sanitize=thread -Dbuildtype=debug >/dev/null
+fi
+ninja -C "$BUILD_DIR" -j "${JOBS:-$(nproc)}"
+
+REPORTS=$ROOT/$BUILD_DIR/tsan-reports
+rm -rf "$REPORTS"
+mkdir -p "$REPORTS"
+# halt_on_error: the first race ends the process (and fails its test); log_path: reports of
+# child processes land in files we can check, whatever the test does with their stderr.
+export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 exitcode=66 log_path=$REPORTS/report ${TSAN_OPTIONS:-}"
+
+args=()
+for s in "${SUITES[@]}"; do
+  meson test -C "$BUILD_DIR" --list --suite "$s" >/dev/null 2>&1 && args+=(--suite "$s")
+done
+rc=0
+# TSan slows everything ~5-15x: give the tests' own meson timeouts room.
+meson test -C "$BUILD_DIR" --print-errorlogs --timeout-multiplier 6 \
+  --num-processes "${JOBS:-$(nproc)}" "${args[@]}" || rc=$?
+
+if [[ -n $SOAK ]]; then
+  # TSan makes everything slower and bigger: the RSS bound is for the instrumented daemon.
+  "$ROOT/tools/lab/soak.sh" "$BUILD_DIR" --minutes "$SOAK" --rss-bound-mb 512 || rc=1
+fi
+
+reports=("$REPORTS"/report*)
+if [[ -e ${reports[0]} ]]; then
+  log "${#reports[@]} ThreadSanitizer report file(s):"
+  for r in "${reports[@]}"; do
+    echo "==== $r" >&2
+    head -n 60 "$r" >&2
+  done
+  rc=1
+fi
+"$ROOT/tools/lab.sh" summary "$BUILD_DIR" || rc=1
+((rc == 0)) && log "no ThreadSanitizer reports"
+exit $rc
