@@ -8,6 +8,7 @@
 #   tools/lab.sh bench [--quick] [--json FILE] [--plot FILE.png]   veth / user hop / unetback
 #   tools/lab.sh xenlab [--quick] [--json FILE]   real Xen 4.17 in QEMU: kernel netback vs unetbackd
 #   tools/lab.sh fuzz [--seconds N]   libFuzzer targets (clang build in build-fuzz)
+#   tools/lab.sh tsan            ThreadSanitizer build (build-tsan) of the threaded suites
 #   tools/lab.sh soak [--minutes N]   iperf3 on several guests while vifs come and go
 #   tools/lab.sh format          clang-format every C++ file in place
 #   tools/lab.sh format-check    fail if any C++ file is not clang-formatted
@@ -167,5 +168,6 @@ case ${1:-} in
     exec "$ROOT/tools/lab/$name.sh" "${BUILD_DIR:-build}" "$@"
     ;;
   fuzz) shift; deps; exec "$ROOT/tools/lab/fuzz.sh" "$@" ;;
-  *) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  tsan) shift; deps; exec "$ROOT/tools/lab/tsan.sh" "$@" ;;
+  *) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -226,8 +226,12 @@ void BackendManager::check_vifs() {
     Vif& vif = it->second;
     if (!vif.xenbus->finished() && vif.xenbus->view().rings == xenbus::RingsState::up &&
         vif.handle->disabled()) {
-      log::write(log::Level::warn, kLog,
-                 "vif " + format_vif_id(it->first) + ": disabled by its data path, closing");
+      // Guest-triggered (a frontend that violates the protocol after every reconnect): limited.
+      std::uint64_t suppressed = 0;
+      if (guest_log_limit_.allow(suppressed))
+        log::write(log::Level::warn, kLog,
+                   "vif " + format_vif_id(it->first) + ": disabled by its data path, closing" +
+                       (suppressed ? " (" + std::to_string(suppressed) + " suppressed)" : ""));
       vif.xenbus->fatal_from_datapath(EPROTO, "frontend violated the netif protocol");
     }
     if (vif.xenbus->finished()) {

@@ -114,6 +114,7 @@ class BackendManager {
   bool initial_scan_done_ = false;  // devices seen before it are adopted
   HotplugLauncher* hotplug_ = nullptr;
   log::RateLimit junk_log_limit_;
+  log::RateLimit guest_log_limit_;
 };
 
 }  // namespace unetback::daemon
