@@ -66,11 +66,9 @@ class MappedGrants {
   }
   /// Pages anywhere; `key` is what unmap() is called with (opaque to the user).
   MappedGrants(GrantUnmapper* owner, std::byte* key, std::vector<std::byte*> pages, Access access)
-      : owner_(owner),
-        addr_(key),
-        count_(pages.size()),
-        access_(access),
-        pages_(std::move(pages)) {}
+      : owner_(owner), addr_(key), count_(pages.size()), access_(access), pages_(std::move(pages)) {
+    count_mapped(static_cast<std::ptrdiff_t>(count_));
+  }
   ~MappedGrants() { reset(); }
   MappedGrants(MappedGrants&& o) noexcept { *this = std::move(o); }
   MappedGrants& operator=(MappedGrants&& o) noexcept;
