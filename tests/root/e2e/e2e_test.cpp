@@ -207,7 +207,7 @@ TEST_F(EndToEnd, AGuestKilledMidTransferIsReleasedAndTheOtherGuestsTransferGoesO
 
 // A backend restart: the guests must come back without anyone touching them. `signo` SIGTERM
 // is an orderly stop (every vif written Closed), SIGKILL a crash (vifs left at 4).
-void restart_and_reconnect(EndToEnd* t, XlWorld& w, int signo) {
+void restart_and_reconnect(XlWorld& w, int signo) {
   auto g1 = w.create_guest(1);
   ASSERT_TRUE(g1) << w.why();
   auto g2 = w.create_guest(2, {}, {"--queues", "2"});
@@ -239,7 +239,6 @@ void restart_and_reconnect(EndToEnd* t, XlWorld& w, int signo) {
   EXPECT_NE(master.out.find(std::string("master ") + XlWorld::kBridge), std::string::npos)
       << master.out;
   // Traffic, not just ping.
-  (void)t;
   Daemon& srv =
       w.spawn_in_ns(w.ns0(), {"iperf3", "-s", "--forceflush", "-p", "5203"}, "iperf3-restart.log");
   ASSERT_TRUE(srv.wait_for("Server listening", 10s));
@@ -252,11 +251,11 @@ void restart_and_reconnect(EndToEnd* t, XlWorld& w, int signo) {
 }
 
 TEST_F(EndToEnd, BackendStoppedAndStartedAgainGuestsReconnectOnTheirOwn) {
-  restart_and_reconnect(this, w(), SIGTERM);
+  restart_and_reconnect(w(), SIGTERM);
 }
 
 TEST_F(EndToEnd, BackendCrashedAndStartedAgainAdoptsTheVifsAndGuestsReconnect) {
-  restart_and_reconnect(this, w(), SIGKILL);
+  restart_and_reconnect(w(), SIGKILL);
 }
 
 TEST_F(EndToEnd, AGuestAskingForTwoQueuesGetsTwoAndUsesBoth) {
