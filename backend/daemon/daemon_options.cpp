@@ -1,7 +1,9 @@
 #include "backend/daemon/daemon_options.hpp"
 
 #include "backend/daemon/tunables.hpp"
+#include "backend/xenbus/backend_config.hpp"
 #include "common/hv/xenstore.hpp"
+#include "common/net/tap_device.hpp"
 
 namespace unetback::daemon {
 
@@ -30,7 +32,7 @@ std::variant<DaemonOptions, std::string> parse_daemon_args(std::span<const std::
       value = args[++i];
     }
     static constexpr std::string_view kOwn[] = {"hypervisor", "backend-domid", "control",
-                                                "log-level"};
+                                                "log-level", "switch-uplink"};
     bool known = find_tunable(name) != nullptr;
     for (auto k : kOwn) known = known || k == name;
     if (!known) return "unknown option --" + std::string(name);
@@ -44,6 +46,17 @@ std::variant<DaemonOptions, std::string> parse_daemon_args(std::span<const std::
       if (!d || *d >= 0x7FF0)
         return "--backend-domid: '" + std::string(*value) + "' is not a domid";
       o.backend_domid = DomId{*d};
+    } else if (name == "switch-uplink") {
+      const auto eq = value->find('=');
+      const std::string_view sw = value->substr(0, eq);
+      const std::string_view tap =
+          eq == std::string_view::npos ? std::string_view() : value->substr(eq + 1);
+      if (!xenbus::valid_switch_name(sw) || !net::valid_ifname(tap))
+        return "--switch-uplink takes NAME=TAP (a switch name of 1..32 [A-Za-z0-9_.-] and an "
+               "interface name), not '" +
+               std::string(*value) + "'";
+      if (!o.switch_uplinks.emplace(std::string(sw), std::string(tap)).second)
+        return "--switch-uplink: switch '" + std::string(sw) + "' given twice";
     } else if (name == "control") {
       if (value->empty()) return "--control needs a path";
       control = *value;
@@ -73,7 +86,8 @@ std::variant<DaemonOptions, std::string> parse_daemon_args(std::span<const std::
 std::string daemon_usage() {
   std::string s =
       "usage: unetbackd --hypervisor xen|sim:<world-dir> [--backend-domid N] [--control PATH]\n"
-      "                 [--log-level debug|info|warn|error] [--<tunable> VALUE ...]\n"
+      "                 [--log-level debug|info|warn|error] [--switch-uplink NAME=TAP ...]\n"
+      "                 [--<tunable> VALUE ...]\n"
       "\n"
       "The userspace Xen netback daemon. It serves every vif under\n"
       "/local/domain/<self>/backend/vif, logs to stderr, and stops on SIGTERM or SIGINT after\n"
@@ -85,6 +99,9 @@ std::string daemon_usage() {
       "  --control PATH         control socket for unetback-ctl (default\n"
       "                         /run/unetback/unetbackd.sock, or DIR/unetbackd.sock on xensim)\n"
       "  --log-level LEVEL      debug, info (default), warn or error\n"
+      "  --switch-uplink NAME=TAP\n"
+      "                         internal switch NAME (vifs with bridge=unetback:NAME) gets the\n"
+      "                         uplink TAP named TAP, its port to the host (repeatable)\n"
       "\n"
       "Tunables (xenstore /local/domain/<self>/unetback/<name>; a value given here replaces\n"
       "the one in xenstore, other keys keep a valid stored value or get the default):\n";

@@ -1,6 +1,7 @@
 // unetbackd's command line, parsed purely (no exit(), no printing) so it can be tested.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -26,6 +27,9 @@ struct DaemonOptions {
   log::Level log_level = log::Level::info;
   Tunables tunables;                           // the defaults with --<tunable> applied
   std::vector<std::string> explicit_tunables;  // names given on the command line
+  /// --switch-uplink NAME=TAP (repeatable): internal switch NAME exists from the start with
+  /// uplink TAP TAP (the switch's port to the host).
+  std::map<std::string, std::string> switch_uplinks;
   bool help = false;
 };
 

@@ -7,8 +7,10 @@
 #include <csignal>
 #include <cstdio>
 #include <exception>
+#include <execinfo.h>
 #include <iostream>
 #include <string_view>
+#include <unistd.h>
 #include <utility>  // std::exchange, which Boost 1.74 Asio uses without including it
 #include <vector>
 
@@ -46,11 +48,14 @@ int run(const DaemonOptions& opts) {
   vif::EventLoopPool loops(opts.tunables.threads);
   BackendManager* manager_ptr = nullptr;
   // Runs on a data-path thread: only wake the manager, which reports the vif from here (XSA-90).
-  vif::VifFactoryImpl factory(*hypervisor, loops, [&io, &manager_ptr] {
-    boost::asio::post(io, [&manager_ptr] {
-      if (manager_ptr != nullptr) manager_ptr->check_vifs();
-    });
-  });
+  vif::VifFactoryImpl factory(
+      *hypervisor, loops,
+      [&io, &manager_ptr] {
+        boost::asio::post(io, [&manager_ptr] {
+          if (manager_ptr != nullptr) manager_ptr->check_vifs();
+        });
+      },
+      opts.switch_uplinks);
   BackendManager manager(*xs, self, factory, tunables,
                          [&hypervisor](DomId d) { return hypervisor->domain_exists(d); });
   manager_ptr = &manager;
@@ -87,11 +92,34 @@ int run(const DaemonOptions& opts) {
   return kExitOk;
 }
 
+/// A crash leaves its stack in the log (binary+offset per frame: `addr2line -e unetbackd
+/// OFFSET` on the build host names the line), then dies of the same signal (core, exit code).
+extern "C" void on_fatal_signal(int signo) {
+  static constexpr char kMsg[] = "unetbackd: fatal signal, backtrace:\n";
+  (void)!::write(STDERR_FILENO, kMsg, sizeof kMsg - 1);
+  void* frames[64];
+  const int n = ::backtrace(frames, 64);
+  ::backtrace_symbols_fd(frames, n, STDERR_FILENO);
+  std::signal(signo, SIG_DFL);
+  std::raise(signo);
+}
+
+void install_crash_handler() {
+  // backtrace() loads libgcc's unwinder on first use (which allocates): do it now, not in
+  // the handler.
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)  // they report crashes better
+  void* warm[1];
+  (void)::backtrace(warm, 1);
+  for (int s : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) std::signal(s, on_fatal_signal);
+#endif
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   // A control client that hangs up must cost an EPIPE, not the daemon.
   std::signal(SIGPIPE, SIG_IGN);
+  install_crash_handler();
   std::vector<std::string_view> args(argv + 1, argv + argc);
   auto parsed = parse_daemon_args(args);
   if (auto* msg = std::get_if<std::string>(&parsed)) {

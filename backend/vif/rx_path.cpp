@@ -65,6 +65,10 @@ RxPath::Pass RxPath::process(Clock::time_point now) {
 
   while (!queue_.empty() && pass.packets < config_.max_packets_per_pass) {
     RxPacket& head = queue_.front();
+    if (head.source_alive && !head.source_alive->load(std::memory_order_acquire)) {
+      drop_head(counters_.rx_dropped_source_gone);
+      continue;
+    }
     plan_rx_slots(std::span(head.frags.data(), head.nr_frags), config_.coalesce, plan_);
     if (!config_.sg && plan_.nr_slots() > 1) {
       drop_head(counters_.rx_dropped_too_big);
@@ -175,6 +179,22 @@ void RxPath::flush() {
   // The copies that read these packets are done: their buffers may be reused.
   for (auto& r : awaiting_flush_) r();
   awaiting_flush_.clear();
+}
+
+std::size_t RxPath::purge_dead_sources() {
+  std::size_t n = 0;
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    if (it->source_alive && !it->source_alive->load(std::memory_order_acquire)) {
+      QueueCounters::add(counters_.rx_dropped_source_gone);
+      queued_bytes_ -= it->len;
+      if (it->release) it->release();
+      it = queue_.erase(it);
+      ++n;
+    } else {
+      ++it;
+    }
+  }
+  return n;
 }
 
 bool RxPath::update_carrier(Clock::time_point now) {

@@ -10,10 +10,12 @@
 // Single-threaded: owned and driven by one queue's event loop.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <optional>
 
 #include "backend/vif/grant_copy_batch.hpp"
@@ -37,6 +39,9 @@ struct RxPacket {
   net::GuestRxOffload offload{};  // netif flags + GSO extra for slot 0
   std::chrono::steady_clock::time_point expires{};
   std::function<void()> release;  // returns the buffer (or answers the sender's TX slots)
+  /// VM->VM zerocopy: the sending queue's liveness. Once it stopped, its frontend may revoke
+  /// the grants the frags name (and reuse the pages): the packet is dropped, not copied.
+  std::shared_ptr<const std::atomic<bool>> source_alive;
 };
 
 struct RxConfig {
@@ -72,6 +77,11 @@ class RxPath {
   /// Drops expired head packets, then delivers as many queued packets as the ring has room
   /// for (at most max_packets_per_pass), in one batch of copies and one push.
   Pass process(Clock::time_point now);
+
+  /// Drops every queued VM->VM packet whose sender has stopped, wherever it sits in the
+  /// queue (process() drops them only once they reach the head; a slow guest's queue could
+  /// hold a dead sender's grant refs for many seconds). Returns how many.
+  std::size_t purge_dead_sources();
 
   /// Stall bookkeeping for the carrier (netback: carrier off after stall_timeout without
   /// room for the head packet, on again once there is). Returns the new carrier state.

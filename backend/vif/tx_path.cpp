@@ -33,6 +33,10 @@ TxPath::TxPath(ring::TxBackRing ring, hv::GrantTable& table, PacketSink& sink, T
   refs_.reserve(config_.max_packets_per_pass * kMaxTxSlots);
   parts_.reserve(config_.max_packets_per_pass * kMaxTxSlots);
   iov_.reserve(kMaxTxSlots + 2);
+  if (config_.sw) {
+    held_.resize(config_.zerocopy.ring_size);
+    routes_.resize(config_.max_packets_per_pass);
+  }
 }
 
 void TxPath::respond(const TxPacket& pkt, std::int16_t status) {
@@ -137,6 +141,15 @@ TxPath::Pass TxPath::process(Clock::time_point now) {
   parts_.clear();
 
   while (pending_.size() < config_.max_packets_per_pass) {
+    // zerocopy-fallback=0 (pre-2017 vhost, seed 000): at the pending limit TX stops, whatever
+    // the next packet is, until a receiver gives zerocopy buffers back. Every packet of the
+    // pass may still go zerocopy, so the pass takes no more than the limit leaves.
+    if (config_.sw && !config_.zerocopy.fallback &&
+        limiter_.in_flight() + pending_.size() >= limiter_.limit()) {
+      pass.stalled = true;
+      QueueCounters::add(counters_.tx_stalls);
+      break;
+    }
     TxPacket pkt;
     if (deferred_) {
       pkt = *deferred_;
@@ -170,11 +183,19 @@ TxPath::Pass TxPath::process(Clock::time_point now) {
       QueueCounters::add(counters_.tx_rate_limited);
       break;
     }
-    stage(std::move(pkt));
+    if (config_.sw) {
+      stage_switched(std::move(pkt));
+    } else {
+      stage(std::move(pkt));
+    }
   }
-  pass.more = !pass.retry_at && pending_.size() == config_.max_packets_per_pass &&
+  pass.more = !pass.retry_at && !pass.stalled && pending_.size() == config_.max_packets_per_pass &&
               ring_.unconsumed_requests() > 0;
-  finish_pass(pass);
+  if (config_.sw) {
+    finish_switched(pass, now);
+  } else {
+    finish_pass(pass);
+  }
   return pass;
 }
 
@@ -212,7 +233,10 @@ void TxPath::finish_pass(Pass& pass) {
   }
   for (Pending& p : pending_) deliver(p, mapped.empty() ? nullptr : &mapped);
   mapped.reset();  // unmapped before the responses tell the guest its pages are free
+  push_and_recycle(pass);
+}
 
+void TxPath::push_and_recycle(Pass& pass) {
   pass.packets = static_cast<std::uint32_t>(pending_.size());
   if (ring_.rsp_prod_pvt() != RingIdx{ring_.indices().rsp_prod}) {
     pass.notify = ring_.push_responses();
@@ -269,6 +293,238 @@ void TxPath::deliver(Pending& p, const hv::MappedGrants* mapped) {
   // The guest's slots were read successfully: OKAY, whatever the host side did with the
   // frame (netback answers by grant-op status too).
   respond(pkt, static_cast<std::int16_t>(wire::RspStatus::okay));
+}
+
+// ---------------------------------------------------------------------------------------
+// Switch mode
+
+void TxPath::stage_switched(TxPacket&& pkt) {
+  // Only the headers are copied now: the destination (and so zerocopy or copy) is known once
+  // the switch has seen the MACs.
+  Pending p;
+  p.pkt = std::move(pkt);
+  p.buf = pool_.take();
+  p.linear_len = std::min(p.pkt.total_len, kTxLinearLen);
+  std::byte* frame = pool_.frame(p.buf);
+  p.seg_begin = static_cast<std::uint32_t>(segs_.size());
+  std::uint32_t pos = 0;
+  for (std::uint32_t i = 0; i < p.pkt.nr_slots && pos < p.linear_len; ++i) {
+    const TxSlot& s = p.pkt.slots[i];
+    if (s.size == 0) continue;
+    hv::GrantCopySegment seg;
+    seg.source = hv::GrantCopyPtr::granted(config_.frontend, s.gref, s.offset);
+    seg.dest = hv::GrantCopyPtr::local(frame + pos);
+    seg.len = static_cast<std::uint16_t>(std::min<std::uint32_t>(s.size, p.linear_len - pos));
+    segs_.push_back(seg);
+    pos += s.size;
+  }
+  p.seg_end = static_cast<std::uint32_t>(segs_.size());
+  pending_.push_back(std::move(p));
+}
+
+bool TxPath::forward_zerocopy(Pending& p, const net::VirtioNetHdr& vh, const SwitchPort& to,
+                              std::uint32_t hash) {
+  const TxPacket& pkt = p.pkt;
+  auto off =
+      net::map_tap_rx(vh, to.offloads, std::span(pool_.frame(p.buf), p.linear_len), pkt.total_len);
+  // A receiver that cannot take a partial checksum needs the bytes here: copy instead.
+  if (!off || off->complete_checksum || to.queues.empty()) return false;
+  const auto verdict = limiter_.decide(pkt.total_len);
+  switch (verdict.reason) {
+    case zerocopy::CopyReason::size: QueueCounters::add(counters_.tx_copy_for_size); break;
+    case zerocopy::CopyReason::limit: QueueCounters::add(counters_.tx_copy_for_limit); break;
+    case zerocopy::CopyReason::errors: QueueCounters::add(counters_.tx_copy_for_errors); break;
+    case zerocopy::CopyReason::none: break;
+  }
+  if (verdict.decision != zerocopy::Decision::zerocopy) return false;
+  auto token = limiter_.begin();
+  if (!token) return false;
+  RxPacket rp;
+  for (std::uint32_t i = 0; i < pkt.nr_slots; ++i) {
+    const TxSlot& s = pkt.slots[i];
+    if (s.size == 0) continue;  // XSA-448: never data
+    rp.frags[rp.nr_frags++] =
+        RxFrag{hv::GrantCopyPtr::granted(config_.frontend, s.gref, s.offset), s.size};
+  }
+  rp.len = pkt.total_len;
+  rp.offload = *off;
+  rp.source_alive = config_.sw->alive;
+  // Run by the receiver once its copy from our grants is done (or the packet dropped).
+  rp.release = [self = config_.sw->self, idx = token->index()] {
+    self->tx_done(QueueLink::TxDone{idx, true});
+  };
+  Held& h = held_[token->index() % held_.size()];
+  h.pkt = pkt;
+  h.token = *token;
+  p.fate = Pending::Fate::held;
+  QueueCounters::add(counters_.tx_packets);
+  QueueCounters::add(counters_.tx_bytes, pkt.total_len);
+  QueueCounters::add(counters_.tx_slots, pkt.ring_slots());
+  QueueCounters::add(counters_.tx_zerocopy);
+  QueueCounters::add(counters_.tx_switched);
+  (void)to.queues[hash % to.queues.size()]->deliver(std::move(rp));
+  return true;
+}
+
+void TxPath::forward_copied(Pending& p, const net::VirtioNetHdr& vh, const VSwitch::Route& route,
+                            std::uint32_t hash) {
+  const TxPacket& pkt = p.pkt;
+  std::byte* frame = pool_.frame(p.buf);
+  const std::span<std::byte> bytes(frame, pkt.total_len);
+  if (route.uplink) {
+    const iovec iov{frame, pkt.total_len};
+    if (config_.sw->sw->send_uplink(vh, std::span(&iov, 1))) {
+      QueueCounters::add(counters_.tx_switch_uplink);
+    } else {
+      QueueCounters::add(counters_.tx_drop_sink);
+    }
+  }
+  // One copy in backend memory for every receiver that takes the packet as it is.
+  std::shared_ptr<std::byte[]> shared;
+  for (const auto& to : route.guests) {
+    if (to->queues.empty()) continue;
+    auto off = net::map_tap_rx(vh, to->offloads, bytes, bytes.size());
+    if (!off) {
+      QueueCounters::add(counters_.tx_drop_offload);
+      continue;
+    }
+    std::shared_ptr<std::byte[]> mine;
+    if (off->complete_checksum) {
+      // This receiver cannot take a partial checksum: its own copy, completed.
+      mine.reset(new std::byte[bytes.size()]);
+      std::memcpy(mine.get(), bytes.data(), bytes.size());
+      std::array<std::span<std::byte>, 1> parts{std::span(mine.get(), bytes.size())};
+      if (net::complete_checksum(parts, off->csum_start, off->csum_offset)) {
+        QueueCounters::add(counters_.tx_drop_offload);
+        continue;
+      }
+    } else {
+      if (!shared) {
+        shared.reset(new std::byte[bytes.size()]);
+        std::memcpy(shared.get(), bytes.data(), bytes.size());
+      }
+      mine = shared;
+    }
+    RxPacket rp;
+    rp.frags[0] = RxFrag{hv::GrantCopyPtr::local(mine.get()), pkt.total_len};
+    rp.nr_frags = 1;
+    rp.len = pkt.total_len;
+    rp.offload = *off;
+    rp.release = [mine] {};
+    QueueCounters::add(counters_.tx_switched);
+    (void)to->queues[hash % to->queues.size()]->deliver(std::move(rp));
+  }
+  QueueCounters::add(counters_.tx_packets);
+  QueueCounters::add(counters_.tx_bytes, pkt.total_len);
+  QueueCounters::add(counters_.tx_slots, pkt.ring_slots());
+  QueueCounters::add(counters_.tx_copied);
+}
+
+void TxPath::finish_switched(Pass& pass, Clock::time_point now) {
+  // 1. The headers of the whole pass, in one copy call.
+  if (!segs_.empty()) {
+    const auto before = table_.copy_stats();
+    table_.copy(segs_);
+    QueueCounters::add(counters_.tx_copy_segments, segs_.size());
+    QueueCounters::add(counters_.tx_copy_calls, table_.copy_stats().calls - before.calls);
+  }
+  const auto okay = static_cast<std::int16_t>(wire::RspStatus::okay);
+  // 2. Route each packet; zerocopy where the limiter lets us, the rest queued for one copy.
+  const std::size_t rest_begin = segs_.size();
+  for (std::size_t i = 0; i < pending_.size(); ++i) {
+    Pending& p = pending_[i];
+    const TxPacket& pkt = p.pkt;
+    for (std::uint32_t k = 1; k < pkt.nr_slots; ++k)
+      if (pkt.slots[k].size == 0) QueueCounters::add(counters_.tx_zero_size_slots);
+    bool ok = true;
+    for (std::uint32_t k = p.seg_begin; k < p.seg_end && ok; ++k)
+      ok = segs_[k].status == GNTST_okay;
+    if (!ok) {
+      QueueCounters::add(counters_.tx_drop_copy_error);
+      respond(pkt, static_cast<std::int16_t>(wire::RspStatus::error));
+      p.fate = Pending::Fate::answered;
+      continue;
+    }
+    const std::span<std::byte> head(pool_.frame(p.buf), p.linear_len);
+    net::GuestTxOffload offload{pkt.flags, std::nullopt};
+    if (pkt.gso) offload.gso = net::GsoInfo{pkt.gso->type, pkt.gso->size};
+    auto vh = net::prepare_guest_tx(offload, head, pkt.total_len);
+    if (!vh) {
+      QueueCounters::add(counters_.tx_drop_offload);
+      respond(pkt, okay);
+      p.fate = Pending::Fate::answered;
+      continue;
+    }
+    p.vh = *vh;
+    p.hash = flow_hash(head);
+    net::MacAddress dst, src;
+    for (std::size_t k = 0; k < 6; ++k) {
+      dst.octets[k] = static_cast<std::uint8_t>(head[k]);
+      src.octets[k] = static_cast<std::uint8_t>(head[6 + k]);
+    }
+    VSwitch::Route& route = routes_[i];
+    config_.sw->sw->route(config_.sw->port, src, dst, now, route);
+    if (route.flooded) QueueCounters::add(counters_.tx_switch_flooded);
+    if (route.guests.empty() && !route.uplink) {
+      QueueCounters::add(counters_.tx_switch_dropped);
+      respond(pkt, okay);
+      p.fate = Pending::Fate::answered;
+      continue;
+    }
+    // Zerocopy only for one guest receiver: the grants are read once, by that receiver.
+    if (route.guests.size() == 1 && !route.uplink &&
+        forward_zerocopy(p, *vh, *route.guests.front(), p.hash)) {
+      continue;
+    }
+    p.fate = Pending::Fate::copy;
+    p.fallback_begin = static_cast<std::uint32_t>(segs_.size());
+    add_copy_segments(p, p.linear_len);
+    p.fallback_end = static_cast<std::uint32_t>(segs_.size());
+  }
+  // 3. The copied packets' remaining bytes, in one call; then to their receivers, answered.
+  std::span<hv::GrantCopySegment> rest(segs_.data() + rest_begin, segs_.size() - rest_begin);
+  if (!rest.empty()) {
+    const auto before = table_.copy_stats();
+    table_.copy(rest);
+    QueueCounters::add(counters_.tx_copy_segments, rest.size());
+    QueueCounters::add(counters_.tx_copy_calls, table_.copy_stats().calls - before.calls);
+  }
+  for (std::size_t i = 0; i < pending_.size(); ++i) {
+    Pending& p = pending_[i];
+    if (p.fate != Pending::Fate::copy) continue;
+    bool ok = true;
+    for (std::uint32_t k = p.fallback_begin; k < p.fallback_end && ok; ++k)
+      ok = segs_[k].status == GNTST_okay;
+    if (!ok) {
+      QueueCounters::add(counters_.tx_drop_copy_error);
+      respond(p.pkt, static_cast<std::int16_t>(wire::RspStatus::error));
+      continue;
+    }
+    forward_copied(p, p.vh, routes_[i], p.hash);
+    respond(p.pkt, okay);
+  }
+  for (std::size_t i = 0; i < pending_.size(); ++i) routes_[i].clear();
+  push_and_recycle(pass);
+}
+
+bool TxPath::complete_switched(std::span<const QueueLink::TxDone> done) {
+  bool any = false;
+  for (const auto& d : done) {
+    if (held_.empty()) break;
+    Held& h = held_[d.token % held_.size()];
+    if (!h.pkt || !h.token || h.token->index() != d.token) continue;
+    // The receiver's copy read our grants (or the packet was dropped on its way): the slots
+    // are the guest's again. OKAY either way, as netback answers a zerocopy skb's slots.
+    respond(*h.pkt, static_cast<std::int16_t>(wire::RspStatus::okay));
+    (void)limiter_.complete(*h.token, d.delivered);
+    h.pkt.reset();
+    h.token.reset();
+    any = true;
+  }
+  if (!any) return false;
+  const bool notify = ring_.push_responses();
+  QueueCounters::add(notify ? counters_.tx_notify_sent : counters_.tx_notify_suppressed);
+  return notify;
 }
 
 }  // namespace unetback::vif

@@ -12,7 +12,9 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "backend/vif/credit.hpp"
@@ -20,6 +22,7 @@
 #include "backend/vif/packet_sink.hpp"
 #include "backend/vif/queue_counters.hpp"
 #include "backend/vif/tx_request_parser.hpp"
+#include "backend/vif/vswitch.hpp"
 #include "common/hv/grant_table.hpp"
 #include "common/ring/shared_ring.hpp"
 #include "common/zerocopy/pending_limiter.hpp"
@@ -31,11 +34,20 @@ namespace unetback::vif {
 /// still land in it (XSA-423: all protocol headers linear, gathered across tiny slots).
 inline constexpr std::uint32_t kTxLinearLen = 256;
 
+/// A queue of a vif on an internal switch: its packets go to the switch instead of the sink.
+struct SwitchAttachment {
+  std::shared_ptr<VSwitch> sw;
+  SwitchPortId port = 0;
+  std::shared_ptr<QueueLink> self;  // where receivers report this queue's zerocopy packets done
+  std::shared_ptr<std::atomic<bool>> alive;  // cleared when this queue stops
+};
+
 struct TxConfig {
   DomId frontend{};
   TxParseLimits limits{};
   zerocopy::LimiterConfig zerocopy{};
   std::uint32_t max_packets_per_pass = 64;  // NAPI budget
+  std::optional<SwitchAttachment> sw;
 };
 
 class TxPath {
@@ -54,6 +66,9 @@ class TxPath {
     std::optional<Clock::time_point> retry_at;
     /// More requests were left (budget exhausted): call again soon.
     bool more = false;
+    /// zerocopy-fallback=0 on a switch: stopped at the pending limit; call again after
+    /// complete_switched() gave buffers back.
+    bool stalled = false;
   };
   Pass process(Clock::time_point now);
 
@@ -65,6 +80,10 @@ class TxPath {
   [[nodiscard]] bool final_check() { return ring_.final_check_for_requests(); }
   [[nodiscard]] const ring::TxBackRing& ring() const { return ring_; }
   [[nodiscard]] const zerocopy::PendingLimiter& limiter() const { return limiter_; }
+
+  /// Switch mode: receivers are done with these zerocopy packets; answers their slots and
+  /// returns whether the frontend must be notified. Unknown tokens are ignored.
+  bool complete_switched(std::span<const QueueLink::TxDone> done);
 
  private:
   struct SlotPart {           // a piece of a data slot that is mapped (zerocopy)
@@ -81,6 +100,10 @@ class TxPath {
     std::uint32_t fallback_begin = 0, fallback_end = 0;  // remainder copied after a failed map
     std::uint32_t part_begin = 0, part_end = 0;          // its mapped parts in parts_
     std::uint32_t linear_len = 0;                        // zerocopy: bytes in the linear buffer
+    // Switch mode: what became of the packet after the header copy.
+    enum class Fate : std::uint8_t { undecided, answered, held, copy } fate = Fate::undecided;
+    net::VirtioNetHdr vh{};
+    std::uint32_t hash = 0;
   };
 
   /// Handles one parsed packet of verdict ok: queues its copy segments (and map refs).
@@ -89,6 +112,16 @@ class TxPath {
   void respond(const TxPacket& pkt, std::int16_t status);
   void finish_pass(Pass& pass);
   void deliver(Pending& p, const hv::MappedGrants* mapped);
+  // Switch mode (stage_switched copies only the headers; finish_switched routes each packet,
+  // forwards unicast guest packets zerocopy as grant refs when the limiter allows and copies
+  // the others into backend memory).
+  void stage_switched(TxPacket&& pkt);
+  void finish_switched(Pass& pass, Clock::time_point now);
+  bool forward_zerocopy(Pending& p, const net::VirtioNetHdr& vh, const SwitchPort& to,
+                        std::uint32_t hash);
+  void forward_copied(Pending& p, const net::VirtioNetHdr& vh, const VSwitch::Route& route,
+                      std::uint32_t hash);
+  void push_and_recycle(Pass& pass);
 
   ring::TxBackRing ring_;
   hv::GrantTable& table_;
@@ -104,6 +137,13 @@ class TxPath {
   std::vector<GrantRef> refs_;
   std::vector<SlotPart> parts_;
   std::vector<iovec> iov_;
+  // Switch mode: zerocopy packets waiting for their receiver, by token index (ring-size slots).
+  struct Held {
+    std::optional<TxPacket> pkt;
+    std::optional<zerocopy::Token> token;
+  };
+  std::vector<Held> held_;
+  std::vector<VSwitch::Route> routes_;  // per pending packet of the pass
 };
 
 }  // namespace unetback::vif

@@ -17,13 +17,14 @@ std::string vif_prefix(DomId fe, DevId dev) {
 }  // namespace
 
 Vif::Vif(hv::Hypervisor& hv, EventLoopPool& loops, DomId frontend, DevId devid,
-         daemon::Tunables tunables, std::function<void()> on_disabled)
+         daemon::Tunables tunables, std::function<void()> on_disabled, SwitchRegistry* switches)
     : hv_(hv),
       loops_(loops),
       frontend_(frontend),
       devid_(devid),
       tunables_(tunables),
       on_disabled_(std::move(on_disabled)),
+      switches_(switches),
       prefix_(vif_prefix(frontend, devid)) {}
 
 Vif::~Vif() {
@@ -64,7 +65,8 @@ void Vif::destroy_tap() {
 }
 
 Result<std::unique_ptr<VifQueue>> Vif::make_queue(const xenbus::FrontendConfig& fe,
-                                                  std::uint32_t index, const xenbus::Rate& rate) {
+                                                  std::uint32_t index, const xenbus::Rate& rate,
+                                                  std::optional<SwitchAttachment> sw) {
   const xenbus::QueueConfig& q = fe.queues[index];
   QueueResources res;
   res.id = QueueId{index};
@@ -135,6 +137,7 @@ Result<std::unique_ptr<VifQueue>> Vif::make_queue(const xenbus::FrontendConfig& 
   res.tx.zerocopy.max_pending = tunables_.max_pending;
   res.tx.zerocopy.ring_size = ring::TxBackRing::kSize;
   res.tx.zerocopy.fallback = tunables_.zerocopy_fallback;
+  res.tx.sw = std::move(sw);
   res.rate_bytes = rate.bytes;
   res.rate_usecs = rate.usecs;
 
@@ -161,7 +164,7 @@ Result<std::unique_ptr<VifQueue>> Vif::make_queue(const xenbus::FrontendConfig& 
   return queue;
 }
 
-std::error_code Vif::connect(const xenbus::FrontendConfig& fe, const xenbus::BackendConfig&,
+std::error_code Vif::connect(const xenbus::FrontendConfig& fe, const xenbus::BackendConfig& be,
                              const xenbus::Rate& rate) {
   if (!tap_) return std::make_error_code(std::errc::no_such_device);
   disconnect();
@@ -178,12 +181,39 @@ std::error_code Vif::connect(const xenbus::FrontendConfig& fe, const xenbus::Bac
   if (auto ec = tap_->set_offloads(off)) {
     log::write(log::Level::warn, prefix_, "cannot set TAP offloads: " + ec.message());
   }
+  // An internal switch: the vif's guest TX goes to the switch; the switch reaches each queue
+  // through its link.
+  std::vector<SwitchAttachment> attach;
+  if (!be.switch_name.empty()) {
+    if (switches_ == nullptr) {
+      log::write(log::Level::warn, prefix_,
+                 "no internal switches here: cannot join " + be.switch_name);
+      return std::make_error_code(std::errc::not_supported);
+    }
+    auto port = std::make_shared<SwitchPort>();
+    port->dom = frontend_;
+    port->dev = devid_;
+    port->offloads.sg = fe.sg;
+    port->offloads.gso_tcpv4 = fe.sg && fe.gso_tcpv4;
+    port->offloads.gso_tcpv6 = fe.sg && fe.gso_tcpv6;
+    port->offloads.csum_ipv4 = fe.csum_ipv4;
+    port->offloads.csum_ipv6 = fe.csum_ipv6;
+    for (std::size_t i = 0; i < fe.queues.size(); ++i)
+      port->queues.push_back(std::make_shared<QueueLink>());
+    switch_ = switches_->get(be.switch_name);
+    switch_port_ = switch_->add_port(port);
+    for (const auto& link : port->queues)
+      attach.push_back(
+          SwitchAttachment{switch_, switch_port_, link, std::make_shared<std::atomic<bool>>(true)});
+  }
   std::vector<std::unique_ptr<VifQueue>> queues;
   for (std::uint32_t i = 0; i < fe.queues.size(); ++i) {
-    auto q = make_queue(fe, i, rate);
+    auto q = make_queue(fe, i, rate,
+                        attach.empty() ? std::nullopt : std::optional(std::move(attach[i])));
     if (!q) {
       log::write(log::Level::warn, prefix_,
                  "queue " + std::to_string(i) + ": cannot connect: " + q.error().message());
+      leave_switch();
       return q.error();  // the queues made so far are released here (all-or-nothing)
     }
     queues.push_back(std::move(*q));
@@ -193,9 +223,11 @@ std::error_code Vif::connect(const xenbus::FrontendConfig& fe, const xenbus::Bac
     const std::lock_guard lock(mu_);
     queues_ = std::move(queues);
   }
-  log_guest(log::Level::info, "connected: " + std::to_string(fe.queues.size()) + " queue(s), sg=" +
-                                  std::to_string(fe.sg) + " gso4=" + std::to_string(fe.gso_tcpv4) +
-                                  " gso6=" + std::to_string(fe.gso_tcpv6));
+  log_guest(log::Level::info,
+            "connected: " + std::to_string(fe.queues.size()) +
+                " queue(s), sg=" + std::to_string(fe.sg) + " gso4=" + std::to_string(fe.gso_tcpv4) +
+                " gso6=" + std::to_string(fe.gso_tcpv6) +
+                (switch_ ? ", on internal switch " + switch_->name() : std::string()));
   return {};
 }
 
@@ -206,12 +238,20 @@ void Vif::on_queue_carrier(bool ok) {
   if (tap_) (void)tap_->set_carrier(stalled == 0);
 }
 
+void Vif::leave_switch() {
+  if (switch_) switch_->remove_port(switch_port_);
+  switch_.reset();
+  switch_port_ = 0;
+}
+
 void Vif::disconnect() {
   std::vector<std::unique_ptr<VifQueue>> queues;
   {
     const std::lock_guard lock(mu_);
     queues.swap(queues_);
   }
+  // Off the switch first: nothing new is routed to the queues while they stop.
+  leave_switch();
   for (auto& q : queues) q->stop();
   if (!queues.empty()) log_guest(log::Level::info, "disconnected");
   queues.clear();  // unbinds the ports, unmaps the rings, detaches the TAP queues

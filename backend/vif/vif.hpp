@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -18,6 +19,7 @@
 #include "backend/daemon/vif_factory.hpp"
 #include "backend/vif/event_loop_pool.hpp"
 #include "backend/vif/vif_queue.hpp"
+#include "backend/vif/vswitch.hpp"
 #include "common/hv/hypervisor.hpp"
 #include "common/net/tap_device.hpp"
 #include "common/util/log.hpp"
@@ -28,8 +30,11 @@ class Vif final : public daemon::VifHandle {
  public:
   /// `on_disabled` runs (on a queue's thread) when the data path finds a protocol violation;
   /// the daemon then calls disabled() from its own thread and reports it through xenbus.
+  /// `switches`: where a vif whose B:bridge is "unetback:<name>" finds its internal switch
+  /// (nullptr: such a vif fails to connect).
   Vif(hv::Hypervisor& hv, EventLoopPool& loops, DomId frontend, DevId devid,
-      daemon::Tunables tunables, std::function<void()> on_disabled);
+      daemon::Tunables tunables, std::function<void()> on_disabled,
+      SwitchRegistry* switches = nullptr);
   ~Vif() override;
 
   std::error_code create_tap(const xenbus::BackendConfig& be) override;
@@ -54,7 +59,10 @@ class Vif final : public daemon::VifHandle {
   /// rate-limited per vif (netback-facts §6: guests can flood logs).
   void log_guest(log::Level level, const std::string& msg);
   Result<std::unique_ptr<VifQueue>> make_queue(const xenbus::FrontendConfig& fe,
-                                               std::uint32_t index, const xenbus::Rate& rate);
+                                               std::uint32_t index, const xenbus::Rate& rate,
+                                               std::optional<SwitchAttachment> sw);
+  /// Leaves the internal switch (no packet is routed to us after it).
+  void leave_switch();
 
   hv::Hypervisor& hv_;
   EventLoopPool& loops_;
@@ -62,8 +70,11 @@ class Vif final : public daemon::VifHandle {
   DevId devid_;
   daemon::Tunables tunables_;
   std::function<void()> on_disabled_;
+  SwitchRegistry* switches_;
   std::string prefix_;
   std::optional<net::TapDevice> tap_;
+  std::shared_ptr<VSwitch> switch_;  // while connected to an internal switch
+  SwitchPortId switch_port_ = 0;
   mutable std::mutex mu_;  // guards queues_ against report() from the control thread
   std::vector<std::unique_ptr<VifQueue>> queues_;
   /// Queues whose guest RX is stalled; the TAP's carrier is off while any is.
@@ -76,17 +87,21 @@ class Vif final : public daemon::VifHandle {
 
 class VifFactoryImpl final : public daemon::VifFactory {
  public:
-  VifFactoryImpl(hv::Hypervisor& hv, EventLoopPool& loops, std::function<void()> on_disabled)
-      : hv_(hv), loops_(loops), on_disabled_(std::move(on_disabled)) {}
+  /// `switch_uplinks`: internal switches made at once with an uplink TAP (name -> TAP name);
+  /// the others are made when a vif first names them.
+  VifFactoryImpl(hv::Hypervisor& hv, EventLoopPool& loops, std::function<void()> on_disabled,
+                 const std::map<std::string, std::string>& switch_uplinks = {})
+      : hv_(hv), loops_(loops), on_disabled_(std::move(on_disabled)), switches_(switch_uplinks) {}
   std::unique_ptr<daemon::VifHandle> make_vif(DomId frontend, DevId devid,
                                               const daemon::Tunables& tunables) override {
-    return std::make_unique<Vif>(hv_, loops_, frontend, devid, tunables, on_disabled_);
+    return std::make_unique<Vif>(hv_, loops_, frontend, devid, tunables, on_disabled_, &switches_);
   }
 
  private:
   hv::Hypervisor& hv_;
   EventLoopPool& loops_;
   std::function<void()> on_disabled_;
+  SwitchRegistry switches_;
 };
 
 }  // namespace unetback::vif

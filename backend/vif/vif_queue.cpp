@@ -67,6 +67,7 @@ VifQueue::~VifQueue() {
 }
 
 void VifQueue::start() {
+  if (res_.tx.sw) res_.tx.sw->self->attach([this] { post([this] { drain_switch(); }); });
   post([this] {
     do_wait_event();
     do_wait_tap();
@@ -78,6 +79,12 @@ void VifQueue::start() {
 }
 
 void VifQueue::stop() {
+  if (res_.tx.sw) {
+    // No other vif posts to us after this; receivers drop what they hold of ours (our
+    // frontend may revoke those grants once we are gone).
+    res_.tx.sw->self->detach();
+    res_.tx.sw->alive->store(false, std::memory_order_release);
+  }
   post([this] { cancel_all(); });
   // cancel_all() makes every wait complete (operation_aborted) and every start path a no-op;
   // once no handler of ours exists any more, nothing can touch this object.
@@ -154,12 +161,33 @@ void VifQueue::run_tx() {
       arm_tx_retry(*pass.retry_at);
       return;
     }
+    tx_stalled_ = pass.stalled;
+    if (pass.stalled) return;  // a receiver's completion (drain_switch) resumes it
     if (pass.more) continue;
     // Out of requests: arm req_event and look once more (RING_FINAL_CHECK_FOR_REQUESTS).
     if (!tx_->final_check()) return;
   }
   // Budget spent with work left: yield to the other queues on this thread, then go on.
   post([this] { run_tx(); });
+}
+
+void VifQueue::drain_switch() {
+  if (stopped_) return;
+  res_.tx.sw->self->take(switch_rx_, switch_done_);
+  if (!switch_done_.empty()) {
+    if (tx_->complete_switched(switch_done_)) (void)res_.tx_port.notify();
+    switch_done_.clear();
+    if (tx_stalled_) run_tx();
+  }
+  if (!switch_rx_.empty()) {
+    const auto now = Clock::now();
+    for (auto& p : switch_rx_) {
+      QueueCounters::add(counters_->rx_switch_packets);
+      (void)rx_->enqueue(std::move(p), now);
+    }
+    switch_rx_.clear();
+    run_rx();
+  }
 }
 
 void VifQueue::run_rx() {
@@ -260,7 +288,8 @@ void VifQueue::arm_housekeeping() {
   housekeeping_.async_wait([this, t = op()](const boost::system::error_code& ec) {
     if (stopped_ || ec) return;
     // Expiry and stall detection run even when no event arrives (a guest that stopped
-    // posting buffers sends none).
+    // posting buffers sends none). Packets of a sender that went away leave the queue now.
+    if (res_.tx.sw) (void)rx_->purge_dead_sources();
     run_rx();
     // A lost or never-sent TX kick must not park published requests for ever (the frontend
     // sends no second one: req_event was not passed again). Looking costs one index read;

@@ -84,6 +84,8 @@ class VifQueue {
   void read_tap_frames();
   void run_tx();
   void run_rx();
+  /// Internal switch: packets other vifs sent us, and our zerocopy packets they are done with.
+  void drain_switch();
   void arm_housekeeping();
   void arm_tx_retry(std::chrono::steady_clock::time_point at);
   /// Stops every wait of this queue (their handlers then see stopped_ and return).
@@ -132,7 +134,10 @@ class VifQueue {
   bool tx_retry_armed_ = false;
   bool stopped_ = false;
   std::atomic<int> outstanding_{0};
-  bool carrier_ = true;  // the RX path's last carrier state (queue thread only)
+  bool carrier_ = true;      // the RX path's last carrier state (queue thread only)
+  bool tx_stalled_ = false;  // TX stopped at the zerocopy pending limit (fallback off)
+  std::vector<RxPacket> switch_rx_;
+  std::vector<QueueLink::TxDone> switch_done_;
 };
 
 }  // namespace unetback::vif

@@ -1,5 +1,6 @@
 #include "backend/xenbus/backend_config.hpp"
 
+#include <algorithm>
 #include <cerrno>
 
 #include "common/hv/xenstore.hpp"
@@ -92,7 +93,21 @@ KeyResult<BackendConfig> parse_backend_config(const KeyReader& read, DomId front
                       EINVAL};
     cfg.mtu = *m;
   }
+  if (const auto raw = read("bridge"); raw && raw->starts_with(kSwitchPrefix)) {
+    const std::string_view name = std::string_view(*raw).substr(kSwitchPrefix.size());
+    if (!valid_switch_name(name))
+      return KeyError{"bridge", "unetback:<name> needs a name of 1..32 [A-Za-z0-9_.-]", EINVAL};
+    cfg.switch_name = std::string(name);
+  }
   return cfg;
+}
+
+bool valid_switch_name(std::string_view name) {
+  if (name.empty() || name.size() > 32) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '.' || c == '-';
+  });
 }
 
 }  // namespace unetback::xenbus

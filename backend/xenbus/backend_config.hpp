@@ -41,6 +41,11 @@ struct Rate {
 // MAC addresses (`mac`) and interface names (`vifname`) are validated with common/net's
 // net::parse_mac and net::valid_ifname: the same rules the TAP is created with.
 
+/// The B:bridge prefix that names an internal switch instead of a Linux bridge.
+inline constexpr std::string_view kSwitchPrefix = "unetback:";
+/// An internal switch name: 1..32 of [A-Za-z0-9_.-].
+[[nodiscard]] bool valid_switch_name(std::string_view name);
+
 inline constexpr std::uint32_t kMinMtu = 68;
 inline constexpr std::uint32_t kMaxMtu = 65535;
 
@@ -51,6 +56,10 @@ struct BackendConfig {
   std::string tap_name;                // B:vifname, or vif<domid>.<devid>
   std::optional<net::MacAddress> mac;  // the guest's MAC (bookkeeping only)
   std::optional<std::uint32_t> mtu;    // kMinMtu..kMaxMtu
+  /// B:bridge "unetback:<name>": the vif joins unetbackd's internal switch <name> (the hotplug
+  /// script then touches no Linux bridge). Empty: the vif is a plain TAP (a Linux bridge, if
+  /// any, is the hotplug script's business).
+  std::string switch_name;
   friend bool operator==(const BackendConfig&, const BackendConfig&) = default;
 };
 

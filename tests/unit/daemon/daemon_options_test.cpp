@@ -35,6 +35,20 @@ TEST(DaemonOptions, SimWorldTunablesAndEqualsForm) {
   EXPECT_EQ(o.backend_domid, DomId{3});
 }
 
+TEST(DaemonOptions, SwitchUplinksAreNamedPairs) {
+  auto r = parse({"--hypervisor", "xen", "--switch-uplink", "lab=usw0", "--switch-uplink=b=tap-b"});
+  ASSERT_TRUE(std::holds_alternative<DaemonOptions>(r)) << std::get<std::string>(r);
+  const auto& o = std::get<DaemonOptions>(r);
+  EXPECT_EQ(o.switch_uplinks,
+            (std::map<std::string, std::string>{{"lab", "usw0"}, {"b", "tap-b"}}));
+  for (auto bad : {"lab", "lab=", "=usw0", "a b=usw0", "lab=bad/name", "lab=0123456789abcdef"})
+    EXPECT_TRUE(std::holds_alternative<std::string>(
+        parse({"--hypervisor", "xen", "--switch-uplink", bad})))
+        << bad;
+  EXPECT_TRUE(std::holds_alternative<std::string>(parse(
+      {"--hypervisor", "xen", "--switch-uplink", "a=t1", "--switch-uplink", "a=t2"})));
+}
+
 TEST(DaemonOptions, ExplicitControlPath) {
   auto r = parse({"--control", "/x/y.sock", "--hypervisor", "sim:/w"});
   ASSERT_TRUE(std::holds_alternative<DaemonOptions>(r));

@@ -56,6 +56,25 @@ TEST(BackendConfig, VifnameAndMtuWhenSet) {
   EXPECT_EQ(r->mtu, 9000U);
 }
 
+TEST(BackendConfig, BridgeNamingTheInternalSwitchJoinsIt) {
+  Keys k = libxl_keys();
+  k["bridge"] = "xenbr0";  // a Linux bridge: the hotplug script's business
+  auto r = parse_backend_config(reader(k), DomId{5}, DevId{0});
+  ASSERT_TRUE(r);
+  EXPECT_TRUE(r->switch_name.empty());
+  k["bridge"] = "unetback:lab-1.a";
+  r = parse_backend_config(reader(k), DomId{5}, DevId{0});
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->switch_name, "lab-1.a");
+  for (const char* bad : {"unetback:", "unetback:a b", "unetback:../x", "unetback:a/b",
+                          "unetback:0123456789012345678901234567890123"}) {
+    k["bridge"] = bad;
+    r = parse_backend_config(reader(k), DomId{5}, DevId{0});
+    ASSERT_FALSE(r) << bad;
+    EXPECT_EQ(r.error().key, "bridge");
+  }
+}
+
 TEST(BackendConfig, FrontendPointingElsewhereIsRefused) {
   for (const char* bad :
        {"/local/domain/6/device/vif/0", "/local/domain/5/device/vif/1",

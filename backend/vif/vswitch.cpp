@@ -1,0 +1,277 @@
+#include "backend/vif/vswitch.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "common/util/log.hpp"
+#include "common/util/result.hpp"
+
+namespace unetback::vif {
+namespace {
+
+constexpr std::size_t kEthHdr = 14;
+
+std::uint32_t fnv(std::uint32_t h, std::span<const std::byte> bytes) {
+  for (const std::byte b : bytes) {
+    h ^= static_cast<std::uint8_t>(b);
+    h *= 16777619u;
+  }
+  return h;
+}
+
+net::MacAddress mac_at(std::span<const std::byte> head, std::size_t off) {
+  net::MacAddress m;
+  for (std::size_t i = 0; i < 6; ++i) m.octets[i] = static_cast<std::uint8_t>(head[off + i]);
+  return m;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------
+// QueueLink
+
+bool QueueLink::deliver(RxPacket&& p) {
+  {
+    const std::lock_guard lock(mu_);
+    if (schedule_) {
+      rx_.push_back(std::move(p));
+      if (!std::exchange(scheduled_, true)) schedule_();
+      return true;
+    }
+  }
+  if (p.release) p.release();
+  return false;
+}
+
+void QueueLink::tx_done(TxDone d) {
+  const std::lock_guard lock(mu_);
+  if (!schedule_) return;
+  done_.push_back(d);
+  if (!std::exchange(scheduled_, true)) schedule_();
+}
+
+void QueueLink::attach(std::function<void()> schedule) {
+  const std::lock_guard lock(mu_);
+  schedule_ = std::move(schedule);
+  scheduled_ = false;
+  if (!rx_.empty() || !done_.empty()) {
+    scheduled_ = true;
+    schedule_();
+  }
+}
+
+void QueueLink::detach() {
+  std::vector<RxPacket> left;
+  {
+    const std::lock_guard lock(mu_);
+    schedule_ = nullptr;
+    left.swap(rx_);
+    done_.clear();
+  }
+  for (auto& p : left)
+    if (p.release) p.release();
+}
+
+void QueueLink::take(std::vector<RxPacket>& rx, std::vector<TxDone>& done) {
+  const std::lock_guard lock(mu_);
+  scheduled_ = false;
+  rx.swap(rx_);
+  done.swap(done_);
+}
+
+// ---------------------------------------------------------------------------------------
+
+std::uint32_t flow_hash(std::span<const std::byte> head) {
+  std::uint32_t h = 2166136261u;
+  if (head.size() < kEthHdr) return fnv(h, head);
+  h = fnv(h, head.first(12));  // both MACs
+  const auto ethertype = static_cast<std::uint16_t>((static_cast<unsigned>(head[12]) << 8) |
+                                                    static_cast<unsigned>(head[13]));
+  std::size_t l4 = 0;
+  std::uint8_t proto = 0;
+  if (ethertype == 0x0800 && head.size() >= kEthHdr + 20) {
+    const std::size_t ihl = (static_cast<unsigned>(head[kEthHdr]) & 0x0f) * 4u;
+    proto = static_cast<std::uint8_t>(head[kEthHdr + 9]);
+    h = fnv(h, head.subspan(kEthHdr + 12, 8));
+    l4 = kEthHdr + ihl;
+  } else if (ethertype == 0x86dd && head.size() >= kEthHdr + 40) {
+    proto = static_cast<std::uint8_t>(head[kEthHdr + 6]);
+    h = fnv(h, head.subspan(kEthHdr + 8, 32));
+    l4 = kEthHdr + 40;
+  }
+  if ((proto == 6 || proto == 17) && l4 != 0 && head.size() >= l4 + 4)
+    h = fnv(h, head.subspan(l4, 4));
+  return h;
+}
+
+// ---------------------------------------------------------------------------------------
+// VSwitch
+
+VSwitch::VSwitch(std::string name) : name_(std::move(name)) {}
+
+VSwitch::~VSwitch() {
+  if (uplink_thread_.joinable()) {
+    const std::uint64_t one = 1;
+    (void)!::write(stop_fd_.get(), &one, sizeof one);
+    uplink_thread_.join();
+  }
+}
+
+std::error_code VSwitch::attach_uplink(const std::string& tap_name) {
+  if (uplink_) return std::make_error_code(std::errc::device_or_resource_busy);
+  net::TapConfig cfg;
+  cfg.name = tap_name;
+  cfg.vnet_hdr = true;
+  cfg.non_blocking = true;
+  cfg.offloads = {};  // plain frames from the host (its stack segments and checksums them)
+  auto tap = net::TapDevice::create(cfg);
+  if (!tap) return tap.error();
+  const int efd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (efd < 0) return last_errno();
+  stop_fd_.reset(efd);
+  uplink_.emplace(std::move(*tap));
+  uplink_thread_ = std::thread([this] { uplink_loop(); });
+  log::write(log::Level::info, "switch " + name_, "uplink TAP " + tap_name);
+  return {};
+}
+
+SwitchPortId VSwitch::add_port(std::shared_ptr<const SwitchPort> port) {
+  const std::lock_guard lock(mu_);
+  const SwitchPortId id = next_id_++;
+  ports_.emplace(id, std::move(port));
+  return id;
+}
+
+void VSwitch::remove_port(SwitchPortId id) {
+  const std::lock_guard lock(mu_);
+  ports_.erase(id);
+  macs_.forget_port(id);
+}
+
+void VSwitch::route(SwitchPortId from, const net::MacAddress& src, const net::MacAddress& dst,
+                    Clock::time_point now, Route& out) {
+  out.clear();
+  const std::lock_guard lock(mu_);
+  if (!macs_.learn(src, from, now)) ++stats_.not_learnt;
+  if (!dst.is_multicast()) {
+    if (const auto to = macs_.lookup(dst, now)) {
+      if (*to == from) {
+        ++stats_.dropped_same_port;
+        return;
+      }
+      if (*to == kUplinkPort) {
+        out.uplink = uplink_.has_value();
+      } else if (const auto it = ports_.find(*to); it != ports_.end()) {
+        out.guests.push_back(it->second);
+      }
+      if (out.uplink || !out.guests.empty()) {
+        ++stats_.forwarded;
+        return;
+      }
+    }
+  }
+  // Broadcast, multicast, or nobody known by that MAC (yet): everyone else.
+  out.flooded = true;
+  ++stats_.flooded;
+  for (const auto& [id, port] : ports_)
+    if (id != from) out.guests.push_back(port);
+  out.uplink = from != kUplinkPort && uplink_.has_value();
+}
+
+bool VSwitch::send_uplink(const net::VirtioNetHdr& hdr, std::span<const iovec> frame) {
+  if (!uplink_) return false;
+  std::array<iovec, kMaxRxFrags + 2> iov{};
+  if (frame.size() + 1 > iov.size()) return false;
+  iov[0] = iovec{const_cast<net::VirtioNetHdr*>(&hdr), net::kVnetHdrLen};
+  std::copy(frame.begin(), frame.end(), iov.begin() + 1);
+  const bool ok = ::writev(uplink_->fd(), iov.data(), static_cast<int>(frame.size() + 1)) >= 0;
+  const std::lock_guard lock(mu_);
+  ++(ok ? stats_.uplink_tx : stats_.uplink_errors);
+  return ok;
+}
+
+VSwitch::Stats VSwitch::stats() const {
+  const std::lock_guard lock(mu_);
+  return stats_;
+}
+
+std::size_t VSwitch::ports() const {
+  const std::lock_guard lock(mu_);
+  return ports_.size();
+}
+
+void VSwitch::uplink_loop() {
+  // A frame of the largest size the TAP can hand us (no GSO: offloads are off).
+  std::vector<std::byte> buf(net::kVnetHdrLen + 65536);
+  for (;;) {
+    pollfd fds[2] = {{uplink_->fd(), POLLIN, 0}, {stop_fd_.get(), POLLIN, 0}};
+    if (::poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;
+      return;
+    }
+    if (fds[1].revents != 0) return;
+    for (int i = 0; i < 64; ++i) {
+      const ssize_t n = ::read(uplink_->fd(), buf.data(), buf.size());
+      if (n <= static_cast<ssize_t>(net::kVnetHdrLen + kEthHdr)) break;
+      const auto vh = net::load_vnet_hdr(std::span(buf.data(), net::kVnetHdrLen));
+      uplink_frame(
+          std::span(buf.data() + net::kVnetHdrLen, static_cast<std::size_t>(n) - net::kVnetHdrLen),
+          *vh);
+    }
+  }
+}
+
+void VSwitch::uplink_frame(std::span<std::byte> frame, const net::VirtioNetHdr& vh) {
+  {
+    const std::lock_guard lock(mu_);
+    ++stats_.uplink_rx;
+  }
+  route(kUplinkPort, mac_at(frame, 6), mac_at(frame, 0), Clock::now(), uplink_route_);
+  if (uplink_route_.guests.empty()) return;
+  // One copy in backend memory shared by every receiver; each receiver's release drops its
+  // reference.
+  std::shared_ptr<std::byte[]> bytes(new std::byte[frame.size()]);
+  std::memcpy(bytes.get(), frame.data(), frame.size());
+  const std::uint32_t hash = flow_hash(frame);
+  for (const auto& port : uplink_route_.guests) {
+    if (port->queues.empty()) continue;
+    auto off = net::map_tap_rx(vh, port->offloads, frame, frame.size());
+    if (!off) continue;
+    RxPacket p;
+    p.frags[0] =
+        RxFrag{hv::GrantCopyPtr::local(bytes.get()), static_cast<std::uint32_t>(frame.size())};
+    p.nr_frags = 1;
+    p.len = static_cast<std::uint32_t>(frame.size());
+    p.offload = *off;
+    p.release = [bytes] {};
+    (void)port->queues[hash % port->queues.size()]->deliver(std::move(p));
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// SwitchRegistry
+
+SwitchRegistry::SwitchRegistry(const std::map<std::string, std::string>& uplinks) {
+  for (const auto& [name, tap] : uplinks) {
+    auto sw = std::make_shared<VSwitch>(name);
+    if (auto ec = sw->attach_uplink(tap))
+      throw SetupError("switch " + name + ": cannot create uplink TAP " + tap + ": " +
+                       ec.message());
+    switches_.emplace(name, sw);
+    declared_.push_back(std::move(sw));
+  }
+}
+
+std::shared_ptr<VSwitch> SwitchRegistry::get(const std::string& name) {
+  const std::lock_guard lock(mu_);
+  if (auto sw = switches_[name].lock()) return sw;
+  auto sw = std::make_shared<VSwitch>(name);
+  switches_[name] = sw;
+  log::write(log::Level::info, "switch " + name, "created");
+  return sw;
+}
+
+}  // namespace unetback::vif

@@ -1,0 +1,162 @@
+// VSwitch: unetbackd's internal L2 switch (a vif whose B:bridge is "unetback:<name>").
+//
+// Guest A's TX packets go straight to guest B's RX queue without the kernel: the switch learns
+// source MACs (MacTable, with ageing), forwards a known unicast destination to its vif, and
+// floods broadcast, multicast and unknown destinations to every other vif and to the optional
+// uplink TAP (the switch's port to the host). A unicast packet to a guest normally travels as
+// the sender's grant refs: B's RX path copies it with one grant copy from A's granted pages to
+// B's posted buffers, while A's TX slots stay unanswered (zerocopy, under A's PendingLimiter);
+// everything else is copied into backend memory first (TxPath decides, per packet).
+//
+// Threads: each vif queue runs on its own event-loop thread; the switch is shared. Packets and
+// completions cross threads through a QueueLink per queue (a locked inbox drained on the
+// queue's thread), so nothing but the link is ever touched from another queue's thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <sys/uio.h>
+#include <thread>
+#include <vector>
+
+#include "backend/vif/mac_table.hpp"
+#include "backend/vif/rx_path.hpp"
+#include "common/net/tap_device.hpp"
+#include "common/net/vnet_hdr.hpp"
+#include "common/util/strong_id.hpp"
+#include "common/util/unique_fd.hpp"
+
+namespace unetback::vif {
+
+/// One queue of a vif on a switch, as other threads reach it.
+class QueueLink {
+ public:
+  /// A zerocopy TX packet of this queue is no longer read by anyone (its receiver copied or
+  /// dropped it): answer its slots. `token` is its PendingLimiter token index.
+  struct TxDone {
+    std::uint16_t token = 0;
+    bool delivered = false;
+  };
+
+  /// Hands a packet to this queue's RX path. Any thread. False (and `p` released at once) if
+  /// the queue is not running.
+  bool deliver(RxPacket&& p);
+  /// Reports a completion back to the sending queue. Any thread; ignored once it stopped.
+  void tx_done(TxDone d);
+
+  /// The queue's side: `schedule` posts its drain handler onto its thread (called under the
+  /// link's lock, at most once until take() ran).
+  void attach(std::function<void()> schedule);
+  /// After it nothing is scheduled any more; packets still in the inbox are released.
+  void detach();
+  /// On the queue's thread: takes the inbox (and allows the next schedule).
+  void take(std::vector<RxPacket>& rx, std::vector<TxDone>& done);
+
+ private:
+  std::mutex mu_;
+  std::function<void()> schedule_;
+  bool scheduled_ = false;
+  std::vector<RxPacket> rx_;
+  std::vector<TxDone> done_;
+};
+
+/// A vif on a switch.
+struct SwitchPort {
+  DomId dom{};
+  DevId dev{};
+  net::FrontendOffloads offloads{};  // what its frontend takes on guest RX
+  std::vector<std::shared_ptr<QueueLink>> queues;
+};
+
+/// A packet's 32-bit flow hash (MACs, IPv4/IPv6 addresses, TCP/UDP ports when present), to
+/// spread a receiver's traffic over its queues while keeping each flow in order.
+[[nodiscard]] std::uint32_t flow_hash(std::span<const std::byte> head);
+
+class VSwitch {
+ public:
+  using Clock = std::chrono::steady_clock;
+  /// The uplink's port id; vifs get ids from 1.
+  static constexpr SwitchPortId kUplinkPort = 0;
+
+  struct Route {
+    std::vector<std::shared_ptr<const SwitchPort>> guests;
+    bool uplink = false;
+    bool flooded = false;
+    void clear() {
+      guests.clear();
+      uplink = false;
+      flooded = false;
+    }
+  };
+
+  struct Stats {
+    std::uint64_t forwarded = 0;  // packets routed to exactly one port
+    std::uint64_t flooded = 0;
+    std::uint64_t dropped_same_port = 0;  // destination on the sender's own port
+    std::uint64_t not_learnt = 0;         // MAC table full
+    std::uint64_t uplink_tx = 0, uplink_rx = 0, uplink_errors = 0;
+  };
+
+  explicit VSwitch(std::string name);
+  ~VSwitch();
+  VSwitch(const VSwitch&) = delete;
+  VSwitch& operator=(const VSwitch&) = delete;
+
+  /// Creates the uplink TAP `tap_name` (vnet_hdr, plain frames from the host) and starts its
+  /// reader thread. Frames the host sends into it are switched like a guest's.
+  std::error_code attach_uplink(const std::string& tap_name);
+
+  SwitchPortId add_port(std::shared_ptr<const SwitchPort> port);
+  void remove_port(SwitchPortId id);
+
+  /// Learns `src` on `from`, then fills `out`: the destination's port if `dst` is known (none
+  /// when that is `from` itself), else every other port and the uplink.
+  void route(SwitchPortId from, const net::MacAddress& src, const net::MacAddress& dst,
+             Clock::time_point now, Route& out);
+
+  /// Writes one frame to the uplink TAP (any thread; false without an uplink or on error).
+  bool send_uplink(const net::VirtioNetHdr& hdr, std::span<const iovec> frame);
+
+  [[nodiscard]] const std::string& name() const { return name_; }
+  [[nodiscard]] Stats stats() const;
+  [[nodiscard]] std::size_t ports() const;
+
+ private:
+  void uplink_loop();
+  void uplink_frame(std::span<std::byte> frame, const net::VirtioNetHdr& vh);
+
+  std::string name_;
+  mutable std::mutex mu_;
+  MacTable macs_;
+  std::map<SwitchPortId, std::shared_ptr<const SwitchPort>> ports_;
+  SwitchPortId next_id_ = 1;
+  Stats stats_;
+  std::optional<net::TapDevice> uplink_;
+  UniqueFd stop_fd_;  // eventfd: ends the uplink thread
+  std::thread uplink_thread_;
+  Route uplink_route_;  // the uplink thread's own
+};
+
+/// The daemon's switches by name: made on first use and kept while a vif (or the daemon's
+/// --switch-uplink declaration) holds them.
+class SwitchRegistry {
+ public:
+  /// `uplinks`: switch name -> uplink TAP name; those switches exist from the start.
+  explicit SwitchRegistry(const std::map<std::string, std::string>& uplinks = {});
+  std::shared_ptr<VSwitch> get(const std::string& name);
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, std::weak_ptr<VSwitch>> switches_;
+  std::vector<std::shared_ptr<VSwitch>> declared_;
+};
+
+}  // namespace unetback::vif
