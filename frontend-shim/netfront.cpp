@@ -114,6 +114,7 @@ std::error_code Netfront::connect(std::chrono::milliseconds timeout) {
   setup.tx_gso_tcpv4 = setup.tx_sg && opts_.gso_tcpv4 && backend_.gso_tcpv4;
   setup.tx_gso_tcpv6 = setup.tx_sg && opts_.gso_tcpv6 && backend_.gso_tcpv6;
   setup.rx_budget = opts_.rx_budget;
+  setup.rx_refill = opts_.rx_refill;
   setup.limiter = opts_.tx_limiter;
   setup.tx_headroom = opts_.tx_headroom;
   setup.tx_buffer_pages = opts_.tx_buffer_pages;

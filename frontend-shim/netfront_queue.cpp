@@ -455,7 +455,7 @@ void NetfrontQueue::post_rx_buffers(std::uint32_t n) {
 void NetfrontQueue::refill_if_due() {
   if (broken_) return;
   const std::uint32_t free = kRxRingSize - rx_posted();
-  if (!rx_refill_due(free, setup_.rx_budget, kRxRingSize)) return;
+  if (!rx_refill_due(setup_.rx_refill, free, setup_.rx_budget, kRxRingSize)) return;
   post_rx_buffers(free);
   ++stats_.rx_refills;
 }

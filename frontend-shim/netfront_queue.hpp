@@ -84,6 +84,7 @@ struct QueueSetup {
   bool split_event_channels = false;
   bool tx_sg = false, tx_gso_tcpv4 = false, tx_gso_tcpv6 = false;
   std::uint32_t rx_budget = 64;
+  RxRefillRule rx_refill = RxRefillRule::early;
   zerocopy::LimiterConfig limiter;
   std::uint16_t tx_headroom = 0;
   std::uint32_t tx_buffer_pages = 320;

@@ -11,6 +11,7 @@
 #include "common/util/strong_id.hpp"
 #include "common/wire/netif.hpp"
 #include "common/zerocopy/pending_limiter.hpp"
+#include "frontend-shim/rx_refill.hpp"
 #include "frontend-shim/rx_response_parser.hpp"
 
 namespace unetback::netfront {
@@ -24,6 +25,9 @@ struct NetfrontOptions {
   /// Packets per poll() (NAPI budget); also seed 002's refill rule:
   /// refill when free requests > min(rx_budget, ring_size) / 2.
   std::uint32_t rx_budget = 64;
+  /// Which refill rule to apply (early = seed 002's, above; half_ring = the old one, for
+  /// comparison).
+  RxRefillRule rx_refill = RxRefillRule::early;
   /// Use separate TX and RX event channels if the backend offers feature-split-event-channels.
   bool split_event_channels = true;
   /// TX zerocopy (grant the packet's own buffer) vs copy (into the slot's own page).

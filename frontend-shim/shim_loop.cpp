@@ -52,6 +52,7 @@ netfront::NetfrontOptions netfront_options(const ShimOptions& o) {
   n.gso_tcpv4 = o.sg;
   n.gso_tcpv6 = o.sg;
   n.rx_budget = o.rx_budget;
+  n.rx_refill = o.rx_refill;
   // A slow guest: the budget is what one token-bucket tick may take, so the bucket never
   // goes below zero (about 100 polls per second at most).
   if (o.rx_rate) n.rx_budget = std::clamp<std::uint32_t>(*o.rx_rate / 100, 1, o.rx_budget);
@@ -120,7 +121,8 @@ int ShimLoop::run() {
        std::to_string(stats_.tap_rx_dropped) + " tap_tx=" + std::to_string(stats_.tap_tx_frames) +
        " tap_tx_dropped=" + std::to_string(stats_.tap_tx_dropped) + " tx_busy_stalls=" +
        std::to_string(stats_.tx_busy_stalls) + " reconnects=" + std::to_string(stats_.reconnects) +
-       " nf_tx_packets=" + std::to_string(s.tx_packets) +
+       " tx_frags=" + std::to_string(stats_.tx_frags) + " tx_frags_fallback=" +
+       std::to_string(stats_.tx_frags_fallback) + " nf_tx_packets=" + std::to_string(s.tx_packets) +
        " nf_rx_packets=" + std::to_string(s.rx_packets));
   return exit_code_;
 }
@@ -256,7 +258,9 @@ bool ShimLoop::connect_now() {
   attach_data_path();
   info("connected to " + be_dir_ + ": " + std::to_string(nf_->num_queues()) + " queue(s), sg=" +
        std::to_string(negotiated_.sg) + " tso4=" + std::to_string(negotiated_.gso_tcpv4) +
-       " tso6=" + std::to_string(negotiated_.gso_tcpv6));
+       " tso6=" + std::to_string(negotiated_.gso_tcpv6) +
+       " rx-refill=" + std::string(netfront::rx_refill_rule_name(opts_.rx_refill)) +
+       " tx-frags=" + (opts_.tx_frags ? std::to_string(*opts_.tx_frags) : std::string("off")));
   return true;
 }
 
@@ -317,6 +321,7 @@ void ShimLoop::attach_data_path() {
     tq.desc = std::make_unique<Descriptor>(io_, tap_fd(i));
     tq.buf.resize(kTapBufferLen);
     tq.pending_meta.reset();
+    tq.pending_frags.reset();
     tq.waiting = false;
   }
   event_queues_.resize(nf_->num_queues());
@@ -376,7 +381,10 @@ void ShimLoop::on_tap_readable(std::size_t i) {
     if (tq.pending_meta) {
       const auto frame = std::span<const std::byte>(tq.buf).subspan(
           net::kVnetHdrLen, tq.pending_len - net::kVnetHdrLen);
-      auto sent = nf_->send(frame, *tq.pending_meta, q);
+      // --tx-frags: the frame's Linux-like slot chain (its TxMeta, GSO included, unchanged).
+      auto sent = tq.pending_frags
+                      ? nf_->send_raw(tq.pending_frags->span(), frame, *tq.pending_meta, {}, q)
+                      : nf_->send(frame, *tq.pending_meta, q);
       if (!sent && sent.error() == std::errc::resource_unavailable_try_again) {
         // Paused: not reading the TAP leaves the backlog in the guest kernel's queue.
         ++stats_.tx_busy_stalls;
@@ -391,7 +399,9 @@ void ShimLoop::on_tap_readable(std::size_t i) {
           warn("dropping a " + std::to_string(frame.size()) +
                "-byte frame: " + sent.error().message());
       }
+      if (sent && tq.pending_frags) ++stats_.tx_frags;
       tq.pending_meta.reset();
+      tq.pending_frags.reset();
     }
     if (n >= kTapBatch) {
       // Yield to RX and the other queues, then carry on.
@@ -422,6 +432,16 @@ void ShimLoop::on_tap_readable(std::size_t i) {
     }
     tq.pending_len = len;
     tq.pending_meta = *meta;
+    tq.pending_frags.reset();
+    if (opts_.tx_frags) {
+      // Planned once per frame (after tap_frame_to_tx, which may complete a checksum), so a
+      // frame that waits for slots is counted once.
+      auto layout = plan_tx_frags(frame, *opts_.tx_frags);
+      if (layout)
+        tq.pending_frags = *layout;
+      else if (layout.error() == std::errc::argument_list_too_long)
+        ++stats_.tx_frags_fallback;
+    }
   }
 }
 

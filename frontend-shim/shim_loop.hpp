@@ -31,6 +31,7 @@
 #include "frontend-shim/netfront.hpp"
 #include "frontend-shim/shim_offload.hpp"
 #include "frontend-shim/shim_options.hpp"
+#include "frontend-shim/tx_frag_layout.hpp"
 
 namespace unetback::shim {
 
@@ -42,6 +43,8 @@ struct ShimStats {
   std::uint64_t tap_tx_frames = 0;   ///< packets written to the TAP (guest RX)
   std::uint64_t tap_tx_dropped = 0;  ///< bad offload metadata or a failed TAP write
   std::uint64_t reconnects = 0;
+  std::uint64_t tx_frags = 0;           ///< frames sent as --tx-frags slot chains
+  std::uint64_t tx_frags_fallback = 0;  ///< frames that needed > 18 slots: normal layout
 };
 
 class ShimLoop {
@@ -65,7 +68,8 @@ class ShimLoop {
     std::vector<std::byte> buf;
     std::size_t pending_len = 0;  ///< a frame (incl. vnet header) waiting for TX slots
     std::optional<netfront::TxMeta> pending_meta;
-    bool waiting = false;  ///< an async_wait is outstanding
+    std::optional<TxFragLayout> pending_frags;  ///< --tx-frags: the pending frame's chain
+    bool waiting = false;                       ///< an async_wait is outstanding
   };
   struct EventQueue {
     std::unique_ptr<Descriptor> desc;

@@ -69,9 +69,10 @@ ParseOutcome parse_shim_options(std::span<const std::string_view> args) {
       continue;
     }
     static constexpr std::string_view kValued[] = {
-        "--hypervisor", "--domid", "--name",   "--devid",     "--tap",     "--netns",
-        "--address",    "--mtu",   "--queues", "--rx-budget", "--rx-rate", "--connect-timeout-ms",
-        "--log-level"};
+        "--hypervisor", "--domid",     "--name",    "--devid",
+        "--tap",        "--netns",     "--address", "--mtu",
+        "--queues",     "--rx-budget", "--rx-rate", "--connect-timeout-ms",
+        "--log-level",  "--rx-refill", "--tx-frags"};
     if (std::find(std::begin(kValued), std::end(kValued), key) == std::end(kValued))
       return UsageError{"unknown option " + std::string(key)};
     std::string_view value;
@@ -125,6 +126,14 @@ ParseOutcome parse_shim_options(std::span<const std::string_view> args) {
       auto v = parse_uint<std::uint32_t>(value, 1, 100'000'000);
       if (!v) return bad();
       o.rx_rate = *v;
+    } else if (key == "--rx-refill") {
+      auto v = netfront::parse_rx_refill_rule(value);
+      if (!v) return bad();
+      o.rx_refill = *v;
+    } else if (key == "--tx-frags") {
+      auto v = parse_uint<std::uint32_t>(value, kTxFragMin, kTxFragMax);
+      if (!v) return bad();
+      o.tx_frags = *v;
     } else if (key == "--connect-timeout-ms") {
       auto v = parse_uint<std::uint32_t>(value, 1, 3'600'000);
       if (!v) return bad();
@@ -142,6 +151,8 @@ ParseOutcome parse_shim_options(std::span<const std::string_view> args) {
   // Linux netfront: without SG the MTU is at most ETH_DATA_LEN (netback-facts §3).
   if (!o.sg && o.mtu > 1500)
     return UsageError{"--mtu above 1500 needs scatter-gather (drop --no-sg)"};
+  // A slot chain is a multi-slot packet: without feature-sg the backend takes one slot only.
+  if (!o.sg && o.tx_frags) return UsageError{"--tx-frags needs scatter-gather (drop --no-sg)"};
   return o;
 }
 
@@ -149,6 +160,7 @@ std::string shim_usage() {
   return R"(usage: netfront-shim --hypervisor sim:<dir>|xen [--domid N | --name NAME] [--devid 0]
                      [--tap eth0] [--netns NAME] [--address 10.0.0.2/24] [--mtu 1500]
                      [--queues N] [--no-sg] [--rx-budget 64] [--rx-rate PPS]
+                     [--rx-refill early|half-ring] [--tx-frags SIZE]
                      [--connect-timeout-ms 10000] [--log-level debug|info|warn|error]
 
 A userspace Xen netfront acting as a guest domain: connects device/vif/<devid> to its
@@ -166,6 +178,13 @@ backend and bridges it to a TAP interface (with virtio-net offload headers).
   --no-sg                  do not use scatter-gather (and so no TSO)
   --rx-budget N            RX packets per poll (NAPI budget, 1..256, default 64)
   --rx-rate PPS            take at most PPS packets per second off the RX ring (slow guest)
+  --rx-refill RULE         when to re-post RX buffers: "early" (default, seed 002: once more
+                           than min(rx-budget, ring)/2 are free) or "half-ring" (the old
+                           virtio-net rule: once more than half the ring is free)
+  --tx-frags SIZE          send each TX frame as a Linux-like slot chain: one slot with the
+                           L2-L4 headers, then SIZE-byte payload pieces (64..4096), each at an
+                           odd offset in its own page; a frame needing more than 18 slots goes
+                           out in the normal layout (counted as tx_frags_fallback)
   --connect-timeout-ms N   give up if not connected within N ms (default 10000)
   --log-level LEVEL        stderr log level (default info)
 

@@ -11,6 +11,7 @@
 
 #include "common/util/log.hpp"
 #include "common/util/strong_id.hpp"
+#include "frontend-shim/rx_refill.hpp"
 
 namespace unetback::shim {
 
@@ -21,6 +22,10 @@ inline constexpr int kExitUsage = 2;
 /// The connection to xenstore broke (xenstored or the xensim world went away): without it the
 /// guest can neither see its backend nor reconnect, so it stops instead of spinning.
 inline constexpr int kExitXenstoreLost = 3;
+
+/// --tx-frags bounds: a piece is at least a cache line and at most a page.
+inline constexpr std::uint32_t kTxFragMin = 64;
+inline constexpr std::uint32_t kTxFragMax = 4096;
 
 struct ShimOptions {
   std::string hypervisor;              ///< "xen" or "sim:<dir>"
@@ -35,6 +40,11 @@ struct ShimOptions {
   bool sg = true;
   std::uint32_t rx_budget = 64;
   std::optional<std::uint32_t> rx_rate;  ///< RX packets per second the guest takes
+  /// When to re-post RX buffers: seed 002's rule (early) or the old half-ring rule.
+  netfront::RxRefillRule rx_refill = netfront::RxRefillRule::early;
+  /// Send every TX frame as a Linux-like slot chain: a header slot, then payload pieces of
+  /// this many bytes at odd page offsets (kTxFragMin..kTxFragMax; needs SG).
+  std::optional<std::uint32_t> tx_frags;
   std::uint32_t connect_timeout_ms = 10000;
   log::Level log_level = log::Level::info;
 };

@@ -10,6 +10,8 @@
 
 #include "common/hv/sim/sim_grant_sharer.hpp"
 #include "common/hv/sim/sim_hypervisor.hpp"
+#include "common/net/frame_builder.hpp"
+#include "frontend-shim/tx_frag_layout.hpp"
 #include "tests/integration/netfront/test_backend.hpp"
 #include "tests/integration/xensim/xensim_process.hpp"
 
@@ -324,6 +326,36 @@ TEST_F(NetfrontWorld, RawLayoutsReachTheBackendAsGiven) {
   EXPECT_EQ(nf_->stats().tx_completed, 2U);
 }
 
+TEST_F(NetfrontWorld, TxFragChainKeepsItsGsoExtraAndReachesTheBackendAsPlanned) {
+  // netfront-shim --tx-frags: a TSO frame as a Linux-like chain (header slot, odd-offset
+  // pieces), sent with the frame's own GSO metadata.
+  connect();
+  net::FrameSpec spec;
+  spec.payload_len = 20000;
+  spec.checksum = net::L4ChecksumMode::partial;
+  const auto frame = net::build_frame(spec);
+  auto layout = shim::plan_tx_frags(frame, 4000);
+  ASSERT_TRUE(layout);
+  TxMeta meta;
+  meta.csum_blank = true;
+  meta.gso = RxGso{wire::GsoType::tcpv4, 1448};
+  ASSERT_TRUE(nf_->send_raw(layout->span(), frame, meta));
+  auto got = backend_->receive_tx();
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->bytes, frame);
+  ASSERT_EQ(got->requests.size(), 1U + 5);
+  EXPECT_EQ(got->requests[0].size, frame.size());  // the first request carries the total
+  EXPECT_EQ(got->requests[0].offset, shim::kTxFragHeaderOffset);
+  for (std::size_t i = 1; i < got->requests.size(); ++i) {
+    EXPECT_EQ(got->requests[i].offset % 2, 1) << i;
+    EXPECT_LE(got->requests[i].offset + got->requests[i].size, wire::kPageSize) << i;
+  }
+  ASSERT_TRUE(got->extra);
+  EXPECT_EQ(got->extra->u.gso.size, 1448);
+  EXPECT_EQ(got->extra->u.gso.type, static_cast<std::uint8_t>(wire::GsoType::tcpv4));
+  EXPECT_TRUE(wire::tx_flags(got->requests[0]).has(wire::TxFlag::csum_blank));
+}
+
 TEST_F(NetfrontWorld, TxResponsesWithIdsNotInFlightAreCountedAndIgnored) {
   connect();
   std::set<std::uint16_t> ids;
@@ -429,6 +461,28 @@ TEST_P(RxRefill, HappensOnceFreeExceedsHalfTheBudget) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Budgets, RxRefill, ::testing::Values(2U, 16U, 64U, 300U));
+
+TEST_F(NetfrontWorld, RxRefillHalfRingRuleWaitsForHalfTheRing) {
+  NetfrontOptions o;
+  o.rx_budget = 64;
+  o.rx_refill = netfront::RxRefillRule::half_ring;
+  connect(o);
+  const auto frame = pattern(100, 1);
+  std::vector<RxPacket> out;
+  // 128 free: seed 002 would have refilled after 33; the old rule waits for more than half.
+  for (std::uint32_t i = 0; i < 128; ++i) {
+    ASSERT_TRUE(backend_->deliver_rx(frame));
+    (void)nf_->poll(out);
+  }
+  EXPECT_EQ(out.size(), 128U);
+  EXPECT_EQ(backend_->rx_req_prod(), RingIdx{256});
+  EXPECT_EQ(nf_->stats().rx_refills, 0U);
+  ASSERT_TRUE(backend_->deliver_rx(frame));
+  (void)nf_->poll(out);
+  EXPECT_EQ(backend_->rx_req_prod(), RingIdx{256 + 129});
+  EXPECT_EQ(nf_->stats().rx_refills, 1U);
+  EXPECT_EQ(backend_->rx_available(), 256U);
+}
 
 TEST_F(NetfrontWorld, RxHostileResponsesAreDroppedAndCounted) {
   connect();

@@ -1,0 +1,79 @@
+// netfront-shim's command line: the issue-7 experiment knobs (--rx-refill, --tx-frags) and
+// their strict parsing.
+#include "frontend-shim/shim_options.hpp"
+
+#include <gtest/gtest.h>
+#include <initializer_list>
+#include <vector>
+
+namespace unetback::shim {
+namespace {
+
+ParseOutcome parse(std::initializer_list<std::string_view> extra) {
+  std::vector<std::string_view> args{"--hypervisor", "sim:/tmp/w"};
+  args.insert(args.end(), extra);
+  return parse_shim_options(args);
+}
+
+// By value: the ParseOutcome is a temporary of the caller's expression.
+ShimOptions ok(const ParseOutcome& p) {
+  if (const auto* e = std::get_if<UsageError>(&p)) ADD_FAILURE() << e->message;
+  const auto* o = std::get_if<ShimOptions>(&p);
+  EXPECT_NE(o, nullptr);
+  return o ? *o : ShimOptions{};
+}
+
+std::string usage_error(const ParseOutcome& p) {
+  const auto* e = std::get_if<UsageError>(&p);
+  EXPECT_NE(e, nullptr);
+  return e ? e->message : std::string();
+}
+
+TEST(ShimOptions, DefaultsAreSeed002RefillAndNormalTxLayout) {
+  const ShimOptions o = ok(parse({}));
+  EXPECT_EQ(o.rx_refill, netfront::RxRefillRule::early);
+  EXPECT_FALSE(o.tx_frags.has_value());
+}
+
+TEST(ShimOptions, RxRefillTakesEitherRuleInBothSpellings) {
+  EXPECT_EQ(ok(parse({"--rx-refill", "half-ring"})).rx_refill, netfront::RxRefillRule::half_ring);
+  EXPECT_EQ(ok(parse({"--rx-refill=half-ring"})).rx_refill, netfront::RxRefillRule::half_ring);
+  EXPECT_EQ(ok(parse({"--rx-refill=early"})).rx_refill, netfront::RxRefillRule::early);
+}
+
+TEST(ShimOptions, RxRefillRejectsOtherRules) {
+  for (const char* bad : {"half_ring", "HALF-RING", "", "late", "early,half-ring"})
+    EXPECT_EQ(usage_error(parse({"--rx-refill", bad})),
+              "bad value '" + std::string(bad) + "' for --rx-refill");
+  EXPECT_EQ(usage_error(parse({"--rx-refill"})), "--rx-refill needs a value");
+}
+
+TEST(ShimOptions, TxFragsAcceptsSizesFrom64To4096) {
+  for (std::uint32_t size : {64u, 65u, 1000u, 4095u, 4096u}) {
+    const std::string text = std::to_string(size);
+    EXPECT_EQ(ok(parse({"--tx-frags", text})).tx_frags, size);
+  }
+  EXPECT_EQ(ok(parse({"--tx-frags=2048"})).tx_frags, 2048u);
+}
+
+TEST(ShimOptions, TxFragsRejectsSizesOutsideAPieceOfAPage) {
+  for (const char* bad : {"0", "63", "4097", "65536", "-64", "1k", "64 ", "", "0x100"})
+    EXPECT_EQ(usage_error(parse({"--tx-frags", bad})),
+              "bad value '" + std::string(bad) + "' for --tx-frags");
+  EXPECT_EQ(usage_error(parse({"--tx-frags"})), "--tx-frags needs a value");
+}
+
+TEST(ShimOptions, TxFragsNeedsScatterGather) {
+  EXPECT_EQ(usage_error(parse({"--no-sg", "--tx-frags", "1024"})),
+            "--tx-frags needs scatter-gather (drop --no-sg)");
+}
+
+TEST(ShimOptions, UsageDocumentsTheExperimentKnobs) {
+  const std::string u = shim_usage();
+  EXPECT_NE(u.find("--rx-refill early|half-ring"), std::string::npos);
+  EXPECT_NE(u.find("--tx-frags SIZE"), std::string::npos);
+  EXPECT_NE(u.find("tx_frags_fallback"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace unetback::shim
