@@ -6,6 +6,7 @@
 #   tools/lab.sh build           install deps and build (build/)
 #   tools/lab.sh deps [PKG...]   install the Debian packages only (plus PKG...)
 #   tools/lab.sh bench [--quick] [--json FILE] [--plot FILE.png]   veth / user hop / unetback
+#   tools/lab.sh bench --experiments [--quick] [--json FILE]   seeds 000/002/003 on the switch
 #   tools/lab.sh xenlab [--quick] [--json FILE]   real Xen 4.17 in QEMU: kernel netback vs unetbackd
 #   tools/lab.sh fuzz [--seconds N]   libFuzzer targets (clang build in build-fuzz)
 #   tools/lab.sh tsan            ThreadSanitizer build (build-tsan) of the threaded suites

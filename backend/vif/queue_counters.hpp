@@ -27,6 +27,7 @@ namespace unetback::vif {
   X(rx_notify_suppressed)                                                                 \
   X(rx_stalls)              /* carrier went off: no slots for the head packet too long */ \
   X(rx_switch_packets)      /* packets queued by the internal switch (VM->VM, uplink) */  \
+  X(rx_over_18_slots)       /* > 18 data slots: Linux netfront drops such a packet */     \
   X(rx_dropped_source_gone) /* VM->VM zerocopy packets whose sender disconnected */       \
   X(tx_packets)             /* guest->host packets delivered */                           \
   X(tx_bytes)                                                                             \

@@ -156,6 +156,9 @@ void RxPath::deliver_head() {
   QueueCounters::add(counters_.rx_bytes, p.len);
   QueueCounters::add(counters_.rx_slots, total);
   QueueCounters::add(counters_.rx_min_slots, rx_data_slots(p.len) + extras);
+  // Linux netfront takes at most MAX_SKB_FRAGS + 1 = 18 data slots per packet (and drops the
+  // packet past that): only the legacy layout ever gets here.
+  if (nr_slots > wire::kNrSlotsMin) QueueCounters::add(counters_.rx_over_18_slots);
   if (p.release) awaiting_flush_.push_back(std::move(p.release));
 }
 

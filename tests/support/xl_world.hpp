@@ -163,9 +163,14 @@ class XlWorld {
     std::string xensim, unetbackd, xl, ctl, shim, script;
   };
 
-  /// `tag` keeps namespace names apart (`<tag>d<pid>` for dom0); `subnet` is "10.N.0".
-  XlWorld(Binaries bins, std::string tag, std::string subnet)
-      : bins_(std::move(bins)), tag_(std::move(tag)), subnet_(std::move(subnet)) {
+  /// `tag` keeps namespace names apart (`<tag>d<pid>` for dom0); `subnet` is "10.N.0";
+  /// `daemon_args` are added to unetbackd's command line (tunables, --switch-uplink).
+  XlWorld(Binaries bins, std::string tag, std::string subnet,
+          std::vector<std::string> daemon_args = {})
+      : bins_(std::move(bins)),
+        tag_(std::move(tag)),
+        subnet_(std::move(subnet)),
+        daemon_args_(std::move(daemon_args)) {
     char tmpl[] = "/tmp/unetback-e2e.XXXXXX";
     if (::mkdtemp(tmpl) == nullptr) {
       why_ = "mkdtemp failed";
@@ -226,10 +231,11 @@ class XlWorld {
   bool start_daemon() {
     std::error_code ec;
     std::filesystem::remove(world() + "/unetbackd.sock", ec);
+    std::vector<std::string> argv{"ip",           "netns",         "exec", ns0_, bins_.unetbackd,
+                                  "--hypervisor", "sim:" + world()};
+    argv.insert(argv.end(), daemon_args_.begin(), daemon_args_.end());
     daemon_ = std::make_unique<Daemon>(
-        std::vector<std::string>{"ip", "netns", "exec", ns0_, bins_.unetbackd, "--hypervisor",
-                                 "sim:" + world()},
-        dir_ + "/unetbackd-" + std::to_string(++daemon_runs_) + ".log");
+        argv, dir_ + "/unetbackd-" + std::to_string(++daemon_runs_) + ".log");
     for (int i = 0; i < 200 && !std::filesystem::exists(world() + "/unetbackd.sock"); ++i)
       std::this_thread::sleep_for(50ms);
     if (!std::filesystem::exists(world() + "/unetbackd.sock")) {
@@ -261,9 +267,11 @@ class XlWorld {
     [[nodiscard]] std::string tap() const { return "vif" + std::to_string(domid) + ".0"; }
   };
   /// `unetback-xl create` guest number `n` (address subnet.<10+n>) in a namespace of its own;
-  /// `shim_args` go to netfront-shim. nullopt (and why()) when the create fails.
+  /// `shim_args` go to netfront-shim; `bridge` is the vif's bridge= (a Linux bridge in dom0's
+  /// namespace, or "unetback:<name>"). nullopt (and why()) when the create fails.
   std::optional<Guest> create_guest(int n, const std::vector<std::string>& shim_args = {},
-                                    const std::vector<std::string>& xl_args = {}) {
+                                    const std::vector<std::string>& xl_args = {},
+                                    const std::string& bridge = kBridge) {
     Guest g;
     g.name = "g" + std::to_string(n);
     g.ns = tag_ + "g" + std::to_string(n) + "-" + std::to_string(::getpid());
@@ -277,7 +285,7 @@ class XlWorld {
         "create",
         g.name,
         "--vif",
-        std::string("mac=") + mac + ",bridge=" + kBridge + ",script=" + bins_.script,
+        std::string("mac=") + mac + ",bridge=" + bridge + ",script=" + bins_.script,
         "--guest-netns",
         g.ns,
         "--address",
@@ -351,7 +359,9 @@ class XlWorld {
   }
 
   Binaries bins_;
-  std::string tag_, subnet_, dir_, ns0_, why_;
+  std::string tag_, subnet_;
+  std::vector<std::string> daemon_args_;
+  std::string dir_, ns0_, why_;
   bool ok_ = false;
   int daemon_runs_ = 0;
   std::vector<std::string> namespaces_;

@@ -16,6 +16,13 @@
 #
 #   tools/lab/bench.sh BUILD_DIR [--quick] [--json FILE] [--plot FILE.png] [--seconds N]
 #                                [--rounds N] [--profile DIR] [--unetbackd-arg ARG]...
+#   tools/lab/bench.sh BUILD_DIR --experiments [--quick] [--json FILE] [--seconds N]
+#                                [--only pending|coalesce|refill]
+#
+# --experiments: instead, the three seed experiments on unetbackd's internal switch
+# (tools/lab/experiments.py): the zerocopy pending limit with and without the copy fallback
+# (seed 000), full vs legacy RX coalescing VM->VM (seed 003), the shim's RX refill threshold
+# (seed 002); the JSON goes under "experiments".
 #
 # --unetbackd-arg ARG: one more argument for unetbackd (repeat it), e.g. to compare a tunable:
 #   --unetbackd-arg --goodcopy-len --unetbackd-arg 65535
@@ -36,6 +43,13 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 USAGE="usage: bench.sh BUILD_DIR [--quick] [--json FILE] [--plot FILE.png] [--seconds N] [--rounds N] [--profile DIR] [--unetbackd-arg ARG]..."
 BUILD=$(cd "${1:?$USAGE}" && pwd)
 shift
+for a in "$@"; do
+  if [[ $a == --experiments ]]; then
+    args=()
+    for b in "$@"; do [[ $b == --experiments ]] || args+=("$b"); done
+    exec python3 "$ROOT/tools/lab/experiments.py" "$BUILD" "${args[@]}"
+  fi
+done
 QUICK=0
 JSON_OUT=
 PLOT_OUT=

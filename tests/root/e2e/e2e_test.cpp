@@ -5,103 +5,18 @@
 // restart the backend; and what the guests can be: multi-queue, no scatter-gather.
 #include <gtest/gtest.h>
 #include <iostream>
-#include <regex>
 
-#include "tests/support/xl_world.hpp"
+#include "tests/root/e2e/e2e_fixture.hpp"
 
 namespace unetback {
 namespace {
 
 using namespace std::chrono_literals;
 using testing::Daemon;
+using testing::EndToEnd;
 using testing::RunResult;
+using testing::sum_counter;
 using testing::XlWorld;
-
-XlWorld::Binaries binaries() {
-  return {testing::env_or("XENSIM_BIN", XENSIM_BIN_DEFAULT),
-          testing::env_or("UNETBACKD_BIN", UNETBACKD_BIN_DEFAULT),
-          testing::env_or("UNETBACK_XL_BIN", UNETBACK_XL_BIN_DEFAULT),
-          testing::env_or("UNETBACK_CTL_BIN", UNETBACK_CTL_BIN_DEFAULT),
-          testing::env_or("NETFRONT_SHIM_BIN", NETFRONT_SHIM_BIN_DEFAULT),
-          testing::env_or("VIF_UNETBACK_SCRIPT", VIF_UNETBACK_SCRIPT_DEFAULT)};
-}
-
-/// Sum of every `"name": N` in a JSON text (the daemon's per-queue counters).
-std::uint64_t sum_counter(const std::string& json, const std::string& name) {
-  const std::regex re("\"" + name + "\":\\s*([0-9]+)");
-  std::uint64_t total = 0;
-  for (auto it = std::sregex_iterator(json.begin(), json.end(), re); it != std::sregex_iterator();
-       ++it)
-    total += std::stoull((*it)[1].str());
-  return total;
-}
-
-class EndToEnd : public ::testing::Test {
- protected:
-  void SetUp() override {
-    if (::geteuid() != 0) GTEST_SKIP() << "needs root (network namespaces, TAPs)";
-    for (const auto& b : {binaries().xensim, binaries().unetbackd, binaries().xl, binaries().ctl,
-                          binaries().shim, binaries().script})
-      if (::access(b.c_str(), X_OK) != 0) GTEST_SKIP() << b << " is not there";
-    if (RunResult r = testing::run({"iperf3", "--version"}, "/tmp"); r.status != 0)
-      GTEST_SKIP() << "iperf3 is not installed";
-    world_ = std::make_unique<XlWorld>(binaries(), "ube2e", "10.96.0");
-    ASSERT_TRUE(world_->ok()) << world_->why();
-  }
-  void TearDown() override { world_.reset(); }
-
-  XlWorld& w() { return *world_; }
-
-  /// An iperf3 server on the host side (dom0's namespace) on `port`.
-  void serve_iperf(int port) {
-    Daemon& d =
-        w().spawn_in_ns(w().ns0(), {"iperf3", "-s", "--forceflush", "-p", std::to_string(port)},
-                        "iperf3-s" + std::to_string(port) + ".log");
-    ASSERT_TRUE(d.wait_for("Server listening", 10s)) << d.log();
-  }
-  /// iperf3 from guest `g` to the host for `secs` seconds (`reverse`: host to guest).
-  RunResult iperf(const XlWorld::Guest& g, int port, int secs, bool reverse = false,
-                  std::vector<std::string> extra = {}) {
-    std::vector<std::string> argv = {
-        "iperf3", "-c", w().host_ip(), "-p", std::to_string(port), "-t", std::to_string(secs),
-        "-J"};
-    if (reverse) argv.push_back("-R");
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    return w().in_ns(g.ns, argv, std::chrono::seconds(secs + 30));
-  }
-  bool ping(const std::string& ns, const std::string& ip, int count = 3) {
-    return w().in_ns(ns, {"ping", "-c", std::to_string(count), "-i", "0.2", "-W", "2", ip}, 30s)
-               .status == 0;
-  }
-  /// Waits until `ns` reaches `ip` by ping (one probe per attempt); the time it took.
-  std::optional<std::chrono::milliseconds> wait_reachable(const std::string& ns,
-                                                          const std::string& ip,
-                                                          std::chrono::seconds limit) {
-    const auto t0 = std::chrono::steady_clock::now();
-    while (std::chrono::steady_clock::now() - t0 < limit) {
-      if (w().in_ns(ns, {"ping", "-c", "1", "-W", "1", ip}, 5s).status == 0)
-        return std::chrono::duration_cast<std::chrono::milliseconds>(
-            std::chrono::steady_clock::now() - t0);
-    }
-    return std::nullopt;
-  }
-  std::string stats() { return w().ctl({"--json", "stats"}).out; }
-  std::string list() { return w().ctl({"--json", "list"}).out; }
-  bool wait_vif_count(std::size_t n, std::chrono::seconds limit) {
-    const auto t0 = std::chrono::steady_clock::now();
-    while (std::chrono::steady_clock::now() - t0 < limit) {
-      const std::string l = list();
-      std::size_t count = 0;
-      for (auto p = l.find("\"vif\":"); p != std::string::npos; p = l.find("\"vif\":", p + 1))
-        ++count;
-      if (count == n && w().vif_links().size() == n) return true;
-      std::this_thread::sleep_for(100ms);
-    }
-    return false;
-  }
-
-  std::unique_ptr<XlWorld> world_;
-};
 
 TEST_F(EndToEnd,
        TwoGuestsPassTrafficBothWaysAboveAGigabitWithMinimalSlotsAndTeardownLeavesNothing) {

@@ -1,0 +1,417 @@
+#!/usr/bin/env python3
+"""The seed experiments of issue 7 on unetbackd's internal switch (tools/lab.sh bench --experiments).
+
+  pending   seed 000 (vhost_net 2017): guest A sends a 1-byte-payload UDP flow to the host (through
+            the switch's uplink TAP) and a 1400-byte flow to guest B, which takes only
+            --rx-rate packets a second. Both flows' packet rates alone, then together, with the
+            pending limit falling back to copies (zerocopy-fallback=1) and stalling (=0); and TCP
+            with 1, 10 and 100 flows A -> C both ways, with the share of A's packets that went
+            zerocopy.
+  coalesce  seed 003 (Linux netback 2015): A sends Linux-like slot chains (a header slot, then
+            odd-offset frags: netfront-shim --tx-frags) to C over the switch; rx-coalesce=full vs
+            legacy: data slots per packet, packets laid into more than 18 slots (a Linux netfront
+            drops those), TCP throughput.
+  refill    seed 002 (virtio-net 2015): a UDP stream from the host to a guest whose shim re-posts
+            RX buffers at min(budget, ring)/2 ("early") vs once half the ring is free
+            ("half_ring"): packets lost, throughput.
+
+Every world (xensim, unetbackd with switch sw0 and uplink TAP usw0, guests made by unetback-xl
+with bridge=unetback:sw0) lives in network namespaces named ubx<pid>-*, created here and deleted
+on exit; only processes started here are ended, by PID.
+
+  experiments.py BUILD_DIR [--seconds N] [--quick] [--json FILE] [--only pending|coalesce|refill]
+
+Exit status: 0 every experiment ran (whatever the figures), 1 something broke, 2 usage.
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SUBNET = "10.210.0"
+HOST_IP = SUBNET + ".1"
+SLOW_RX_PPS = 100   # guest B in the pending experiment (the seed's 1 Mbit netem queue)
+# The coalesce experiment's sender frags: a TSO frame of 64 KiB must still fit netback's 18 TX
+# slots in pieces of this size (>= 3852), each piece at an odd offset.
+TX_FRAG_SIZE = 3900
+# Senders run this long before the receivers count: the slow guest's ring (256 packets) and
+# queue (512 KiB) hold 6 s of its 100 packets/s, full of the previous run's packets at first.
+WARMUP_S = 8
+
+
+def say(msg):
+    print(f"[experiments] {msg}", file=sys.stderr, flush=True)
+
+
+class Broken(Exception):
+    pass
+
+
+class World:
+    """xensim + unetbackd (switch sw0, uplink usw0 at HOST_IP) + guests on the switch."""
+
+    def __init__(self, build, tag, daemon_args):
+        self.build = build
+        self.prefix = f"ubx{os.getpid()}{tag}"
+        self.dir = tempfile.mkdtemp(prefix="unetback-exp.")
+        self.world = os.path.join(self.dir, "world")
+        os.makedirs(self.world)
+        self.netns, self.procs, self.guests = [], [], []
+        self.ns0 = self.prefix + "-d0"
+        self.add_netns(self.ns0)
+        self.xensim = self.spawn(None, [self.bin("tools/xensim/xensim"), "--dir", self.world],
+                                 "xensim.log")
+        self.wait_for_line("xensim.log", "xensim ready", 10)
+        self.daemon = self.spawn(self.ns0, [self.bin("backend/daemon/unetbackd"),
+                                            "--hypervisor", "sim:" + self.world,
+                                            "--log-level", "warn",
+                                            "--switch-uplink", "sw0=usw0"] + daemon_args,
+                                 "unetbackd.log")
+        for _ in range(100):
+            if os.path.exists(os.path.join(self.world, "unetbackd.sock")):
+                break
+            time.sleep(0.1)
+        else:
+            raise Broken("unetbackd did not start: " + self.log("unetbackd.log"))
+        self.sh(["ip", "-n", self.ns0, "addr", "add", HOST_IP + "/24", "dev", "usw0"])
+        self.sh(["ip", "-n", self.ns0, "link", "set", "usw0", "up"])
+
+    def bin(self, rel):
+        path = os.path.join(self.build, rel)
+        if not os.access(path, os.X_OK):
+            raise Broken(f"{path} is missing: build first")
+        return path
+
+    def log(self, name):
+        try:
+            with open(os.path.join(self.dir, name)) as f:
+                return f.read()[-2000:]
+        except OSError:
+            return ""
+
+    def wait_for_line(self, name, text, secs):
+        for _ in range(secs * 10):
+            if text in self.log(name):
+                return
+            time.sleep(0.1)
+        raise Broken(f"{name}: no '{text}': {self.log(name)}")
+
+    def sh(self, argv, timeout=60, check=True):
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+        if check and r.returncode != 0:
+            raise Broken(f"{' '.join(argv)} exited {r.returncode}: {r.stderr.strip()}")
+        return r
+
+    def add_netns(self, ns):
+        self.sh(["ip", "netns", "add", ns])
+        self.netns.append(ns)
+        self.sh(["ip", "-n", ns, "link", "set", "lo", "up"])
+
+    def in_ns(self, ns, argv):
+        return argv if ns is None else ["ip", "netns", "exec", ns] + argv
+
+    def spawn(self, ns, argv, log):
+        f = open(os.path.join(self.dir, log), "w")
+        p = subprocess.Popen(self.in_ns(ns, argv), stdout=f, stderr=subprocess.STDOUT,
+                             stdin=subprocess.DEVNULL)
+        self.procs.append(p)
+        return p
+
+    def run(self, ns, argv, timeout=120, check=True):
+        return self.sh(self.in_ns(ns, argv), timeout=timeout, check=check)
+
+    def guest(self, n, shim_args=()):
+        name, ns, ip = f"g{n}", f"{self.prefix}-g{n}", f"{SUBNET}.{10 + n}"
+        self.add_netns(ns)
+        argv = [self.bin("tools/xl/unetback-xl"), "--world", self.world, "create", name,
+                "--vif", f"mac=00:16:3e:aa:00:{n:02x},bridge=unetback:sw0,"
+                         f"script={ROOT}/tools/hotplug/vif-unetback",
+                "--guest-netns", ns, "--address", ip + "/24",
+                "--shim", self.bin("frontend-shim/netfront-shim")]
+        if shim_args:
+            argv += ["--"] + list(shim_args)
+        r = self.run(self.ns0, argv, timeout=90)
+        domid = int(r.stdout.split()[1])
+        g = {"name": name, "ns": ns, "ip": ip, "domid": domid}
+        self.guests.append(g)
+        return g
+
+    def ping(self, g, ip):
+        if self.run(g["ns"], ["ping", "-c", "2", "-i", "0.2", "-W", "2", ip],
+                    check=False).returncode != 0:
+            raise Broken(f"{g['name']} cannot ping {ip}")
+
+    def counters(self, g):
+        """The vif's counters, summed over its queues."""
+        r = self.run(None, [self.bin("tools/ctl/unetback-ctl"), "--world", self.world, "--json",
+                            "stats", f"{g['domid']}/0"])
+        out = {}
+        for v in json.loads(r.stdout)["vifs"]:
+            for q in v["queues"]:
+                for k, val in q["counters"].items():
+                    out[k] = out.get(k, 0) + val
+        return out
+
+    def close(self):
+        xl = os.path.join(self.build, "tools/xl/unetback-xl")
+        for g in self.guests:
+            self.run(self.ns0, [xl, "--world", self.world, "destroy", g["name"]], check=False)
+        for p in reversed(self.procs):
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+                try:
+                    p.wait(15)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
+        for ns in self.netns:
+            self.sh(["ip", "netns", "del", ns], check=False)
+        if os.environ.get("UNETBACK_KEEP_EXPERIMENTS") is None:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def udpflow(world):
+    return world.bin("tools/udpflow/unetback-udpflow")
+
+
+def recv_json(world, proc, log):
+    try:
+        proc.wait(60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        raise Broken(f"{log}: the receiver did not finish")
+    text = world.log(log).strip().splitlines()
+    for line in reversed(text):
+        if line.startswith("{"):
+            return json.loads(line)
+    raise Broken(f"{log}: no report: {text[-3:]}")
+
+
+def flows(world, secs, specs, warmup=WARMUP_S):
+    """Runs UDP flows at once, each {from: guest-or-None(host), to_ns, ip, port, size}. The
+    senders start first; after WARMUP_S (a slow receiver's queue full, the pending limit
+    reached) the receivers count over the same `secs`-second window. Each run uses ports of
+    its own (a receiver must not count a previous run's late packets). Returns the receivers'
+    reports."""
+    def start_senders():
+        return [world.spawn(s["from"]["ns"] if s["from"] else world.ns0,
+                            [udpflow(world), "send", "--to", f"{s['ip']}:{s['port']}",
+                             "--size", str(s["size"]), "--seconds", str(warmup + secs + 1)]
+                            + (["--pps", str(s["pps"])] if s.get("pps") else []),
+                            f"send-{s['port']}-{time.monotonic_ns()}.log") for s in specs]
+
+    def start_receivers():
+        out = []
+        for s in specs:
+            log = f"recv-{s['port']}-{time.monotonic_ns()}.json"
+            out.append((world.spawn(s["to_ns"], [udpflow(world), "recv", "--port", str(s["port"]),
+                                                 "--seconds", str(secs), "--from-start", "--json"],
+                                    log), log))
+        return out
+
+    if warmup > 0:
+        senders = start_senders()
+        time.sleep(warmup)
+        receivers = start_receivers()
+    else:
+        # Receivers first: their sequence-number loss count then covers the whole stream.
+        receivers = start_receivers()
+        time.sleep(0.3)
+        senders = start_senders()
+    reports = [recv_json(world, p, log) for p, log in receivers]
+    for p in senders:
+        try:
+            p.wait(30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+    return reports
+
+
+def iperf_tcp(world, g_from, g_to, secs, parallel, port):
+    world.spawn(g_to["ns"], ["iperf3", "-s", "-1", "-p", str(port)], f"iperf-s-{port}.log")
+    time.sleep(0.5)
+    r = world.run(g_from["ns"], ["iperf3", "-c", g_to["ip"], "-p", str(port), "-t", str(secs),
+                                 "-P", str(parallel), "-J"], timeout=secs + 60, check=False)
+    if r.returncode != 0:
+        raise Broken(f"iperf3 -P {parallel} failed: {r.stdout[-500:]} {r.stderr[-500:]}")
+    return json.loads(r.stdout)["end"]["sum_received"]["bits_per_second"] / 1e9
+
+
+def experiment_pending(build, secs):
+    out = {}
+    port = 6000
+    tcp = {}
+    for mode, flag in (("fallback", "1"), ("stall", "0")):
+        say(f"pending: zerocopy-fallback={flag}")
+        w = World(build, "p" + flag, ["--zerocopy-fallback", flag])
+        try:
+            a = w.guest(1)
+            b = w.guest(2, ["--rx-rate", str(SLOW_RX_PPS)])
+            c = w.guest(3)
+            for ip in (b["ip"], c["ip"], HOST_IP):
+                w.ping(a, ip)
+            small = {"from": a, "to_ns": w.ns0, "ip": HOST_IP, "size": 1}
+            large = {"from": a, "to_ns": b["ns"], "ip": b["ip"], "size": 1400}
+            if mode == "fallback":
+                port += 2
+                out["small_alone_pps"] = flows(w, secs, [dict(small, port=port)])[0]["pps"]
+                out["large_alone_pps"] = flows(w, secs, [dict(large, port=port + 1)])[0]["pps"]
+            port += 2
+            before = w.counters(a)
+            s, l = flows(w, secs, [dict(small, port=port), dict(large, port=port + 1)])
+            after = w.counters(a)
+            out[f"small_with_{mode}_pps"] = s["pps"]
+            out[f"large_with_{mode}_pps"] = l["pps"]
+            out[f"{mode}_tx_stalls"] = after["tx_stalls"] - before["tx_stalls"]
+            out[f"{mode}_tx_copy_for_limit"] = after["tx_copy_for_limit"] - before["tx_copy_for_limit"]
+            tcp[mode] = {}
+            for n in (1, 10, 100):
+                port += 1
+                before = w.counters(a)
+                gbit = iperf_tcp(w, a, c, secs, n, 5400 + port % 500)
+                after = w.counters(a)
+                zc = after["tx_zerocopy"] - before["tx_zerocopy"]
+                cp = after["tx_copied"] - before["tx_copied"]
+                tcp[mode][str(n)] = {"gbit_s": round(gbit, 3),
+                                     "zerocopy_share": round(zc / (zc + cp), 3) if zc + cp else 0}
+        finally:
+            w.close()
+    out["tcp"] = tcp
+    return out
+
+
+def experiment_coalesce(build, secs):
+    out = {}
+    for mode in ("full", "legacy"):
+        say(f"coalesce: rx-coalesce={mode}")
+        w = World(build, "c" + mode[0], ["--rx-coalesce", mode])
+        try:
+            a = w.guest(1, ["--tx-frags", str(TX_FRAG_SIZE)])
+            c = w.guest(3)
+            w.ping(a, c["ip"])
+            before = w.counters(c)
+            gbit = iperf_tcp(w, a, c, secs, 1, 5301)
+            after = w.counters(c)
+            d = {k: after[k] - before[k] for k in after}
+            data_slots = d["rx_slots"] - d["rx_extras"]
+            out[mode] = {"slots_per_packet": round(data_slots / d["rx_packets"], 3) if d["rx_packets"] else 0,
+                         "min_slots_per_packet": round((d["rx_min_slots"] - d["rx_extras"]) / d["rx_packets"], 3)
+                         if d["rx_packets"] else 0,
+                         "packets": d["rx_packets"],
+                         "dropped": d["rx_over_18_slots"],
+                         "gbit_s": round(gbit, 3)}
+        finally:
+            w.close()
+    return out
+
+
+def experiment_refill(build, secs):
+    """The host streams 1400-byte UDP packets to a guest, first unpaced (the guest's capacity),
+    then paced at 80 % of it, where the refill rule decides whether buffers run out."""
+    out = {}
+    say("refill: early vs half_ring")
+    w = World(build, "r", [])
+    try:
+        port = 6100
+        for n, (key, rule) in enumerate((("early", "early"), ("half_ring", "half-ring")), start=1):
+            g = w.guest(n, ["--rx-refill", rule])
+            w.ping(g, HOST_IP)
+            res = {}
+            for label, pps in (("unpaced", None), ("paced", "capacity")):
+                port += 1
+                spec = {"from": None, "to_ns": g["ns"], "ip": g["ip"], "port": port, "size": 1400}
+                if pps == "capacity":
+                    spec["pps"] = int(0.8 * out.get("capacity_pps", res["unpaced"]["pps"]))
+                    out.setdefault("capacity_pps", res["unpaced"]["pps"])
+                r = flows(w, secs, [spec], warmup=0)[0]
+                res[label] = {"lost": r.get("lost", 0), "received": r["packets"], "pps": r["pps"],
+                              "gbit_s": round(r["bytes"] * 8 / r["seconds"] / 1e9, 3)
+                              if r["seconds"] else 0}
+            out[key] = dict(res["paced"], unpaced=res["unpaced"])
+        out["paced_pps"] = int(0.8 * out["capacity_pps"])
+    finally:
+        w.close()
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("build")
+    ap.add_argument("--seconds", type=int)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--json")
+    ap.add_argument("--only", choices=("pending", "coalesce", "refill"))
+    args = ap.parse_args()
+    if os.geteuid() != 0:
+        say("needs root (network namespaces, TAPs)")
+        return 1
+    secs = args.seconds or (2 if args.quick else 5)
+    build = os.path.abspath(args.build)
+    results, broken = {}, []
+    for name, fn in (("pending", experiment_pending), ("coalesce", experiment_coalesce),
+                     ("refill", experiment_refill)):
+        if args.only and args.only != name:
+            continue
+        try:
+            results[name] = fn(build, secs)
+        except (Broken, subprocess.SubprocessError, OSError, KeyError, ValueError) as e:
+            broken.append(f"{name}: {e}")
+            say(f"{name} broke: {e}")
+
+    p = results.get("pending")
+    if p:
+        print(f"\npending limit (seed 000), UDP packets/s received; guest B takes {SLOW_RX_PPS}/s")
+        print(f"  {'':28}{'small (1 B) to host':>22}{'large (1400 B) to B':>22}")
+        print(f"  {'alone':28}{p['small_alone_pps']:>22.0f}{p['large_alone_pps']:>22.0f}")
+        print(f"  {'together, fallback (copy)':28}{p['small_with_fallback_pps']:>22.0f}"
+              f"{p['large_with_fallback_pps']:>22.0f}")
+        print(f"  {'together, stall':28}{p['small_with_stall_pps']:>22.0f}"
+              f"{p['large_with_stall_pps']:>22.0f}")
+        print("  TCP A -> C, Gbit/s (zerocopy share of A's packets)")
+        for mode in ("fallback", "stall"):
+            row = "  ".join(f"{n} flows {v['gbit_s']:.2f} ({v['zerocopy_share']:.2f})"
+                            for n, v in p["tcp"][mode].items())
+            print(f"    {mode:9} {row}")
+    c = results.get("coalesce")
+    if c:
+        print(f"\nRX coalescing (seed 003), VM->VM, sender frags of {TX_FRAG_SIZE} B at odd offsets")
+        for mode in ("full", "legacy"):
+            v = c[mode]
+            print(f"  {mode:7} slots/packet {v['slots_per_packet']:.2f} (minimum "
+                  f"{v['min_slots_per_packet']:.2f}), >18 slots {v['dropped']} of {v['packets']}, "
+                  f"{v['gbit_s']:.2f} Gbit/s")
+    r = results.get("refill")
+    if r:
+        print(f"\nshim RX refill threshold (seed 002), host -> guest UDP 1400 B paced at "
+              f"{r['paced_pps']} packets/s (80 % of the early rule's unpaced {r['capacity_pps']:.0f})")
+        for k in ("early", "half_ring"):
+            print(f"  {k:10} lost {r[k]['lost']} of {r[k]['lost'] + r[k]['received']}, "
+                  f"{r[k]['gbit_s']:.3f} Gbit/s (unpaced: lost {r[k]['unpaced']['lost']}, "
+                  f"{r[k]['unpaced']['gbit_s']:.3f} Gbit/s)")
+    if args.json:
+        data = {}
+        if os.path.exists(args.json):
+            with open(args.json) as f:
+                try:
+                    data = json.load(f)
+                except ValueError:
+                    data = {}
+        data["experiments"] = results
+        data.setdefault("experiments_seconds", secs)
+        if broken:
+            data["experiments_broken"] = broken
+        with open(args.json, "w") as f:
+            json.dump(data, f, indent=2)
+            f.write("\n")
+        print(f"json: {args.json}")
+    return 1 if broken else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
