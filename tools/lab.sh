@@ -3,6 +3,7 @@
 #
 #   tools/lab.sh demo [--seconds N] [--json FILE] [--one-guest]  iperf3 between xensim domains
 #   tools/lab.sh test [--asan]   install deps, build, run every test suite, print a summary
+#                                (--asan: ASan+UBSan build, the unit and, as root, hostile suites)
 #   tools/lab.sh build           install deps and build (build/)
 #   tools/lab.sh deps [PKG...]   install the Debian packages only (plus PKG...)
 #   tools/lab.sh bench [--quick] [--json FILE] [--plot FILE.png]   veth / user hop / unetback
@@ -104,8 +105,19 @@ cmd_test() {
     local dir=${BUILD_DIR:-build-asan}
     build "$dir" -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug
     local rc=0
+    # As root also the hostile suite: a malicious frontend against the daemon's own code,
+    # where a memory error matters most.
+    [[ $(id -u) -eq 0 ]] || log "not root: skipping hostile under ASan"
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
       run_tests "$dir" unit || rc=$?
+    if [[ $(id -u) -eq 0 ]]; then
+      # Memory errors only: LeakSanitizer reports ~26 KB in ~360 blocks allocated inside
+      # libxenstore.so at this suite's exit (the library has no frame pointers: no caller is
+      # shown; not traced yet). The daemon's own leaks are checked by the suite itself (fds,
+      # mappings, TAPs) and by e2e and soak (mapped grants, RSS).
+      ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+        run_tests "$dir" hostile || rc=$?
+    fi
     summarise asan "$dir" || rc=1
     return $rc
   fi

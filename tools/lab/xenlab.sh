@@ -12,7 +12,8 @@
 #   3. netfront-shim in a domU (no kernel netfront) against the kernel netback and unetbackd
 # Prints a table, writes --json (every figure, and unetbackd/kernel ratios per direction), and
 # exits non-zero when a check fails. --quick: one round of 3 s iperf3 runs (CI); a full run is
-# 3 rounds of 10 s. --only kernel|unetbackd|shim runs one part (debugging). Env: XENLAB_CACHE,
+# 3 rounds of 10 s. --only kernel|unetbackd|shim runs one part (debugging); --daemon-arg ARG
+# adds ARG (a word) to unetbackd's command line in dom0 (repeat it). Env: XENLAB_CACHE,
 # XENLAB_TIMEOUT (seconds for the whole boot; default 1800 quick, 3600 full).
 #
 # Called by tools/lab.sh as: tools/lab/xenlab.sh BUILD_DIR ARGS...   (as root, after the build)
@@ -20,9 +21,10 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=$(cd "${1:?usage: xenlab.sh BUILD_DIR [--quick] [--json FILE] [--no-shim]}" && pwd)
 shift
-QUICK=0 JSON='' SHIM=1 ONLY=''
+QUICK=0 JSON='' SHIM=1 ONLY='' DAEMON_ARGS=''
 while (($#)); do
   case $1 in
+    --daemon-arg) DAEMON_ARGS+=" ${2:?--daemon-arg needs a value}"; shift ;;
     --quick) QUICK=1 ;;
     --only) ONLY=${2:?--only needs kernel, unetbackd or shim}; shift ;;
     --json) JSON=${2:?--json needs a file}; shift ;;
@@ -68,7 +70,8 @@ if ((QUICK)); then
 else
   ROUNDS=3 SECS=10 LIMIT=${XENLAB_TIMEOUT:-3600}
 fi
-printf 'ROUNDS=%s\nSECS=%s\nSHIM=%s\nONLY=%s\n' "$ROUNDS" "$SECS" "$SHIM" "$ONLY" >"$SHARE/lab.conf"
+printf 'ROUNDS=%s\nSECS=%s\nSHIM=%s\nONLY=%s\nDAEMON_ARGS="%s"\n' "$ROUNDS" "$SECS" "$SHIM" "$ONLY" \
+  "$DAEMON_ARGS" >"$SHARE/lab.conf"
 
 # Boot. -nic none: all traffic stays on xenbr0 inside the emulated machine. smap=0: Xen's
 # 64-bit PV guests die at their first instruction under QEMU 7.2 TCG's SMAP emulation.

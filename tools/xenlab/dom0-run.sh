@@ -12,7 +12,7 @@ OUT=$H/out
 mkdir -p "$OUT"
 RES=$OUT/results.txt
 : >"$RES"
-ROUNDS=1 SECS=3 SHIM=1 ONLY=
+ROUNDS=1 SECS=3 SHIM=1 ONLY= DAEMON_ARGS=
 . "$H/lab.conf"
 
 up() { cut -d' ' -f1 /proc/uptime; }
@@ -92,7 +92,8 @@ mkcfg /tmp/shim.cfg labshim 1 10.99.0.4 00:16:3e:00:00:04 domU-shim-initrd.cpio.
 
 start_unetbackd() {
   rm -f /run/unetback/unetbackd.sock
-  "$H/bin/unetbackd" --hypervisor xen --log-level info >>"$OUT/unetbackd.log" 2>&1 &
+  # shellcheck disable=SC2086 # DAEMON_ARGS: words (xenlab.sh --daemon-arg)
+  "$H/bin/unetbackd" --hypervisor xen --log-level info $DAEMON_ARGS >>"$OUT/unetbackd.log" 2>&1 &
   UNETBACKD_PID=$!
   wait_for 30 "$CTL" list
   local st=$?
@@ -295,7 +296,7 @@ unetbackd_extras() {
   check_vif_gone unetbackd.detach "$d" "vif$d.0" "$ports"
 
   t0=$(now)
-  xl network-attach labmq bridge=xenbr0,mac=00:16:3e:00:00:03 >"$OUT/xl-attach.log" 2>&1
+  xl network-attach labmq bridge=xenbr0 mac=00:16:3e:00:00:03 >"$OUT/xl-attach.log" 2>&1
   rc=$?
   fig "unetbackd.attach_s" "$(since "$t0")"
   check "unetbackd.attach.rc" $rc "xl network-attach rc=$rc"

@@ -42,11 +42,11 @@ TEST(DaemonOptions, SwitchUplinksAreNamedPairs) {
   EXPECT_EQ(o.switch_uplinks,
             (std::map<std::string, std::string>{{"lab", "usw0"}, {"b", "tap-b"}}));
   for (auto bad : {"lab", "lab=", "=usw0", "a b=usw0", "lab=bad/name", "lab=0123456789abcdef"})
-    EXPECT_TRUE(std::holds_alternative<std::string>(
-        parse({"--hypervisor", "xen", "--switch-uplink", bad})))
+    EXPECT_TRUE(
+        std::holds_alternative<std::string>(parse({"--hypervisor", "xen", "--switch-uplink", bad})))
         << bad;
-  EXPECT_TRUE(std::holds_alternative<std::string>(parse(
-      {"--hypervisor", "xen", "--switch-uplink", "a=t1", "--switch-uplink", "a=t2"})));
+  EXPECT_TRUE(std::holds_alternative<std::string>(
+      parse({"--hypervisor", "xen", "--switch-uplink", "a=t1", "--switch-uplink", "a=t2"})));
 }
 
 TEST(DaemonOptions, ExplicitControlPath) {
