@@ -7,20 +7,11 @@
 #include <netinet/in.h>
 
 #include "common/net/tap_device.hpp"
+#include "common/util/parse_decimal.hpp"
 
 namespace unetback::shim {
 
 namespace {
-
-template <typename T>
-std::optional<T> parse_uint(std::string_view s, T min, T max) {
-  if (s.empty() || s.size() > 20) return std::nullopt;
-  std::uint64_t v = 0;
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc{} || end != s.data() + s.size()) return std::nullopt;
-  if (v < min || v > max) return std::nullopt;
-  return static_cast<T>(v);
-}
 
 std::optional<log::Level> parse_level(std::string_view s) {
   if (s == "debug") return log::Level::debug;
@@ -44,9 +35,9 @@ bool valid_cidr(std::string_view text) {
   const std::string_view prefix = text.substr(slash + 1);
   in6_addr buf{};
   if (::inet_pton(AF_INET, addr.c_str(), &buf) == 1)
-    return parse_uint<std::uint32_t>(prefix, 0, 32).has_value();
+    return parse_decimal<std::uint32_t>(prefix, 0, 32).has_value();
   if (::inet_pton(AF_INET6, addr.c_str(), &buf) == 1)
-    return parse_uint<std::uint32_t>(prefix, 0, 128).has_value();
+    return parse_decimal<std::uint32_t>(prefix, 0, 128).has_value();
   return false;
 }
 
@@ -90,7 +81,7 @@ ParseOutcome parse_shim_options(std::span<const std::string_view> args) {
       o.hypervisor = value;
     } else if (key == "--domid") {
       // DOMID_FIRST_RESERVED is 0x7FF0; dom0 is never a guest here.
-      auto v = parse_uint<std::uint16_t>(value, 1, 0x7FEF);
+      auto v = parse_decimal<std::uint16_t>(value, 1, 0x7FEF);
       if (!v) return bad();
       o.domid = DomId{*v};
     } else if (key == "--name") {
@@ -98,7 +89,7 @@ ParseOutcome parse_shim_options(std::span<const std::string_view> args) {
       o.name = value;
       have_name = true;
     } else if (key == "--devid") {
-      auto v = parse_uint<std::uint32_t>(value, 0, 0xFFFF);
+      auto v = parse_decimal<std::uint32_t>(value, 0, 0xFFFF);
       if (!v) return bad();
       o.devid = DevId{*v};
     } else if (key == "--tap") {
@@ -111,19 +102,19 @@ ParseOutcome parse_shim_options(std::span<const std::string_view> args) {
       if (!valid_cidr(value)) return bad();
       o.address = std::string(value);
     } else if (key == "--mtu") {
-      auto v = parse_uint<std::uint32_t>(value, 68, 65535);
+      auto v = parse_decimal<std::uint32_t>(value, 68, 65535);
       if (!v) return bad();
       o.mtu = *v;
     } else if (key == "--queues") {
-      auto v = parse_uint<std::uint32_t>(value, 1, 64);
+      auto v = parse_decimal<std::uint32_t>(value, 1, 64);
       if (!v) return bad();
       o.queues = *v;
     } else if (key == "--rx-budget") {
-      auto v = parse_uint<std::uint32_t>(value, 1, 256);
+      auto v = parse_decimal<std::uint32_t>(value, 1, 256);
       if (!v) return bad();
       o.rx_budget = *v;
     } else if (key == "--rx-rate") {
-      auto v = parse_uint<std::uint32_t>(value, 1, 100'000'000);
+      auto v = parse_decimal<std::uint32_t>(value, 1, 100'000'000);
       if (!v) return bad();
       o.rx_rate = *v;
     } else if (key == "--rx-refill") {
@@ -131,11 +122,11 @@ ParseOutcome parse_shim_options(std::span<const std::string_view> args) {
       if (!v) return bad();
       o.rx_refill = *v;
     } else if (key == "--tx-frags") {
-      auto v = parse_uint<std::uint32_t>(value, kTxFragMin, kTxFragMax);
+      auto v = parse_decimal<std::uint32_t>(value, kTxFragMin, kTxFragMax);
       if (!v) return bad();
       o.tx_frags = *v;
     } else if (key == "--connect-timeout-ms") {
-      auto v = parse_uint<std::uint32_t>(value, 1, 3'600'000);
+      auto v = parse_decimal<std::uint32_t>(value, 1, 3'600'000);
       if (!v) return bad();
       o.connect_timeout_ms = *v;
     } else if (key == "--log-level") {

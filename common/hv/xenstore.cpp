@@ -4,6 +4,8 @@
 #include <charconv>
 #include <limits>
 
+#include "common/util/parse_decimal.hpp"
+
 namespace unetback::hv {
 
 std::optional<XsPerm> parse_xs_perm(std::string_view s) {
@@ -28,13 +30,7 @@ std::string format_xs_perm(const XsPerm& p) {
 
 template <typename T>
 std::optional<T> parse_xs_uint(std::string_view s) {
-  if (s.empty() || s.size() > 20) return std::nullopt;
-  for (char c : s)
-    if (c < '0' || c > '9') return std::nullopt;
-  T v{};
-  auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc{} || ptr != s.data() + s.size()) return std::nullopt;
-  return v;
+  return parse_decimal<T>(s);
 }
 
 template std::optional<std::uint8_t> parse_xs_uint<std::uint8_t>(std::string_view);

@@ -6,19 +6,11 @@
 #include <netinet/in.h>
 #include <set>
 
+#include "common/util/parse_decimal.hpp"
+
 namespace unetback::udpflow {
 
 namespace {
-
-template <typename T>
-std::optional<T> parse_uint(std::string_view s, T min, T max) {
-  if (s.empty() || s.size() > 20) return std::nullopt;
-  std::uint64_t v = 0;
-  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc{} || end != s.data() + s.size()) return std::nullopt;
-  if (v < min || v > max) return std::nullopt;
-  return static_cast<T>(v);
-}
 
 /// The options each mode takes; the flags among them take no value.
 constexpr std::string_view kSendOpts[] = {"--to", "--size", "--seconds", "--pps", "--json"};
@@ -55,7 +47,7 @@ std::optional<std::pair<IpAddress, std::uint16_t>> parse_endpoint(std::string_vi
     port = text.substr(close + 2);
     auto ip = parse_ip(host);
     if (!ip || !ip->ipv6) return std::nullopt;
-    auto p = parse_uint<std::uint16_t>(port, 1, 65535);
+    auto p = parse_decimal<std::uint16_t>(port, 1, 65535);
     if (!p) return std::nullopt;
     return std::pair{*ip, *p};
   }
@@ -65,7 +57,7 @@ std::optional<std::pair<IpAddress, std::uint16_t>> parse_endpoint(std::string_vi
   port = text.substr(colon + 1);
   auto ip = parse_ip(host);
   if (!ip || ip->ipv6) return std::nullopt;  // a bare IPv6 literal needs brackets
-  auto p = parse_uint<std::uint16_t>(port, 1, 65535);
+  auto p = parse_decimal<std::uint16_t>(port, 1, 65535);
   if (!p) return std::nullopt;
   return std::pair{*ip, *p};
 }
@@ -128,7 +120,7 @@ ParseOutcome parse_udpflow_args(std::span<const std::string_view> args) {
       so.to = ep->first;
       so.port = ep->second;
     } else if (key == "--size") {
-      auto v = parse_uint<std::uint32_t>(value, 1, kMaxPayload);
+      auto v = parse_decimal<std::uint32_t>(value, 1, kMaxPayload);
       if (!v) return bad();
       so.size = *v;
     } else if (key == "--seconds") {
@@ -136,11 +128,11 @@ ParseOutcome parse_udpflow_args(std::span<const std::string_view> args) {
       if (!v) return bad();
       so.seconds = ro.seconds = *v;
     } else if (key == "--pps") {
-      auto v = parse_uint<std::uint64_t>(value, 1, 100'000'000);
+      auto v = parse_decimal<std::uint64_t>(value, 1, 100'000'000);
       if (!v) return bad();
       so.pps = *v;
     } else if (key == "--port") {
-      auto v = parse_uint<std::uint16_t>(value, 1, 65535);
+      auto v = parse_decimal<std::uint16_t>(value, 1, 65535);
       if (!v) return bad();
       ro.port = *v;
     } else if (key == "--bind") {

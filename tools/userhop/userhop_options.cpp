@@ -3,19 +3,10 @@
 #include <charconv>
 
 #include "common/net/tap_device.hpp"
+#include "common/util/parse_decimal.hpp"
 
 namespace unetback::userhop {
-namespace {
-
-std::optional<std::uint32_t> parse_u32(std::string_view s, std::uint32_t min, std::uint32_t max) {
-  std::uint32_t v = 0;
-  const auto* end = s.data() + s.size();
-  auto [p, ec] = std::from_chars(s.data(), end, v);
-  if (s.empty() || ec != std::errc{} || p != end || v < min || v > max) return std::nullopt;
-  return v;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 std::string_view userhop_usage() {
   return R"(usage: unetback-userhop --a NAME --b NAME [--netns-a NS] [--netns-b NS]
@@ -60,10 +51,10 @@ std::variant<UserhopOptions, HelpRequested, std::string> parse_userhop_options(
         return std::string(a) + ": '" + std::string(v) + "' is not a namespace name";
       (a == "--netns-a" ? o.netns_a : o.netns_b) = std::string(v);
     } else if (a == "--mtu") {
-      o.mtu = parse_u32(v, 68, 65535);
+      o.mtu = parse_decimal<std::uint32_t>(v, 68, 65535);
       if (!o.mtu) return "--mtu takes 68..65535";
     } else if (a == "--budget") {
-      auto b = parse_u32(v, 1, 4096);
+      auto b = parse_decimal<std::uint32_t>(v, 1, 4096);
       if (!b) return "--budget takes 1..4096";
       o.budget = *b;
     } else {

@@ -18,6 +18,7 @@
 
 #include "common/hotplug/hotplug_script.hpp"
 #include "common/hv/sim/sim_hypervisor.hpp"
+#include "common/util/parse_decimal.hpp"
 #include "tools/xl/guest_launcher.hpp"
 #include "tools/xl/toolstack.hpp"
 #include "tools/xl/vif_option.hpp"
@@ -79,10 +80,7 @@ std::string num(std::uint64_t v) {
 }
 
 std::optional<std::uint32_t> parse_uint(std::string_view s, std::uint32_t max) {
-  std::uint32_t v = 0;
-  const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc{} || p != s.data() + s.size() || s.empty() || v > max) return std::nullopt;
-  return v;
+  return parse_decimal<std::uint32_t>(s, 0, max);
 }
 
 struct CreateArgs {

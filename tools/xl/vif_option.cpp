@@ -5,6 +5,7 @@
 
 #include "common/net/frame.hpp"
 #include "common/net/tap_device.hpp"
+#include "common/util/parse_decimal.hpp"
 #include "tools/xl/rate.hpp"
 
 namespace unetback::toolstack {
@@ -23,11 +24,9 @@ std::vector<std::string> split_items(std::string_view text) {
 }
 
 bool parse_u32(std::string_view s, std::uint32_t lo, std::uint32_t hi, std::uint32_t& out) {
-  std::uint32_t v = 0;
-  const auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc{} || p != s.data() + s.size() || v < lo || v > hi) return false;
-  out = v;
-  return true;
+  const auto v = parse_decimal<std::uint32_t>(s, lo, hi);
+  if (v) out = *v;
+  return v.has_value();
 }
 
 }  // namespace
