@@ -67,7 +67,14 @@ summarise() {
   local label=$1
   shift
   local logs=()
-  for d in "$@"; do logs+=("$d/meson-logs/testlog.json"); done
+  # testlog.json of the last meson test run, and the saved logs of earlier runs of the same
+  # build (test --asan runs two: unit, then hostile with other sanitizer options).
+  local f
+  for d in "$@"; do
+    for f in "$d"/meson-logs/testlog.json "$d"/meson-logs/testlog-*.json; do
+      [[ -f $f ]] && logs+=("$f")
+    done
+  done
   python3 - "$label" "${logs[@]}" <<'PY'
 import json, sys
 label, paths = sys.argv[1], sys.argv[2:]
@@ -108,9 +115,11 @@ cmd_test() {
     # As root also the hostile suite: a malicious frontend against the daemon's own code,
     # where a memory error matters most.
     [[ $(id -u) -eq 0 ]] || log "not root: skipping hostile under ASan"
+    rm -f "$dir"/meson-logs/testlog-*.json
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
       run_tests "$dir" unit || rc=$?
     if [[ $(id -u) -eq 0 ]]; then
+      mv "$dir/meson-logs/testlog.json" "$dir/meson-logs/testlog-unit.json" 2>/dev/null || true
       # Memory errors only: LeakSanitizer reports ~26 KB in ~360 blocks allocated inside
       # libxenstore.so at this suite's exit (the library has no frame pointers: no caller is
       # shown; not traced yet). The daemon's own leaks are checked by the suite itself (fds,
