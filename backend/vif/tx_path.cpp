@@ -16,6 +16,23 @@ void count_drop(QueueCounters& c, TxError e) {
   }
 }
 
+void count_copy_reason(QueueCounters& c, zerocopy::CopyReason r) {
+  switch (r) {
+    case zerocopy::CopyReason::size: QueueCounters::add(c.tx_copy_for_size); break;
+    case zerocopy::CopyReason::limit: QueueCounters::add(c.tx_copy_for_limit); break;
+    case zerocopy::CopyReason::errors: QueueCounters::add(c.tx_copy_for_errors); break;
+    case zerocopy::CopyReason::none: break;
+  }
+}
+
+/// A packet that left the queue (to the TAP or the switch).
+void count_sent(QueueCounters& c, const TxPacket& pkt, bool zerocopy) {
+  QueueCounters::add(c.tx_packets);
+  QueueCounters::add(c.tx_bytes, pkt.total_len);
+  QueueCounters::add(c.tx_slots, pkt.ring_slots());
+  QueueCounters::add(zerocopy ? c.tx_zerocopy : c.tx_copied);
+}
+
 }  // namespace
 
 TxPath::TxPath(ring::TxBackRing ring, hv::GrantTable& table, PacketSink& sink, TxConfig config,
@@ -53,6 +70,14 @@ void TxPath::respond(const TxPacket& pkt, std::int16_t status) {
   }
 }
 
+void TxPath::copy_counted(std::span<hv::GrantCopySegment> segs) {
+  if (segs.empty()) return;
+  const auto before = table_.copy_stats();
+  table_.copy(segs);
+  QueueCounters::add(counters_.tx_copy_segments, segs.size());
+  QueueCounters::add(counters_.tx_copy_calls, table_.copy_stats().calls - before.calls);
+}
+
 void TxPath::add_copy_segments(Pending& p, std::uint32_t from_byte) {
   // Copies bytes [from_byte, total) of the packet into its buffer, slot by slot; each slot
   // lies within one granted page (offset + size <= 4096 was checked), so one segment each.
@@ -79,12 +104,7 @@ void TxPath::stage(TxPacket&& pkt) {
   p.pkt = std::move(pkt);
   p.buf = pool_.take();
   const auto verdict = limiter_.decide(p.pkt.total_len);
-  switch (verdict.reason) {
-    case zerocopy::CopyReason::size: QueueCounters::add(counters_.tx_copy_for_size); break;
-    case zerocopy::CopyReason::limit: QueueCounters::add(counters_.tx_copy_for_limit); break;
-    case zerocopy::CopyReason::errors: QueueCounters::add(counters_.tx_copy_for_errors); break;
-    case zerocopy::CopyReason::none: break;
-  }
+  count_copy_reason(counters_, verdict.reason);
   if (verdict.decision == zerocopy::Decision::zerocopy) {
     if (auto t = limiter_.begin()) {
       p.zerocopy = true;
@@ -200,12 +220,7 @@ TxPath::Pass TxPath::process(Clock::time_point now) {
 }
 
 void TxPath::finish_pass(Pass& pass) {
-  if (!segs_.empty()) {
-    const auto before = table_.copy_stats();
-    table_.copy(segs_);
-    QueueCounters::add(counters_.tx_copy_segments, segs_.size());
-    QueueCounters::add(counters_.tx_copy_calls, table_.copy_stats().calls - before.calls);
-  }
+  copy_counted(segs_);
   hv::MappedGrants mapped;
   if (!refs_.empty()) {
     auto m = table_.map(config_.frontend, refs_, hv::Access::read_only);
@@ -281,10 +296,7 @@ void TxPath::deliver(Pending& p, const hv::MappedGrants* mapped) {
     if (sink_error) {
       QueueCounters::add(counters_.tx_drop_sink);
     } else {
-      QueueCounters::add(counters_.tx_packets);
-      QueueCounters::add(counters_.tx_bytes, pkt.total_len);
-      QueueCounters::add(counters_.tx_slots, pkt.ring_slots());
-      QueueCounters::add(p.zerocopy ? counters_.tx_zerocopy : counters_.tx_copied);
+      count_sent(counters_, pkt, p.zerocopy);
     }
   }
   for (std::uint32_t i = 1; i < pkt.nr_slots; ++i)
@@ -330,12 +342,7 @@ bool TxPath::forward_zerocopy(Pending& p, const net::VirtioNetHdr& vh, const Swi
   // A receiver that cannot take a partial checksum needs the bytes here: copy instead.
   if (!off || off->complete_checksum || to.queues.empty()) return false;
   const auto verdict = limiter_.decide(pkt.total_len);
-  switch (verdict.reason) {
-    case zerocopy::CopyReason::size: QueueCounters::add(counters_.tx_copy_for_size); break;
-    case zerocopy::CopyReason::limit: QueueCounters::add(counters_.tx_copy_for_limit); break;
-    case zerocopy::CopyReason::errors: QueueCounters::add(counters_.tx_copy_for_errors); break;
-    case zerocopy::CopyReason::none: break;
-  }
+  count_copy_reason(counters_, verdict.reason);
   if (verdict.decision != zerocopy::Decision::zerocopy) return false;
   auto token = limiter_.begin();
   if (!token) return false;
@@ -357,10 +364,7 @@ bool TxPath::forward_zerocopy(Pending& p, const net::VirtioNetHdr& vh, const Swi
   h.pkt = pkt;
   h.token = *token;
   p.fate = Pending::Fate::held;
-  QueueCounters::add(counters_.tx_packets);
-  QueueCounters::add(counters_.tx_bytes, pkt.total_len);
-  QueueCounters::add(counters_.tx_slots, pkt.ring_slots());
-  QueueCounters::add(counters_.tx_zerocopy);
+  count_sent(counters_, pkt, true);
   QueueCounters::add(counters_.tx_switched);
   (void)to.queues[hash % to.queues.size()]->deliver(std::move(rp));
   return true;
@@ -414,20 +418,12 @@ void TxPath::forward_copied(Pending& p, const net::VirtioNetHdr& vh, const VSwit
     QueueCounters::add(counters_.tx_switched);
     (void)to->queues[hash % to->queues.size()]->deliver(std::move(rp));
   }
-  QueueCounters::add(counters_.tx_packets);
-  QueueCounters::add(counters_.tx_bytes, pkt.total_len);
-  QueueCounters::add(counters_.tx_slots, pkt.ring_slots());
-  QueueCounters::add(counters_.tx_copied);
+  count_sent(counters_, pkt, false);
 }
 
 void TxPath::finish_switched(Pass& pass, Clock::time_point now) {
   // 1. The headers of the whole pass, in one copy call.
-  if (!segs_.empty()) {
-    const auto before = table_.copy_stats();
-    table_.copy(segs_);
-    QueueCounters::add(counters_.tx_copy_segments, segs_.size());
-    QueueCounters::add(counters_.tx_copy_calls, table_.copy_stats().calls - before.calls);
-  }
+  copy_counted(segs_);
   const auto okay = static_cast<std::int16_t>(wire::RspStatus::okay);
   // 2. Route each packet; zerocopy where the limiter lets us, the rest queued for one copy.
   const std::size_t rest_begin = segs_.size();
@@ -483,12 +479,7 @@ void TxPath::finish_switched(Pass& pass, Clock::time_point now) {
   }
   // 3. The copied packets' remaining bytes, in one call; then to their receivers, answered.
   std::span<hv::GrantCopySegment> rest(segs_.data() + rest_begin, segs_.size() - rest_begin);
-  if (!rest.empty()) {
-    const auto before = table_.copy_stats();
-    table_.copy(rest);
-    QueueCounters::add(counters_.tx_copy_segments, rest.size());
-    QueueCounters::add(counters_.tx_copy_calls, table_.copy_stats().calls - before.calls);
-  }
+  copy_counted(rest);
   for (std::size_t i = 0; i < pending_.size(); ++i) {
     Pending& p = pending_[i];
     if (p.fate != Pending::Fate::copy) continue;

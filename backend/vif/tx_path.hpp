@@ -109,6 +109,8 @@ class TxPath {
   /// Handles one parsed packet of verdict ok: queues its copy segments (and map refs).
   void stage(TxPacket&& pkt);
   void add_copy_segments(Pending& p, std::uint32_t from_byte);
+  /// One GrantTable::copy of `segs` (if any), counted in tx_copy_segments / tx_copy_calls.
+  void copy_counted(std::span<hv::GrantCopySegment> segs);
   void respond(const TxPacket& pkt, std::int16_t status);
   void finish_pass(Pass& pass);
   void deliver(Pending& p, const hv::MappedGrants* mapped);
