@@ -1,7 +1,6 @@
 // unetbackd: the userspace Xen netback daemon. Opens the hypervisor, then runs the
 // BackendManager and the control socket on one io_context until SIGTERM/SIGINT, when every
 // vif is closed (state 6) before exit. Exit codes: see daemon_options.hpp and --help.
-#include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -127,22 +126,12 @@ int main(int argc, char** argv) {
     std::cerr << "unetbackd: " << *msg << "\n(try unetbackd --help)\n";
     return kExitUsage;
   }
-  auto opts = std::get<DaemonOptions>(parsed);
+  const auto& opts = std::get<DaemonOptions>(parsed);
   if (opts.help) {
     std::cout << daemon_usage();
     return kExitOk;
   }
   log::set_level(opts.log_level);
-  // Known issue (README, Running on real Xen): on real Xen, with two event-loop threads, a
-  // 2-queue vif crashed the daemon with heap corruption in the QEMU lab; one thread did not.
-  // Until that is understood, real Xen runs one data thread unless --threads says otherwise.
-  const auto& given = opts.explicit_tunables;
-  if (opts.hypervisor == "xen" && std::find(given.begin(), given.end(), "threads") == given.end()) {
-    opts.tunables.threads = 1;
-    log::write(log::Level::warn, kLog,
-               "one event-loop thread on real Xen by default (known issue with two; "
-               "--threads N overrides)");
-  }
   try {
     return run(opts);
   } catch (const SetupError& e) {

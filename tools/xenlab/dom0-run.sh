@@ -12,11 +12,14 @@ OUT=$H/out
 mkdir -p "$OUT"
 RES=$OUT/results.txt
 : >"$RES"
-ROUNDS=1 SECS=3 SHIM=1 ONLY= DAEMON_ARGS=
+ROUNDS=1 SECS=3 SHIM=1 ONLY= DAEMON_ARGS= DAEMON_WRAP= FROM_SHARE=0
 . "$H/lab.conf"
 
 up() { cut -d' ' -f1 /proc/uptime; }
-say() { echo "XENLAB $(up) $*"; }
+say() {
+  echo "XENLAB $(up) $*"
+  up >/tmp/last-say
+}
 fig() { echo "FIG $1 $2" >>"$RES"; say "figure $1 = $2"; }
 check() { # check NAME 0|1 DETAIL...   (0: passed, as a shell status)
   local name=$1 st=$2
@@ -41,13 +44,27 @@ since() { awk -v a="$1" -v b="$(now)" 'BEGIN{printf "%.1f", b-a}'; }
 
 BE=/local/domain/0/backend/vif
 UNETBACKD_PID=
-CTL="$H/bin/unetback-ctl"
+# The programs run from dom0's own tmpfs, as installed programs would, not from the 9p share
+# (their pages would be read in over 9p while the scenarios run).
+BIN=/usr/local/lib/unetback
+[ "$FROM_SHARE" = 1 ] && BIN=$H/bin # xenlab.sh --programs-from-share (debugging)
+CTL="$BIN/unetback-ctl"
 
 # ---------------------------------------------------------------------------------------------
 # dom0 setup, as the Debian xen-utils init script would do it (no systemd here)
 say "dom0 up, kernel $(uname -r), rounds=$ROUNDS secs=$SECS shim=$SHIM"
 modprobe -a xen-evtchn xen-gntdev xen-gntalloc xen-privcmd xenfs bridge tun
 mount -t xenfs xenfs /proc/xen
+# A process that dies of a signal with a core dump is named on the console (the core itself
+# is dropped): heap corruption in any dom0 process shows which one it was.
+cat >/tmp/corelog <<'EOF2'
+#!/bin/sh
+echo "XENLAB-CORE $(cut -d' ' -f1 /proc/uptime) $1[$2] died of signal $3" >/dev/console
+cat >/dev/null
+EOF2
+chmod +x /tmp/corelog
+echo '|/tmp/corelog %e %p %s' >/proc/sys/kernel/core_pattern
+ulimit -c unlimited
 mkdir -p /run/xen /run/xenstored /var/lib/xen /var/lib/xenstored /var/log/xen/console /run/lock \
   /run/unetback
 xenstored --pid-file=/run/xenstored.pid || say "xenstored FAILED"
@@ -63,8 +80,40 @@ ip link add xenbr0 type bridge
 ip addr add 10.99.0.1/24 dev xenbr0
 ip link set xenbr0 up
 ip link set lo up
+if [ "$BIN" != "$H/bin" ]; then
+  mkdir -p "$BIN"
+  mount -t tmpfs tmpfs "$BIN"
+  cp "$H"/bin/* "$BIN/"
+fi
+(cd "$BIN" && sha256sum -c --quiet SHA256SUMS >/dev/null 2>&1)
+check dom0.programs_copied $? "unetbackd, unetback-ctl copied from the share into $BIN, checksums as built"
+# Integrity probe: a tmpfs file of random data whose checksum is taken again after every
+# scenario. A stray write into dom0 memory (a grant copy landing on the wrong frame, say) shows
+# up here, or as processes dying of heap corruption (counted from the console on the host).
+head -c 128M /dev/urandom >/tmp/canary
+CANARY_SUM=$(sha256sum </tmp/canary)
+integrity() { # integrity TAG
+  local s
+  s=$(sha256sum </tmp/canary)
+  check "$1.dom0_memory_intact" "$([ "$s" = "$CANARY_SUM" ] && echo 0 || echo 1)" \
+    "128 MiB tmpfs canary checksum $([ "$s" = "$CANARY_SUM" ] && echo unchanged || echo CHANGED)"
+}
 say "dom0 ready: $(xl info | awk '/xen_version/{print "xen " $3}'), $(nproc) vCPUs"
 fig dom0_ready_s "$(up)"
+
+# Watchdog: when the scenarios have said nothing for 45 s, what every process is doing goes
+# to the console (a hang then shows where it is: a command in D state, a spinning process, or
+# nothing at all when the whole of dom0 stopped).
+(
+  while sleep 15; do
+    quiet=$(awk -v l="$(cat /tmp/last-say 2>/dev/null || echo 0)" -v n="$(up)" 'BEGIN{printf "%d", n-l}')
+    if [ "${quiet:-0}" -ge 45 ]; then
+      echo "XENLAB-WATCHDOG $(up) quiet ${quiet}s, load $(cut -d' ' -f1-3 /proc/loadavg)"
+      ps -eo pid,ppid,stat,pcpu,wchan:24,args --sort=-pcpu 2>&1 | head -25 | sed 's/^/XENLAB-WATCHDOG   /' | cut -c1-180
+    fi
+  done
+) &
+WATCHDOG_PID=$!
 
 # domU configs: stock xl, stock vif-bridge (the default vif script).
 mkdir -p /tmp/img
@@ -92,8 +141,8 @@ mkcfg /tmp/shim.cfg labshim 1 10.99.0.4 00:16:3e:00:00:04 domU-shim-initrd.cpio.
 
 start_unetbackd() {
   rm -f /run/unetback/unetbackd.sock
-  # shellcheck disable=SC2086 # DAEMON_ARGS: words (xenlab.sh --daemon-arg)
-  "$H/bin/unetbackd" --hypervisor xen --log-level info $DAEMON_ARGS >>"$OUT/unetbackd.log" 2>&1 &
+  # shellcheck disable=SC2086 # DAEMON_WRAP, DAEMON_ARGS: words (xenlab.sh --daemon-wrap/-arg)
+  $DAEMON_WRAP "$BIN/unetbackd" --hypervisor xen --log-level info $DAEMON_ARGS >>"$OUT/unetbackd.log" 2>&1 &
   UNETBACKD_PID=$!
   wait_for 30 "$CTL" list
   local st=$?
@@ -229,6 +278,35 @@ destroy_checked() { # TAG NAME
   check_vif_gone "$tag" "$d" "vif$d.0" "$ports"
 }
 
+# The 2-vCPU domU on the kernel netback: the baseline of unetbackd's multi-queue scenario.
+kernel_mq() { # [long]: also network-detach/attach, as unetbackd's scenario does
+  local tag=kernel.mq d q
+  say "=== kernel xen-netback: 2-vCPU domU"
+  modprobe xen-netback
+  if xl_create "$tag" /tmp/mq.cfg labmq 10.99.0.3; then
+    d=$(xl domid labmq)
+    q=$(xenstore-read "/local/domain/$d/device/vif/0/multi-queue-num-queues" 2>/dev/null)
+    fig "$tag.queues" "${q:-1}"
+    check "$tag.two_queues" "$([ "${q:-1}" = 2 ] && echo 0 || echo 1)" "frontend multi-queue-num-queues=${q:-unset}"
+    iperf "$tag" 10.99.0.3 tx -P 2
+    iperf "$tag" 10.99.0.3 rx -P 2
+  fi
+  if [ "${1:-}" = long ] && xl domid labmq >/dev/null 2>&1; then
+    # The same detach/attach as unetbackd's scenario (and so the same time with the domU).
+    xl network-detach labmq 0 >"$OUT/xl-detach-kernel.log" 2>&1
+    check "$tag.detach.rc" $? "xl network-detach rc=$?"
+    xl network-attach labmq bridge=xenbr0 mac=00:16:3e:00:00:03 >"$OUT/xl-attach-kernel.log" 2>&1
+    check "$tag.attach.rc" $? "xl network-attach rc=$?"
+    wait_for 60 ping -c1 -W1 10.99.0.3
+    check "$tag.attach.ping" $? "10.99.0.3 answers again on the re-attached vif"
+    iperf "$tag.attach" 10.99.0.3 tx
+  fi
+  xl destroy labmq >/dev/null 2>&1
+  wait_for 20 rmmod xen-netback
+  check "$tag.rmmod" $? "xen-netback unloaded"
+  integrity "$tag"
+}
+
 kernel_round() { # ROUND
   local tag=kernel.r$1
   say "=== round $1: kernel xen-netback"
@@ -241,6 +319,7 @@ kernel_round() { # ROUND
   xl destroy labu >/dev/null 2>&1
   wait_for 20 rmmod xen-netback
   check "$tag.rmmod" $? "xen-netback unloaded for the next unetbackd round"
+  integrity "$tag"
 }
 
 unetbackd_round() { # ROUND
@@ -262,7 +341,7 @@ unetbackd_round() { # ROUND
   else
     xl destroy labu >/dev/null 2>&1
   fi
-  [ "$1" = 1 ] && unetbackd_extras
+  integrity "$tag"
   stop_unetbackd
 }
 
@@ -277,6 +356,8 @@ unetbackd_extras() {
   fig "$tag.queues" "${q:-1}"
   check "$tag.two_queues" "$([ "${q:-1}" = 2 ] && echo 0 || echo 1)" "frontend multi-queue-num-queues=${q:-unset} (backend offers $(xenstore-read "$BE/$d/0/multi-queue-max-queues"))"
   iperf "$tag" 10.99.0.3 tx -P 2
+  iperf "$tag" 10.99.0.3 rx -P 2
+  integrity "$tag"
 
   # The tunable: max-queues 1, written straight into xenstore as an operator would.
   xenstore-write /local/domain/0/unetback/max-queues 1
@@ -314,6 +395,7 @@ unetbackd_extras() {
   iperf unetbackd.attach 10.99.0.3 tx
   xenstore-write /local/domain/0/unetback/max-queues 4
   destroy_checked "$tag" labmq
+  integrity unetbackd.extras
 }
 
 # Scenario 3: netfront-shim in a domU (no kernel netfront there), against $1 (kernel|unetbackd).
@@ -333,9 +415,14 @@ shim_round() {
   else
     stop_unetbackd
   fi
+  integrity "$tag"
 }
 
 # ---------------------------------------------------------------------------------------------
+# Order: the alternating rounds, the shim, and last the 2-vCPU domU. Last because in this
+# emulated machine a 2-vCPU PV domU makes dom0 processes die of memory corruption now and then,
+# with the kernel netback alone as well (README, "The lab"): whatever happens there cannot
+# spoil the rounds' figures.
 want() { [ -z "$ONLY" ] || [ "$ONLY" = "$1" ]; }
 for r in $(seq 1 "$ROUNDS"); do
   want kernel && kernel_round "$r"
@@ -345,7 +432,24 @@ if [ "$SHIM" = 1 ] && want shim; then
   shim_round kernel
   shim_round unetbackd
 fi
+if [ "$ONLY" = kmq ]; then # the kernel netback's 2-vCPU scenario, three times (debugging)
+  kernel_mq long
+  kernel_mq long
+  kernel_mq long
+else
+  { want kernel || want mq; } && kernel_mq
+  { want unetbackd || want mq || [ "$ONLY" = umq ]; } && start_unetbackd && {
+    unetbackd_extras
+    stop_unetbackd
+  }
+fi
 for f in /var/log/xen/console/guest-*.log; do [ -f "$f" ] && cp "$f" "$OUT/console-$(basename "$f")"; done
 cp /var/log/xen/xl-*.log "$OUT/" 2>/dev/null
+dmesg >"$OUT/dmesg.txt" 2>/dev/null
+(cd "$BIN" && sha256sum -c --quiet SHA256SUMS >/dev/null 2>&1)
+check dom0.programs_intact $? "the programs in $BIN still match their build checksums"
+(cd "$H/bin" && echo 3 >/proc/sys/vm/drop_caches && sha256sum -c --quiet SHA256SUMS >/dev/null 2>&1)
+check dom0.share_intact $? "the programs read again over 9p match their build checksums"
+kill "$WATCHDOG_PID" 2>/dev/null
 fig dom0_uptime_end_s "$(up)"
 say "DONE"
