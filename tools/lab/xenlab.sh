@@ -14,7 +14,9 @@
 # Prints a table, writes --json (every figure, and unetbackd/kernel ratios per direction), and
 # exits 1 when a check fails, 3 when a dom0 process died of memory corruption (an environment
 # fault of this emulated machine: boot again). --quick: one round of 3 s iperf3 runs (CI); a
-# full run is 3 rounds of 10 s. --no-shim leaves out 2.
+# full run is 3 rounds of 10 s. --no-shim leaves out 2. --b-arg ARG (repeatable) adds a third
+# backend to every round of 1: unetbackd with ARG on its command line ("unetbackd_b" in the
+# figures and ratios; an A/B of a tunable in one boot).
 # Debugging: --only kernel|unetbackd|shim|mq|umq|kmq runs one part (mq: 3 on both backends;
 # umq: 3 on unetbackd; kmq: 3 on the kernel netback, three times, with detach/attach);
 # --daemon-arg ARG adds ARG (a word) to unetbackd's command line (repeat it); --daemon-wrap CMD
@@ -30,12 +32,13 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=$(cd "${1:?usage: xenlab.sh BUILD_DIR [--quick] [--json FILE] [--no-shim]}" && pwd)
 shift
-QUICK=0 JSON='' SHIM=1 ONLY='' DAEMON_ARGS='' DAEMON_WRAP='' FROM_SHARE=0
+QUICK=0 JSON='' SHIM=1 ONLY='' DAEMON_ARGS='' DAEMON_WRAP='' FROM_SHARE=0 B_ARGS=''
 while (($#)); do
   case $1 in
     --daemon-arg) DAEMON_ARGS+=" ${2:?--daemon-arg needs a value}"; shift ;;
     --daemon-wrap) DAEMON_WRAP=${2:?--daemon-wrap needs a command}; shift ;;
     --programs-from-share) FROM_SHARE=1 ;;
+    --b-arg) B_ARGS+=" ${2:?--b-arg needs a value}"; shift ;;
     --quick) QUICK=1 ;;
     --only) ONLY=${2:?--only needs kernel, unetbackd, shim, mq, umq or kmq}; shift ;;
     --json) JSON=${2:?--json needs a file}; shift ;;
@@ -82,8 +85,8 @@ if ((QUICK)); then
 else
   ROUNDS=3 SECS=10 LIMIT=${XENLAB_TIMEOUT:-3600}
 fi
-printf 'ROUNDS=%s\nSECS=%s\nSHIM=%s\nONLY=%s\nDAEMON_ARGS="%s"\nDAEMON_WRAP="%s"\nFROM_SHARE=%s\n' \
-  "$ROUNDS" "$SECS" "$SHIM" "$ONLY" "$DAEMON_ARGS" "$DAEMON_WRAP" "$FROM_SHARE" >"$SHARE/lab.conf"
+printf 'ROUNDS=%s\nSECS=%s\nSHIM=%s\nONLY=%s\nDAEMON_ARGS="%s"\nDAEMON_WRAP="%s"\nFROM_SHARE=%s\nB_ARGS="%s"\n' \
+  "$ROUNDS" "$SECS" "$SHIM" "$ONLY" "$DAEMON_ARGS" "$DAEMON_WRAP" "$FROM_SHARE" "$B_ARGS" >"$SHARE/lab.conf"
 
 # Boot. -nic none: all traffic stays on xenbr0 inside the emulated machine. smap=0: Xen's
 # 64-bit PV guests die at their first instruction under QEMU 7.2 TCG's SMAP emulation (-cpu max).
@@ -161,10 +164,17 @@ def series(backend, d):
 
 ratios, means, rows = {}, {}, []
 for d, label in (("tx", "dom0 -> domU"), ("rx", "domU -> dom0")):
-    k, u = series("kernel", d), series("unetbackd", d)
-    means[d] = {"kernel": statistics.mean(k) if k else None, "unetbackd": statistics.mean(u) if u else None}
-    ratios[d] = round(means[d]["unetbackd"] / means[d]["kernel"], 3) if k and u and means[d]["kernel"] else None
-    rows.append((label, k, u, ratios[d]))
+    k = series("kernel", d)
+    means[d] = {"kernel": statistics.mean(k) if k else None}
+    for be in ("unetbackd", "unetbackd_b"):
+        u = series(be, d)
+        if not u:
+            continue
+        means[d][be] = statistics.mean(u)
+        r = round(means[d][be] / means[d]["kernel"], 3) if k and means[d]["kernel"] else None
+        key = d if be == "unetbackd" else f"{d}_b"
+        ratios[key] = r
+        rows.append((label if be == "unetbackd" else label + " (b)", k, u, r))
 
 failed = [c for c in checks if c["result"] != "PASS"]
 print()

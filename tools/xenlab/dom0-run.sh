@@ -12,7 +12,7 @@ OUT=$H/out
 mkdir -p "$OUT"
 RES=$OUT/results.txt
 : >"$RES"
-ROUNDS=1 SECS=3 SHIM=1 ONLY= DAEMON_ARGS= DAEMON_WRAP= FROM_SHARE=0
+ROUNDS=1 SECS=3 SHIM=1 ONLY= DAEMON_ARGS= DAEMON_WRAP= FROM_SHARE=0 B_ARGS=
 . "$H/lab.conf"
 
 up() { cut -d' ' -f1 /proc/uptime; }
@@ -139,10 +139,10 @@ mkcfg /tmp/shim.cfg labshim 1 10.99.0.4 00:16:3e:00:00:04 domU-shim-initrd.cpio.
 # ---------------------------------------------------------------------------------------------
 # helpers
 
-start_unetbackd() {
+start_unetbackd() { # [ARG...]: added to the command line (the B variant's)
   rm -f /run/unetback/unetbackd.sock
   # shellcheck disable=SC2086 # DAEMON_WRAP, DAEMON_ARGS: words (xenlab.sh --daemon-wrap/-arg)
-  $DAEMON_WRAP "$BIN/unetbackd" --hypervisor xen --log-level info $DAEMON_ARGS >>"$OUT/unetbackd.log" 2>&1 &
+  $DAEMON_WRAP "$BIN/unetbackd" --hypervisor xen --log-level info $DAEMON_ARGS "$@" >>"$OUT/unetbackd.log" 2>&1 &
   UNETBACKD_PID=$!
   wait_for 30 "$CTL" list
   local st=$?
@@ -322,10 +322,14 @@ kernel_round() { # ROUND
   integrity "$tag"
 }
 
-unetbackd_round() { # ROUND
-  local tag=unetbackd.r$1
-  say "=== round $1: unetbackd"
-  start_unetbackd || return
+unetbackd_round() { # ROUND [b]: b runs unetbackd with B_ARGS added (xenlab.sh --b-arg)
+  local tag=unetbackd.r$1 extra=()
+  if [ "${2:-}" = b ]; then
+    tag=unetbackd_b.r$1
+    read -r -a extra <<<"$B_ARGS"
+  fi
+  say "=== round $1: unetbackd${2:+ ($B_ARGS)}"
+  start_unetbackd "${extra[@]}" || return
   if xl_create "$tag" /tmp/u1.cfg labu 10.99.0.2; then
     check "$tag.netback_not_loaded" "$(lsmod | grep -q '^xen_netback' && echo 1 || echo 0)" \
       "xen-netback blacklisted: not auto-loaded by udev"
@@ -427,6 +431,7 @@ want() { [ -z "$ONLY" ] || [ "$ONLY" = "$1" ]; }
 for r in $(seq 1 "$ROUNDS"); do
   want kernel && kernel_round "$r"
   want unetbackd && unetbackd_round "$r"
+  want unetbackd && [ -n "$B_ARGS" ] && unetbackd_round "$r" b
 done
 if [ "$SHIM" = 1 ] && want shim; then
   shim_round kernel
