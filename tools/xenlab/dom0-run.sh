@@ -85,7 +85,9 @@ if [ "$BIN" != "$H/bin" ]; then
   mount -t tmpfs tmpfs "$BIN"
   cp "$H"/bin/* "$BIN/"
 fi
-(cd "$BIN" && sha256sum -c --quiet SHA256SUMS >/dev/null 2>&1)
+# sums_match DIR: the programs in DIR match the checksums xenlab.sh took when it built them.
+sums_match() { (cd "$1" && sha256sum -c --quiet SHA256SUMS >/dev/null 2>&1); }
+sums_match "$BIN"
 check dom0.programs_copied $? "unetbackd, unetback-ctl copied from the share into $BIN, checksums as built"
 # Integrity probe: a tmpfs file of random data whose checksum is taken again after every
 # scenario. A stray write into dom0 memory (a grant copy landing on the wrong frame, say) shows
@@ -451,9 +453,10 @@ fi
 for f in /var/log/xen/console/guest-*.log; do [ -f "$f" ] && cp "$f" "$OUT/console-$(basename "$f")"; done
 cp /var/log/xen/xl-*.log "$OUT/" 2>/dev/null
 dmesg >"$OUT/dmesg.txt" 2>/dev/null
-(cd "$BIN" && sha256sum -c --quiet SHA256SUMS >/dev/null 2>&1)
+sums_match "$BIN"
 check dom0.programs_intact $? "the programs in $BIN still match their build checksums"
-(cd "$H/bin" && echo 3 >/proc/sys/vm/drop_caches && sha256sum -c --quiet SHA256SUMS >/dev/null 2>&1)
+echo 3 >/proc/sys/vm/drop_caches
+sums_match "$H/bin"
 check dom0.share_intact $? "the programs read again over 9p match their build checksums"
 kill "$WATCHDOG_PID" 2>/dev/null
 fig dom0_uptime_end_s "$(up)"
