@@ -107,14 +107,15 @@ void check_scalars(std::string_view s) {
   // as the same numbers (the contract between unetback-xl and unetbackd), and the
   // interval is never zero.
   if (const auto xl = toolstack::parse_vif_rate(s)) {
-    FUZZ_CHECK(xl->interval_usecs != 0);
+    FUZZ_CHECK(xl->interval_usecs != 0 && xl->bytes_per_interval != 0);
     const auto back = xenbus::parse_rate(toolstack::format_vif_rate(*xl));
     FUZZ_CHECK(back.has_value());
     FUZZ_CHECK(back->bytes == xl->bytes_per_interval && back->usecs == xl->interval_usecs);
     FUZZ_CHECK(!back->unlimited());
   } else {
     FUZZ_CHECK(xl.error() == std::errc::invalid_argument ||
-               xl.error() == std::errc::value_too_large);
+               xl.error() == std::errc::value_too_large ||
+               xl.error() == std::errc::result_out_of_range);
   }
   (void)toolstack::parse_vif_option(s, DevId{0});
 }
@@ -285,8 +286,9 @@ void check_backend(FuzzedDataProvider& in) {
     m["frontend-id"] = std::to_string(fe.value());
     m["frontend"] = xenbus::frontend_dir_path(fe, dev);
   }
-  constexpr std::string_view kKeys[] = {"frontend-id", "frontend", "handle", "vifname",
-                                        "mac",         "mtu",      "rate"};
+  constexpr std::string_view kKeys[] = {
+      "frontend-id", "frontend", "handle", "vifname",
+      "mac",         "mtu",      "rate",   xenbus::kAllowMacSpoofingKey};
   const auto nr = in.ConsumeIntegralInRange(0, 10);
   for (int i = 0; i < nr; ++i) m[std::string(in.PickValueInArray(kKeys))] = pick_value(in);
   const xenbus::KeyReader read = [&](std::string_view k) { return lookup(m, k); };
@@ -302,6 +304,8 @@ void check_backend(FuzzedDataProvider& in) {
     const auto mtu = model_uint(*v, 0xFFFF'FFFF);
     ok = ok && mtu && *mtu >= xenbus::kMinMtu && *mtu <= xenbus::kMaxMtu;
   }
+  const auto spoof = lookup(m, xenbus::kAllowMacSpoofingKey);
+  if (spoof) ok = ok && (*spoof == "0" || *spoof == "1");
   FUZZ_CHECK(got.has_value() == ok);
   if (got) {
     FUZZ_CHECK(got->frontend_id == fe && got->devid == dev);
@@ -309,13 +313,17 @@ void check_backend(FuzzedDataProvider& in) {
     FUZZ_CHECK(net::valid_ifname(got->tap_name));
     FUZZ_CHECK(got->mac.has_value() == lookup(m, "mac").has_value());
     FUZZ_CHECK(got->mtu.has_value() == lookup(m, "mtu").has_value());
+    FUZZ_CHECK(got->allow_mac_spoofing == (spoof == "1"));
   }
-  // B:rate is read apart (read_rate): absent = unlimited, else exactly parse_rate.
+  // B:rate is read apart (read_rate): absent = unlimited, else exactly parse_rate with a
+  // non-zero byte count.
   const auto r = xenbus::read_rate(read);
-  if (const auto v = lookup(m, "rate"))
-    FUZZ_CHECK(r.has_value() == xenbus::parse_rate(*v).has_value());
-  else
+  if (const auto v = lookup(m, "rate")) {
+    const auto parsed = xenbus::parse_rate(*v);
+    FUZZ_CHECK(r.has_value() == (parsed.has_value() && parsed->bytes != 0));
+  } else {
     FUZZ_CHECK(r.has_value() && r->unlimited());
+  }
 }
 
 }  // namespace

@@ -52,14 +52,15 @@ namespace unetback::vif {
   X(tx_rate_limited) /* passes stopped by the `rate` credit */                            \
   X(tx_notify_sent)                                                                       \
   X(tx_notify_suppressed)                                                                 \
-  X(tx_fatal)          /* protocol violations: the vif was disabled */                    \
-  X(tx_switched)       /* packets handed to other vifs by the internal switch */          \
-  X(tx_switch_flooded) /* broadcast/multicast/unknown destination: to every port */       \
-  X(tx_switch_uplink)  /* packets written to the switch's uplink TAP */                   \
-  X(tx_switch_dropped) /* no port to send to (destination behind the sender itself) */    \
-  X(tx_stalls)         /* zerocopy-fallback=0: passes stopped at the pending limit */     \
-  X(events)            /* event-channel wakeups */                                        \
-  X(spurious_events)   /* wakeups that found no work */
+  X(tx_fatal)           /* protocol violations: the vif was disabled */                   \
+  X(tx_switched)        /* packets handed to other vifs by the internal switch */         \
+  X(tx_switch_flooded)  /* broadcast/multicast/unknown destination: to every port */      \
+  X(tx_switch_uplink)   /* packets written to the switch's uplink TAP */                  \
+  X(tx_switch_dropped)  /* no port to send to (destination behind the sender itself) */   \
+  X(tx_dropped_spoofed) /* switch: source MAC not the vif's B:mac (answered OKAY) */      \
+  X(tx_stalls)          /* zerocopy-fallback=0: passes stopped at the pending limit */    \
+  X(events)             /* event-channel wakeups */                                       \
+  X(spurious_events)    /* wakeups that found no work */
 
 struct QueueCounters {
 #define UNETBACK_DECLARE(name) std::atomic<std::uint64_t> name{0};

@@ -198,8 +198,8 @@ TxPath::Pass TxPath::process(Clock::time_point now) {
     }
     // Rate limit: the packet is parsed (its slots consumed) but waits for credit.
     if (!credit_.try_take(pkt.total_len, now)) {
+      pass.retry_at = credit_.retry_at(pkt.total_len, now);
       deferred_ = std::move(pkt);
-      pass.retry_at = credit_.next_refill();
       QueueCounters::add(counters_.tx_rate_limited);
       break;
     }
@@ -457,6 +457,16 @@ void TxPath::finish_switched(Pass& pass, Clock::time_point now) {
     for (std::size_t k = 0; k < 6; ++k) {
       dst.octets[k] = static_cast<std::uint8_t>(head[k]);
       src.octets[k] = static_cast<std::uint8_t>(head[6 + k]);
+    }
+    // A source MAC not the vif's own would take over another port's MAC (issue 15): dropped
+    // before the switch learns from it, and answered OKAY as a host-side filter would.
+    const auto& allow = config_.sw->allow_spoofing;
+    if (config_.sw->guest_mac && src != *config_.sw->guest_mac &&
+        !(allow && allow->load(std::memory_order_relaxed))) {
+      QueueCounters::add(counters_.tx_dropped_spoofed);
+      respond(pkt, okay);
+      p.fate = Pending::Fate::answered;
+      continue;
     }
     VSwitch::Route& route = routes_[i];
     config_.sw->sw->route(config_.sw->port, src, dst, now, route);

@@ -40,6 +40,10 @@ struct SwitchAttachment {
   SwitchPortId port = 0;
   std::shared_ptr<QueueLink> self;  // where receivers report this queue's zerocopy packets done
   std::shared_ptr<std::atomic<bool>> alive;  // cleared when this queue stops
+  /// The vif's B:mac: guest TX with another source MAC is dropped (it would take over that
+  /// MAC's port) unless `allow_spoofing` is set. nullopt: no B:mac, nothing to check against.
+  std::optional<net::MacAddress> guest_mac;
+  std::shared_ptr<const std::atomic<bool>> allow_spoofing;  // B:unetback-allow-mac-spoofing
 };
 
 struct TxConfig {
@@ -62,7 +66,8 @@ class TxPath {
     bool fatal = false;
     TxError fatal_reason = TxError::none;
     std::uint32_t packets = 0;
-    /// Stopped by the rate limit: call again at `retry_at`.
+    /// Stopped by the rate limit: call again at `retry_at` (when the head packet's credit
+    /// is there, never sooner than Credit::kMinRetry).
     std::optional<Clock::time_point> retry_at;
     /// More requests were left (budget exhausted): call again soon.
     bool more = false;

@@ -202,9 +202,13 @@ std::error_code Vif::connect(const xenbus::FrontendConfig& fe, const xenbus::Bac
       port->queues.push_back(std::make_shared<QueueLink>());
     switch_ = switches_->get(be.switch_name);
     switch_port_ = switch_->add_port(port);
+    allow_mac_spoofing_->store(be.allow_mac_spoofing, std::memory_order_relaxed);
+    if (!be.mac && !be.allow_mac_spoofing)
+      log::write(log::Level::warn, prefix_, "no B:mac: the switch cannot check its source MACs");
     for (const auto& link : port->queues)
-      attach.push_back(
-          SwitchAttachment{switch_, switch_port_, link, std::make_shared<std::atomic<bool>>(true)});
+      attach.push_back(SwitchAttachment{switch_, switch_port_, link,
+                                        std::make_shared<std::atomic<bool>>(true), be.mac,
+                                        allow_mac_spoofing_});
   }
   std::vector<std::unique_ptr<VifQueue>> queues;
   for (std::uint32_t i = 0; i < fe.queues.size(); ++i) {
@@ -261,6 +265,10 @@ void Vif::disconnect() {
 void Vif::rate_changed(const xenbus::Rate& rate) {
   const std::lock_guard lock(mu_);
   for (auto& q : queues_) q->set_rate(rate.bytes, rate.usecs);
+}
+
+void Vif::mac_spoofing_changed(bool allowed) {
+  allow_mac_spoofing_->store(allowed, std::memory_order_relaxed);
 }
 
 void Vif::multicast_control_changed(bool enabled) {

@@ -44,6 +44,7 @@ class Vif final : public daemon::VifHandle {
   void disconnect() override;
   void rate_changed(const xenbus::Rate& rate) override;
   void multicast_control_changed(bool enabled) override;
+  void mac_spoofing_changed(bool allowed) override;
 
   [[nodiscard]] daemon::VifReport report() const override;
   [[nodiscard]] bool disabled() const override { return disabled_.load(); }
@@ -75,6 +76,8 @@ class Vif final : public daemon::VifHandle {
   std::optional<net::TapDevice> tap_;
   std::shared_ptr<VSwitch> switch_;  // while connected to an internal switch
   SwitchPortId switch_port_ = 0;
+  /// B:unetback-allow-mac-spoofing, read by the queues' TX paths on a switch (any thread).
+  std::shared_ptr<std::atomic<bool>> allow_mac_spoofing_ = std::make_shared<std::atomic<bool>>();
   mutable std::mutex mu_;  // guards queues_ against report() from the control thread
   std::vector<std::unique_ptr<VifQueue>> queues_;
   /// Queues whose guest RX is stalled; the TAP's carrier is off while any is.

@@ -300,12 +300,15 @@ void VifQueue::arm_housekeeping() {
 }
 
 void VifQueue::arm_tx_retry(Clock::time_point at) {
-  if (tx_retry_armed_) return;
+  // An armed retry stays unless this one is sooner: a new `rate` may have shortened the wait,
+  // and the old expiry (up to an interval of 71 minutes away) would hold the ring back.
+  if (tx_retry_armed_ && tx_retry_.expiry() <= at) return;
   tx_retry_armed_ = true;
-  tx_retry_.expires_at(at);
+  tx_retry_.expires_at(at);  // a wait already armed completes with operation_aborted
   tx_retry_.async_wait([this, t = op()](const boost::system::error_code& ec) {
+    if (ec) return;  // replaced by a sooner retry, or the queue stops
     tx_retry_armed_ = false;
-    if (stopped_ || ec) return;
+    if (stopped_) return;
     run_tx();
   });
 }

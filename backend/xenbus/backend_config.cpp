@@ -44,6 +44,11 @@ KeyResult<Rate> read_rate(const KeyReader& read) {
   if (!raw) return Rate{};
   const auto r = parse_rate(*raw);
   if (!r) return KeyError{"rate", "not \"<bytes>,<usecs>\"", EINVAL};
+  // Linux takes "0,<usecs>" and never refills: TX stops for good once the first credit is
+  // spent (xl writes it for rates that round to zero, e.g. 1Mb/s@1us). Refused here, and
+  // the caller treats it as netback treats a rate it cannot parse.
+  if (r->bytes == 0)
+    return KeyError{"rate", "is 0 bytes per interval: TX would never resume", EINVAL};
   return *r;
 }
 
@@ -99,6 +104,9 @@ KeyResult<BackendConfig> parse_backend_config(const KeyReader& read, DomId front
       return KeyError{"bridge", "unetback:<name> needs a name of 1..32 [A-Za-z0-9_.-]", EINVAL};
     cfg.switch_name = std::string(name);
   }
+  auto spoof = read_bool_key(read, kAllowMacSpoofingKey, false);
+  if (!spoof) return spoof.error();
+  cfg.allow_mac_spoofing = *spoof;
   return cfg;
 }
 

@@ -35,7 +35,9 @@ struct Rate {
 /// "<bytes>,<usecs>": decimal, comma, decimal, end (Linux xen_net_read_rate). nullopt otherwise.
 [[nodiscard]] std::optional<Rate> parse_rate(std::string_view s);
 
-/// Reads B:`rate`: absent -> unlimited; malformed -> the error (Linux logs and goes unlimited).
+/// Reads B:`rate`: absent -> unlimited; malformed or 0 bytes per interval -> the error (the
+/// caller logs it and goes unlimited, as Linux's xen_net_read_rate does for a value it cannot
+/// parse).
 [[nodiscard]] KeyResult<Rate> read_rate(const KeyReader& read);
 
 // MAC addresses (`mac`) and interface names (`vifname`) are validated with common/net's
@@ -45,6 +47,13 @@ struct Rate {
 inline constexpr std::string_view kSwitchPrefix = "unetback:";
 /// An internal switch name: 1..32 of [A-Za-z0-9_.-].
 [[nodiscard]] bool valid_switch_name(std::string_view name);
+
+/// B:unetback-allow-mac-spoofing = "1": the guest of a vif on an internal switch may send
+/// frames with any source MAC (a guest that bridges other machines, or moves a MAC between
+/// vifs). Absent or "0": its TX must carry its own B:mac as source, or it is dropped and the
+/// switch learns nothing from it. Watched while connected; a plain TAP ignores it (there the
+/// host's bridge and its filters decide, as with netback).
+inline constexpr std::string_view kAllowMacSpoofingKey = "unetback-allow-mac-spoofing";
 
 inline constexpr std::uint32_t kMinMtu = 68;
 inline constexpr std::uint32_t kMaxMtu = 65535;
@@ -60,13 +69,14 @@ struct BackendConfig {
   /// script then touches no Linux bridge). Empty: the vif is a plain TAP (a Linux bridge, if
   /// any, is the hotplug script's business).
   std::string switch_name;
+  bool allow_mac_spoofing = false;  // B:unetback-allow-mac-spoofing
   friend bool operator==(const BackendConfig&, const BackendConfig&) = default;
 };
 
 /// Validates the toolstack's keys of the backend directory of vif `devid` of domain `frontend`
 /// (both taken from the directory's own path): `frontend-id` must be that domain, `frontend`
 /// that domain's device/vif/<devid>, `handle` (if present) the devid; `vifname`, `mac`, `mtu`
-/// are optional but must be well-formed when present.
+/// and kAllowMacSpoofingKey are optional but must be well-formed when present.
 [[nodiscard]] KeyResult<BackendConfig> parse_backend_config(const KeyReader& read, DomId frontend,
                                                             DevId devid);
 

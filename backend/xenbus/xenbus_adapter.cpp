@@ -13,6 +13,7 @@ constexpr std::string_view kHotplug = "hotplug";
 constexpr std::string_view kFrontendState = "fe-state";
 constexpr std::string_view kRate = "rate";
 constexpr std::string_view kMulticast = "fe-mcast";
+constexpr std::string_view kMacSpoofing = "mac-spoofing";
 
 // An event's follow-ups (a connect result after ReadFrontendAndConnect, a failure after
 // CreateTap) are bounded by the machine; this only stops a bug from looping forever.
@@ -56,6 +57,7 @@ void BackendXenbus::handle_watch(const hv::XsWatchEvent& ev) {
   if (kind == kFrontendState) return on_frontend_state();
   if (kind == kRate) return on_rate();
   if (kind == kMulticast) return on_multicast_control();
+  if (kind == kMacSpoofing) return on_mac_spoofing();
 }
 
 void BackendXenbus::frontend_domain_gone() {
@@ -167,6 +169,23 @@ void BackendXenbus::on_rate() {
   if (last_rate_ == rate) return;
   last_rate_ = rate;
   vif_.rate_changed(rate);
+}
+
+void BackendXenbus::on_mac_spoofing() {
+  if (view_.rings != RingsState::up || !last_allow_mac_spoofing_) return;
+  auto v = read_bool_key(reader_for(backend_path_), kAllowMacSpoofingKey, false);
+  if (!v) {
+    // The toolstack's key (DESIGN §8): a bad value is refused and the previous one kept.
+    log::write(log::Level::warn, log_prefix_,
+               std::string(kAllowMacSpoofingKey) + ": " + v.error().reason + "; keeping " +
+                   (*last_allow_mac_spoofing_ ? "1" : "0"));
+    return;
+  }
+  if (*last_allow_mac_spoofing_ == *v) return;
+  last_allow_mac_spoofing_ = *v;
+  log::write(log::Level::info, log_prefix_,
+             *v ? "guest TX may carry any source MAC" : "guest TX must carry the vif's own MAC");
+  vif_.mac_spoofing_changed(*v);
 }
 
 void BackendXenbus::on_multicast_control() {
@@ -327,10 +346,14 @@ std::optional<Event> BackendXenbus::read_frontend_and_connect() {
   // Both watches fire at once; the remembered values make that first event a no-op.
   last_rate_ = rate;
   last_multicast_control_ = fe->multicast_control;
+  last_allow_mac_spoofing_ = config_->allow_mac_spoofing;
   if (add_watch(rate_watch_, backend_path_ + "/rate", kRate) ||
       add_watch(multicast_watch_, config_->frontend_path + "/request-multicast-control",
-                kMulticast)) {
-    log::write(log::Level::warn, log_prefix_, "cannot watch rate/request-multicast-control");
+                kMulticast) ||
+      add_watch(mac_spoofing_watch_, backend_path_ + "/" + std::string(kAllowMacSpoofingKey),
+                kMacSpoofing)) {
+    log::write(log::Level::warn, log_prefix_,
+               "cannot watch rate/request-multicast-control/" + std::string(kAllowMacSpoofingKey));
   }
   return ConnectSucceeded{};
 }
@@ -338,8 +361,10 @@ std::optional<Event> BackendXenbus::read_frontend_and_connect() {
 void BackendXenbus::drop_connection_watches() {
   rate_watch_.reset();
   multicast_watch_.reset();
+  mac_spoofing_watch_.reset();
   last_rate_.reset();
   last_multicast_control_.reset();
+  last_allow_mac_spoofing_.reset();
 }
 
 // ---- helpers ------------------------------------------------------------------------------------

@@ -2,10 +2,10 @@
 //
 // It owns the watches on `/local/domain/<self>/backend/vif/<domid>/<devid>` (its own `state`,
 // `online`, `hotplug-status`) and, once the toolstack's `frontend` key has been validated, on
-// the frontend's `state`; while connected also on B:`rate` and F:`request-multicast-control`
-// (we advertise feature-dynamic-multicast-control). Watch events become machine Events; the
-// machine's Actions are carried out here against XenStore, and against the vif layer through
-// VifControl, so this file knows nothing of rings or TAPs.
+// the frontend's `state`; while connected also on B:`rate`, B:`unetback-allow-mac-spoofing` and
+// F:`request-multicast-control` (we advertise feature-dynamic-multicast-control). Watch events
+// become machine Events; the machine's Actions are carried out here against XenStore, and against
+// the vif layer through VifControl, so this file knows nothing of rings or TAPs.
 //
 // Threading: single-threaded. The owner (the daemon's BackendManager) reads XenStore's watch
 // queue and hands every event whose token this object owns() to handle_watch().
@@ -46,6 +46,8 @@ class VifControl {
   virtual void rate_changed(const Rate& rate) = 0;
   /// F:request-multicast-control changed while connected.
   virtual void multicast_control_changed(bool enabled) = 0;
+  /// B:unetback-allow-mac-spoofing changed while connected (a bad value never arrives here).
+  virtual void mac_spoofing_changed(bool allowed) = 0;
 };
 
 /// Runs B:script `online` for this vif, the way libxl does (the daemon's HotplugLauncher).
@@ -105,6 +107,7 @@ class BackendXenbus {
   void on_frontend_state();
   void on_rate();
   void on_multicast_control();
+  void on_mac_spoofing();
 
   void try_probe();
   /// Validates the toolstack's keys and watches the frontend; false (and ProbeFailed
@@ -137,9 +140,10 @@ class BackendXenbus {
   std::optional<BackendConfig> config_;
   std::optional<Rate> last_rate_;
   std::optional<bool> last_multicast_control_;
+  std::optional<bool> last_allow_mac_spoofing_;
 
   hv::XsWatch state_watch_, online_watch_, hotplug_watch_, frontend_watch_;
-  hv::XsWatch rate_watch_, multicast_watch_;
+  hv::XsWatch rate_watch_, multicast_watch_, mac_spoofing_watch_;
   log::RateLimit guest_log_limit_;
   HotplugRunner hotplug_runner_;
 };

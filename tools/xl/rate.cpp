@@ -33,7 +33,8 @@ Result<std::uint64_t> parse_bytes_per_sec(std::string_view s) {
     s.remove_prefix(1);
   }
   if (s != "B/s" && s != "b/s") return std::errc::invalid_argument;
-  if (s.front() == 'b') v /= 8;  // bits per second
+  if (s.front() == 'b') v /= 8;                       // bits per second
+  if (v == 0) return std::errc::result_out_of_range;  // 1..7 b/s: under a byte per second
   return v;
 }
 
@@ -61,7 +62,8 @@ Result<VifRate> parse_raw(std::string_view s) {
   s.remove_prefix(1);
   auto usecs = take_number(s, kU32Max);
   if (!usecs) return usecs.error();
-  if (!s.empty() || *usecs == 0 || *bytes == 0) return std::errc::invalid_argument;
+  if (!s.empty() || *usecs == 0) return std::errc::invalid_argument;
+  if (*bytes == 0) return std::errc::result_out_of_range;
   return VifRate{*bytes, static_cast<std::uint32_t>(*usecs)};
 }
 
@@ -79,8 +81,21 @@ Result<VifRate> parse_vif_rate(std::string_view text) {
     usecs = *iv;
   }
   if (*bps > std::numeric_limits<std::uint64_t>::max() / usecs) return std::errc::value_too_large;
-  // xl: bytes per interval = bytes/s * interval / 1 s (rounded down).
-  return VifRate{*bps * usecs / 1'000'000ULL, usecs};
+  // xl: bytes per interval = bytes/s * interval / 1 s (rounded down). xl writes a 0 that
+  // this rounding makes (1Mb/s@1us -> "0,1"), and netback then never refills the credit:
+  // the vif's TX stops for good after its first burst. Refused instead.
+  const std::uint64_t per_interval = *bps * usecs / 1'000'000ULL;
+  if (per_interval == 0) return std::errc::result_out_of_range;
+  return VifRate{per_interval, usecs};
+}
+
+std::string vif_rate_error_text(std::error_code ec) {
+  if (ec == std::errc::result_out_of_range)
+    return "the rate comes to 0 bytes per interval, so the vif's TX would stop for good: raise "
+           "the rate or lengthen the interval";
+  if (ec == std::errc::value_too_large) return "a number is too large";
+  return "rate must be like 10Mb/s@50ms (B/KB/MB/GB or b/Kb/Mb/Gb per second, @N[s|ms|us]) or "
+         "<bytes>,<usecs>";
 }
 
 std::string format_vif_rate(const VifRate& rate) {

@@ -28,8 +28,13 @@ struct VifRate {
 /// Parses xl's "10Mb/s@50ms" (or libxl's raw "<bytes>,<usecs>"). EINVAL for anything that
 /// does not match the grammar or has a zero rate/interval; EOVERFLOW when a number exceeds
 /// xl's limits (each number at most UINT32_MAX before its multiplier, the interval at most
-/// UINT32_MAX microseconds, bytes per second times interval within 64 bits).
+/// UINT32_MAX microseconds, bytes per second times interval within 64 bits); ERANGE when the
+/// rate comes to less than one byte per interval (xl would write "0,<usecs>", which stops
+/// the vif's TX for good).
 [[nodiscard]] Result<VifRate> parse_vif_rate(std::string_view text);
+
+/// Why parse_vif_rate refused a value, in words for an operator.
+[[nodiscard]] std::string vif_rate_error_text(std::error_code ec);
 
 /// libxl's B:rate value: "<bytes>,<usecs>".
 [[nodiscard]] std::string format_vif_rate(const VifRate& rate);

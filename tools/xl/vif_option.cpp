@@ -63,11 +63,7 @@ std::variant<VifSpec, VifOptionError> parse_vif_option(std::string_view text, De
       spec.script = value;
     } else if (key == "rate") {
       auto r = parse_vif_rate(value);
-      if (!r)
-        return fail(
-            "rate must be like 10Mb/s@50ms (B/KB/MB/GB or b/Kb/Mb/Gb per second, "
-            "@N[s|ms|us]) or <bytes>,<usecs>: " +
-            r.error().message());
+      if (!r) return fail("rate=" + value + ": " + vif_rate_error_text(r.error()));
       spec.rate = format_vif_rate(*r);
     } else if (key == "vifname") {
       if (!net::valid_ifname(value)) return fail("invalid vifname '" + value + "'");

@@ -118,6 +118,38 @@ class SwitchEndToEnd : public EndToEnd {
     return together / alone;
   }
 
+  /// The share of `n_pps` host->guest packets a second, for `secs`, that reach guest `to`
+  /// (received / sent, measured in `to`'s namespace); -1 when a tool failed.
+  double host_to_guest_delivery(const XlWorld::Guest& to, int port, int secs, int n_pps) {
+    Daemon& recv =
+        w().spawn_in_ns(to.ns,
+                        {udpflow_bin(), "recv", "--port", std::to_string(port), "--seconds",
+                         std::to_string(secs + 1), "--from-start", "--json"},
+                        "recv-" + std::to_string(port) + ".json");
+    std::this_thread::sleep_for(200ms);
+    const RunResult sent = w().in_ns(w().ns0(),
+                                     udp_send(to.ip + ":" + std::to_string(port), 100, secs,
+                                              {"--pps", std::to_string(n_pps), "--json"}),
+                                     30s);
+    const auto st = recv.wait_exit(20s);
+    if (sent.status != 0 || !st || *st != 0) return -1;
+    const auto n = [](const std::string& json) {
+      const auto at = json.find("\"packets\":");
+      return at == std::string::npos ? -1.0 : std::strtod(json.c_str() + at + 10, nullptr);
+    };
+    const double s = n(sent.out), r = n(recv.log());
+    if (s <= 0 || r < 0) return -1;
+    return r / s;
+  }
+  /// Writes a key of guest `g`'s vif backend directory, as the toolstack would.
+  bool write_backend_key(const XlWorld::Guest& g, const std::string& key, const std::string& v) {
+    const std::string path = "/local/domain/0/backend/vif/" + std::to_string(g.domid) + "/0/" + key;
+    return testing::run(
+               {"env", "XENSTORED_PATH=" + w().world() + "/dom0.sock", "xenstore-write", path, v},
+               "/tmp")
+               .status == 0;
+  }
+
   std::vector<std::string> extra_daemon_args_;
 };
 
@@ -295,6 +327,64 @@ TEST_F(SwitchEndToEnd, VifsTornDownWithPacketsWaitingInAnotherVifsQueueLeaveNoth
   EXPECT_EQ(testing::open_fds(w().daemon().pid()), fds_before);
   s = stats();
   EXPECT_EQ(sum_counter(s, "mapped_grant_pages"), 0U) << s;
+  EXPECT_FALSE(w().daemon().wait_exit(0ms).has_value()) << "unetbackd died";
+}
+
+TEST_F(SwitchEndToEnd, AGuestSendingFromAnotherGuestsMacIsDroppedAndCannotTakeItsTraffic) {
+  // Issue 15: guest 1 sends with guest 2's B:mac as source. A learning switch would move that
+  // MAC to guest 1's port and hand it guest 2's traffic; the switch drops such frames (never
+  // learning from them) unless the toolstack set unetback-allow-mac-spoofing=1 for the vif.
+  auto g1 = guest(1);
+  ASSERT_TRUE(g1) << w().why();
+  auto g2 = guest(2);
+  ASSERT_TRUE(g2) << w().why();
+  const std::string g2_mac = "00:16:3e:00:00:02";  // create_guest's MAC for guest 2
+  ASSERT_TRUE(ping(g2->ns, w().host_ip(), 1));
+  ASSERT_TRUE(ping(g1->ns, w().host_ip(), 1));
+  const double alone = host_to_guest_delivery(*g2, 5601, 2, 2000);
+  ASSERT_GT(alone, 0) << "host->guest 2 failed before any spoofing";
+
+  // Guest 1 takes guest 2's MAC and floods the host with it (a fixed neighbour entry, so it
+  // needs no ARP answer).
+  const std::string uplink_mac = [&] {
+    std::string m =
+        w().in_ns(w().ns0(), {"cat", std::string("/sys/class/net/") + kUplink + "/address"}).out;
+    while (!m.empty() && (m.back() == '\n' || m.back() == ' ')) m.pop_back();
+    return m;
+  }();
+  ASSERT_EQ(w().in_ns(g1->ns, {"ip", "link", "set", "eth0", "address", g2_mac}).status, 0);
+  ASSERT_EQ(w().in_ns(g1->ns, {"ip", "neigh", "replace", w().host_ip(), "lladdr", uplink_mac, "dev",
+                               "eth0", "nud", "permanent"})
+                .status,
+            0);
+  const auto spoofed_before = sum_counter(stats(), "tx_dropped_spoofed");
+  Daemon& flood = w().spawn_in_ns(
+      g1->ns, udp_send(w().host_ip() + ":5602", 200, 6, {"--pps", "20000"}), "spoof-flood.log");
+  std::this_thread::sleep_for(500ms);
+  const double filtered = host_to_guest_delivery(*g2, 5603, 3, 2000);
+  const auto spoofed = sum_counter(stats(), "tx_dropped_spoofed") - spoofed_before;
+  flood.signal(SIGKILL);
+  std::cout << "host->guest 2: alone " << alone << ", while guest 1 spoofs its MAC " << filtered
+            << " delivered; " << spoofed << " spoofed frames dropped\n";
+  RecordProperty("delivered_while_spoofed_x1000", static_cast<int>(filtered * 1000));
+  EXPECT_GT(filtered, 0.5) << "guest 1 took guest 2's traffic";
+  EXPECT_GT(spoofed, 1000U) << "the spoofed frames were not counted";
+
+  // With the key set for guest 1's vif, the switch learns whatever it sends again: guest 2's
+  // MAC moves to guest 1's port, and guest 2 loses its traffic (the old behaviour).
+  ASSERT_TRUE(write_backend_key(*g1, "unetback-allow-mac-spoofing", "1"));
+  std::this_thread::sleep_for(300ms);
+  const auto spoofed_allowed_before = sum_counter(stats(), "tx_dropped_spoofed");
+  Daemon& flood2 = w().spawn_in_ns(
+      g1->ns, udp_send(w().host_ip() + ":5604", 200, 6, {"--pps", "20000"}), "spoof-flood2.log");
+  std::this_thread::sleep_for(500ms);
+  const double allowed = host_to_guest_delivery(*g2, 5605, 3, 2000);
+  const auto spoofed_allowed = sum_counter(stats(), "tx_dropped_spoofed") - spoofed_allowed_before;
+  flood2.signal(SIGKILL);
+  std::cout << "with unetback-allow-mac-spoofing=1: " << allowed << " delivered, "
+            << spoofed_allowed << " dropped\n";
+  EXPECT_LT(allowed, 0.3) << "allowed spoofing should take guest 2's MAC over";
+  EXPECT_EQ(spoofed_allowed, 0U);
   EXPECT_FALSE(w().daemon().wait_exit(0ms).has_value()) << "unetbackd died";
 }
 

@@ -3,6 +3,8 @@
 // traffic measured in the same test (hostile_fixture.hpp says what every test checks).
 #include <algorithm>
 #include <cstring>
+#include <iostream>
+#include <sys/resource.h>
 
 #include "tests/root/hostile/hostile_fixture.hpp"
 
@@ -755,6 +757,133 @@ TEST_F(HostileFrontend, StatesOutOfOrderAndInvalid) {
   }
   expect_good_traffic();
   expect_no_leak(base);
+}
+
+// ---------------------------------------------------------------------------------------
+// Issue 15: a B:rate that rounds to zero bytes per interval ("0,1": xl's 1Mb/s@1us), or one
+// byte every microsecond ("1,1"), written by the toolstack while the vif runs. Neither may stop
+// the vif's TX for good, nor make the event loop it shares with the good guest retry every
+// microsecond.
+
+/// CPU time (user + system) of this process: the daemon's control plane and its one
+/// event-loop thread run here (xensim is another process); the test's threads mostly sleep.
+std::chrono::microseconds process_cpu() {
+  rusage ru{};
+  (void)::getrusage(RUSAGE_SELF, &ru);
+  return std::chrono::seconds(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+         std::chrono::microseconds(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec);
+}
+
+class HostileRate : public HostileFrontend {
+ protected:
+  struct RateRun {
+    double cpu_share = 0;        // of one core, over the window
+    std::uint64_t answered = 0;  // the bad guest's packets the backend answered
+    std::uint64_t bytes = 0;
+    std::uint64_t retries = 0;  // tx_rate_limited: passes the credit stopped (= wakeups)
+    std::uint64_t kicks = 0;    // our notifications (each may cost one refused pass)
+    std::chrono::duration<double> elapsed{};
+  };
+  /// The bad guest keeps 128 frames of `f` on its TX ring for `span`, reposting as the
+  /// backend answers.
+  RateRun keep_sending(Rogue& bad, const Rogue::Page& page, const std::vector<std::byte>& f,
+                       std::chrono::milliseconds span) {
+    RateRun r;
+    std::uint16_t id = 0;
+    std::size_t in_flight = 0;
+    const auto retries0 = counter(bad.dom(), "tx_rate_limited");
+    const auto cpu0 = process_cpu();
+    const auto t0 = std::chrono::steady_clock::now();
+    while (std::chrono::steady_clock::now() - t0 < span) {
+      if (in_flight < 64) {
+        for (; in_flight < 128; ++in_flight)
+          bad.tx().put_request(tx_request(page.ref, 0, static_cast<std::uint16_t>(f.size()), id++));
+        bad.push_tx();
+        ++r.kicks;
+      }
+      std::this_thread::sleep_for(20ms);
+      const auto n = bad.take_tx_responses().size();
+      r.answered += n;
+      in_flight -= n;
+    }
+    r.elapsed = std::chrono::steady_clock::now() - t0;
+    r.cpu_share = std::chrono::duration<double>(process_cpu() - cpu0).count() / r.elapsed.count();
+    r.retries = counter(bad.dom(), "tx_rate_limited") - retries0;
+    r.bytes = r.answered * f.size();
+    return r;
+  }
+  /// The good guest's traffic while the bad vif is rate-limited, and how long it took.
+  void expect_good_traffic_timed(const char* when) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto tr = good_traffic(64);
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    std::cout << "good guest, " << when << ": " << tr.received << "/" << tr.sent << " frames in "
+              << ms << " ms\n";
+    EXPECT_EQ(tr.received, tr.sent) << "the well-behaved guest lost traffic " << when;
+  }
+  void set_rate(Rogue& bad, const std::string& rate) {
+    ASSERT_FALSE(toolstack_xs_->write(be_path(bad.dom()) + "/rate", rate));
+    std::this_thread::sleep_for(300ms);  // the watch reaches the queue
+  }
+};
+
+TEST_F(HostileRate, RateOfZeroBytesPerIntervalIsRefusedAndTheVifKeepsSending) {
+  const auto base = resources();
+  auto bad = connected_hostile();
+  ASSERT_FALSE(HasFatalFailure());
+  auto page = bad->grant_page();
+  ASSERT_TRUE(page.has_value());
+  const auto f = frame(1346, 9);
+  copy_frame(*page, 0, f);
+  set_rate(*bad, "0,1");
+  // Linux netback takes "0,1" and never refills the credit (TX stops after the first burst);
+  // we refuse it with a reason and go unlimited, as netback does for a rate it cannot parse.
+  const auto run = keep_sending(*bad, *page, f, 1500ms);
+  std::cout << "rate 0,1: " << run.answered << " packets answered, " << run.retries
+            << " credit retries, daemon CPU " << run.cpu_share * 100 << " % of a core\n";
+  RecordProperty("daemon_cpu_percent", static_cast<int>(run.cpu_share * 100));
+  EXPECT_GT(run.bytes, 4u * 128 * 1024) << "TX stopped after the first burst";
+  EXPECT_EQ(run.retries, 0u) << "an unlimited vif is never held back";
+  EXPECT_LT(run.cpu_share, 0.5) << "the daemon spun on the refused rate";
+  bool logged = false;
+  {
+    const std::lock_guard lock(log_mu_);
+    for (const auto& l : log_lines_)
+      if (l.find("rate") != std::string::npos && l.find("0 bytes") != std::string::npos)
+        logged = true;
+  }
+  EXPECT_TRUE(logged) << "the refused rate was not logged with its reason";
+  expect_good_traffic_timed("beside the refused rate");
+  finish(bad, base);
+}
+
+TEST_F(HostileRate, RateOfOneBytePerMicrosecondSendsSlowlyWithoutSpinningTheDaemon) {
+  const auto base = resources();
+  auto bad = connected_hostile();
+  ASSERT_FALSE(HasFatalFailure());
+  auto page = bad->grant_page();
+  ASSERT_TRUE(page.has_value());
+  const auto f = frame(1346, 10);
+  copy_frame(*page, 0, f);
+  set_rate(*bad, "1,1");  // 1 MB/s, in 1-byte intervals
+  const auto run = keep_sending(*bad, *page, f, 1500ms);
+  std::cout << "rate 1,1: " << run.answered << " packets (" << run.bytes / 1000 << " kB) in "
+            << run.elapsed.count() << " s, " << run.retries << " credit retries, daemon CPU "
+            << run.cpu_share * 100 << " % of a core\n";
+  RecordProperty("daemon_cpu_percent", static_cast<int>(run.cpu_share * 100));
+  // It sends, at about its rate: the first burst (128 KiB) plus 1 MB/s. Generous below for a
+  // loaded machine; above, the limiter never lets more through.
+  EXPECT_GT(run.bytes, 128u * 1024 + 300'000) << "the limited vif hardly sent";
+  EXPECT_LT(static_cast<double>(run.bytes), 128.0 * 1024 + 1e6 * run.elapsed.count() + 2 * 1400);
+  // Every wakeup the credit refused was either a retry it asked for (at most one a
+  // millisecond) or one of our kicks: never a 1 µs timer.
+  const double ms = run.elapsed.count() * 1000;
+  EXPECT_LE(static_cast<double>(run.retries), ms * 1.1 + static_cast<double>(run.kicks) + 20)
+      << "credit retries sooner than 1 ms";
+  EXPECT_LT(run.cpu_share, 0.5) << "the daemon spun on the credit timer";
+  expect_good_traffic_timed("beside the 1,1 rate");
+  finish(bad, base);
 }
 
 }  // namespace

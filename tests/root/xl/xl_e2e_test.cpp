@@ -182,6 +182,12 @@ TEST_F(XlEndToEnd, MissingBridgeFailsTheHotplugScriptAndTheCreateLikeXl) {
 TEST_F(XlEndToEnd, UsageErrorsExitTwo) {
   EXPECT_EQ(xl({"create", "g3"}).status, 2);
   EXPECT_EQ(xl({"create", "g3", "--vif", "rate=fast"}).status, 2);
+  // A rate that rounds to 0 bytes per interval (real xl writes "0,1" and the vif's TX stops
+  // for good): refused, with the reason.
+  const RunResult zero = xl({"create", "g3", "--vif", "rate=1Mb/s@1us"});
+  EXPECT_EQ(zero.status, 2);
+  EXPECT_NE(zero.err.find("0 bytes per interval"), std::string::npos) << zero.err;
+  EXPECT_EQ(xl({"create", "g3", "--vif", "rate=1b/s@1us"}).status, 2);
   EXPECT_EQ(xl({"frobnicate"}).status, 2);
 }
 

@@ -44,6 +44,7 @@ class FakeVif final : public daemon::VifHandle {
   }
   void rate_changed(const xenbus::Rate&) override { note("rate_changed"); }
   void multicast_control_changed(bool) override { note("multicast_control_changed"); }
+  void mac_spoofing_changed(bool) override { note("mac_spoofing_changed"); }
 
   [[nodiscard]] daemon::VifReport report() const override {
     daemon::VifReport r;

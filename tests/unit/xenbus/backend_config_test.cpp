@@ -75,6 +75,25 @@ TEST(BackendConfig, BridgeNamingTheInternalSwitchJoinsIt) {
   }
 }
 
+TEST(BackendConfig, MacSpoofingIsRefusedUnlessTheToolstackAllowsIt) {
+  Keys k = libxl_keys();
+  auto r = parse_backend_config(reader(k), DomId{5}, DevId{0});
+  ASSERT_TRUE(r);
+  EXPECT_FALSE(r->allow_mac_spoofing) << "the switch checks source MACs by default";
+  k[std::string(kAllowMacSpoofingKey)] = "1";
+  r = parse_backend_config(reader(k), DomId{5}, DevId{0});
+  ASSERT_TRUE(r);
+  EXPECT_TRUE(r->allow_mac_spoofing);
+  k[std::string(kAllowMacSpoofingKey)] = "0";
+  r = parse_backend_config(reader(k), DomId{5}, DevId{0});
+  ASSERT_TRUE(r);
+  EXPECT_FALSE(r->allow_mac_spoofing);
+  k[std::string(kAllowMacSpoofingKey)] = "yes";
+  r = parse_backend_config(reader(k), DomId{5}, DevId{0});
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().key, kAllowMacSpoofingKey);
+}
+
 TEST(BackendConfig, FrontendPointingElsewhereIsRefused) {
   for (const char* bad :
        {"/local/domain/6/device/vif/0", "/local/domain/5/device/vif/1",
@@ -168,6 +187,22 @@ TEST(BackendConfig, RateAbsentIsUnlimitedAndMalformedIsAnError) {
   auto bad = read_rate(reader(k));
   ASSERT_FALSE(bad);
   EXPECT_EQ(bad.error().key, "rate");
+}
+
+TEST(BackendConfig, RateOfZeroBytesPerIntervalIsRefusedWithItsReason) {
+  // What xl writes for 1Mb/s@1us: Linux takes it and never refills the credit.
+  Keys k;
+  for (const char* zero : {"0,1", "0,50000", "0,0"}) {
+    k["rate"] = zero;
+    auto r = read_rate(reader(k));
+    ASSERT_FALSE(r) << zero;
+    EXPECT_EQ(r.error().key, "rate");
+    EXPECT_NE(r.error().reason.find("0 bytes"), std::string::npos) << r.error().reason;
+  }
+  k["rate"] = "1,1";
+  auto one = read_rate(reader(k));
+  ASSERT_TRUE(one);
+  EXPECT_EQ(*one, (Rate{1, 1}));
 }
 
 }  // namespace

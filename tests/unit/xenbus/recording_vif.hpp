@@ -47,6 +47,10 @@ class RecordingVif final : public xenbus::VifControl {
     journal_.push_back(enabled ? "multicast_control 1" : "multicast_control 0");
     multicast_control = enabled;
   }
+  void mac_spoofing_changed(bool allowed) override {
+    journal_.push_back(allowed ? "mac_spoofing 1" : "mac_spoofing 0");
+    mac_spoofing = allowed;
+  }
 
   std::error_code create_tap_error;
   std::error_code connect_error;
@@ -54,6 +58,7 @@ class RecordingVif final : public xenbus::VifControl {
   std::optional<xenbus::FrontendConfig> connected;
   std::optional<xenbus::Rate> rate;
   std::optional<bool> multicast_control;
+  std::optional<bool> mac_spoofing;
   int connect_calls = 0;
 
  private:

@@ -450,6 +450,36 @@ TEST_F(BackendXenbusTest, RateIsReadAtConnectAndWatched) {
   EXPECT_TRUE(vif_.rate->unlimited()) << "a malformed rate means unlimited, as Linux";
 }
 
+TEST_F(BackendXenbusTest, RateOfZeroBytesPerIntervalMeansUnlimited) {
+  // xl's rounding of 1Mb/s@1us: Linux would take it and never send again; we log it and go
+  // unlimited, as Linux does for a rate it cannot parse.
+  write(be_ + "/rate", "0,1");
+  bring_up();
+  ASSERT_TRUE(vif_.rate.has_value());
+  EXPECT_TRUE(vif_.rate->unlimited());
+  write(be_ + "/rate", "1,1");
+  pump();
+  EXPECT_EQ(vif_.rate, (Rate{1, 1}));
+  write(be_ + "/rate", "0,50000");
+  pump();
+  EXPECT_TRUE(vif_.rate->unlimited());
+}
+
+TEST_F(BackendXenbusTest, MacSpoofingKeyIsWatchedWhileConnectedAndBadValuesAreKept) {
+  bring_up();
+  EXPECT_EQ(count("mac_spoofing 1") + count("mac_spoofing 0"), 0U)
+      << "the watch's initial event is not a change";
+  write(be_ + "/unetback-allow-mac-spoofing", "1");
+  pump();
+  EXPECT_EQ(vif_.mac_spoofing, true);
+  write(be_ + "/unetback-allow-mac-spoofing", "junk");
+  pump();
+  EXPECT_EQ(vif_.mac_spoofing, true) << "a bad value keeps the previous one";
+  write(be_ + "/unetback-allow-mac-spoofing", "0");
+  pump();
+  EXPECT_EQ(vif_.mac_spoofing, false);
+}
+
 TEST_F(BackendXenbusTest, MulticastControlIsWatchedWhileConnected) {
   bring_up();
   EXPECT_FALSE(vif_.connected->multicast_control);

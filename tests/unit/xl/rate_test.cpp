@@ -84,6 +84,21 @@ TEST(VifRate, ZeroRateOrIntervalIsRejected) {
   EXPECT_TRUE(fails("100,0"));
 }
 
+TEST(VifRate, RateThatRoundsToZeroBytesPerIntervalIsRefused) {
+  // xl writes "0,1" for these, and netback then never refills: TX stops after one burst.
+  EXPECT_EQ(fails("1b/s@1us"), std::errc::result_out_of_range);
+  EXPECT_EQ(fails("1Mb/s@1us"), std::errc::result_out_of_range);  // 0.125 bytes per µs
+  EXPECT_EQ(fails("7b/s"), std::errc::result_out_of_range);       // under a byte per second
+  EXPECT_EQ(fails("999999B/s@1us"), std::errc::result_out_of_range);
+  EXPECT_EQ(fails("0,1"), std::errc::result_out_of_range);
+  // One byte per interval is the least that is accepted.
+  EXPECT_EQ(ok("1MB/s@1us"), (VifRate{1, 1}));
+  EXPECT_EQ(ok("8b/s@1s"), (VifRate{1, 1'000'000}));
+  EXPECT_NE(vif_rate_error_text(std::make_error_code(std::errc::result_out_of_range))
+                .find("0 bytes per interval"),
+            std::string::npos);
+}
+
 TEST(VifRate, NumbersBeyondXlLimitsOverflow) {
   // Each number is at most UINT32_MAX before its multiplier (xl's strtoull check).
   EXPECT_EQ(ok("4294967295B/s@1s").bytes_per_interval, 4294967295U);

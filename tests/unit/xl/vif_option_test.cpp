@@ -61,6 +61,7 @@ TEST(VifOption, DevidAndTrustedOverride) {
 TEST(VifOption, BadValuesAreRefusedWithTheKeyNamed) {
   EXPECT_NE(fails("mac=00:16:3e:00:00").find("mac"), std::string::npos);
   EXPECT_NE(fails("rate=10Mbit").find("rate"), std::string::npos);
+  EXPECT_NE(fails("rate=1Mb/s@1us").find("0 bytes per interval"), std::string::npos);
   EXPECT_NE(fails("mtu=67").find("mtu"), std::string::npos);
   EXPECT_NE(fails("mtu=65536").find("mtu"), std::string::npos);
   EXPECT_NE(fails("vifname=a/b").find("vifname"), std::string::npos);
