@@ -75,7 +75,8 @@ TEST_F(DatapathFatalTest, ConnectedVifGoesToClosingWithTheErrorNodeWritten) {
             std::to_string(EPROTO) + " data path: tx chain of 20 slots");
   EXPECT_FALSE(vif_.connected.has_value());
   EXPECT_LT(at("disconnect"), at("write " + be_ + "/state=5"));
-  EXPECT_EQ(xs_.watch_count(), watches - 2) << "rate and multicast watches dropped";
+  EXPECT_EQ(xs_.watch_count(), watches - 3)
+      << "rate, multicast and allow-mac-spoofing watches dropped";
   EXPECT_EQ(backend_.view().rings, RingsState::down);
   EXPECT_TRUE(vif_.tap.has_value()) << "the device still exists";
 
