@@ -263,6 +263,41 @@ TEST_F(NetfrontWorld, TxBufferIsSentFromItsOwnGrantedPages) {
   EXPECT_EQ(got->requests[0].offset, 128);
 }
 
+// The shim reads each TAP frame into a buffer of the largest size, then shrinks it to what
+// the read returned: the pages a short frame does not need go back to the pool at once.
+TEST_F(NetfrontWorld, TxBufferShrunkToAShortFrameGivesBackThePagesItDoesNotNeed) {
+  NetfrontOptions o;
+  o.tx_headroom = 128;
+  o.tx_buffer_pages = 40;
+  connect(o);
+  auto a = nf_->alloc_tx_buffer(wire::kMaxTxSize);
+  auto b = nf_->alloc_tx_buffer(wire::kMaxTxSize);
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(b);
+  ASSERT_EQ(a->segment_count(), 17U);  // 3968 bytes in the first page, then 15 and a bit
+  // 34 of 40 pages taken: no room for a third frame of that size.
+  EXPECT_EQ(nf_->alloc_tx_buffer(wire::kMaxTxSize).error(),
+            std::errc::resource_unavailable_try_again);
+  EXPECT_EQ(a->shrink(wire::kMaxTxSize + 1), std::errc::invalid_argument);
+  EXPECT_EQ(a->shrink(10), std::errc::invalid_argument);  // shorter than an Ethernet header
+  ASSERT_FALSE(a->shrink(5000));
+  EXPECT_EQ(a->size(), 5000U);
+  ASSERT_EQ(a->segment_count(), 2U);
+  EXPECT_EQ(a->segment(0).size(), 4096U - 128);
+  EXPECT_EQ(a->segment(1).size(), 5000U - (4096 - 128));
+  auto c = nf_->alloc_tx_buffer(wire::kMaxTxSize);  // the 15 pages came back
+  ASSERT_TRUE(c);
+  // The shrunk buffer still sends what it holds, from its own pages.
+  const auto frame = pattern(5000, 4);
+  ASSERT_TRUE(a->write(0, frame));
+  auto sent = nf_->send(std::move(*a));
+  ASSERT_TRUE(sent);
+  EXPECT_EQ(sent->slots, 2U);
+  auto got = backend_->receive_tx();
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->bytes, frame);
+}
+
 TEST_F(NetfrontWorld, TxPageTheBackendStillMapsIsNotReused) {
   connect();
   for (std::size_t len : {std::size_t{60}, std::size_t{1514}}) {  // a copy page, then a pool page
