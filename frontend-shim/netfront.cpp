@@ -198,6 +198,11 @@ std::size_t Netfront::poll(std::vector<RxPacket>& out, QueueId q) {
   return nq ? nq->poll(out) : 0;
 }
 
+std::size_t Netfront::poll(RxSink& sink, QueueId q) {
+  NetfrontQueue* nq = queue(q);
+  return nq ? nq->poll(sink) : 0;
+}
+
 int Netfront::event_fd(QueueId q) const {
   NetfrontQueue* nq = queue(q);
   return nq ? nq->event_fd() : -1;

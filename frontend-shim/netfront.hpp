@@ -79,6 +79,8 @@ class Netfront {
 
   /// Collects up to rx_budget received packets into `out` (appended); refills per seed 002.
   std::size_t poll(std::vector<RxPacket>& out, QueueId q = {});
+  /// The same, each packet given to `sink` where it lies (NetfrontQueue::poll(RxSink&)).
+  std::size_t poll(RxSink& sink, QueueId q = {});
   /// The queue's event-channel fd (-1 for no such queue).
   [[nodiscard]] int event_fd(QueueId q = {}) const;
   /// Consumes the queue's pending events, processes TX responses, unmasks.

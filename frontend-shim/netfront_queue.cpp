@@ -17,39 +17,52 @@ TxBuffer::~TxBuffer() {
 
 TxBuffer::TxBuffer(TxBuffer&& o) noexcept
     : queue_(std::move(o.queue_)),
-      pages_(std::move(o.pages_)),
-      addrs_(std::move(o.addrs_)),
+      pages_(o.pages_),
+      addrs_(o.addrs_),
+      npages_(std::exchange(o.npages_, 0)),
       plan_(o.plan_),
-      len_(std::exchange(o.len_, 0)) {
-  o.pages_.clear();
-  o.addrs_.clear();
-}
+      len_(std::exchange(o.len_, 0)) {}
 
 TxBuffer& TxBuffer::operator=(TxBuffer&& o) noexcept {
   if (this != &o) {
     release();
     queue_ = std::move(o.queue_);
-    pages_ = std::move(o.pages_);
-    addrs_ = std::move(o.addrs_);
+    pages_ = o.pages_;
+    addrs_ = o.addrs_;
+    npages_ = std::exchange(o.npages_, 0);
     plan_ = o.plan_;
     len_ = std::exchange(o.len_, 0);
-    o.pages_.clear();
-    o.addrs_.clear();
   }
   return *this;
 }
 
 void TxBuffer::release() {
-  if (auto q = queue_.lock(); q && !pages_.empty()) q->return_pool_pages(pages_);
+  if (auto q = queue_.lock(); q && npages_ > 0)
+    q->return_pool_pages(std::span(pages_.data(), npages_));
   queue_.reset();
-  pages_.clear();
-  addrs_.clear();
+  npages_ = 0;
   plan_ = {};
   len_ = 0;
 }
 
+std::error_code TxBuffer::shrink(std::size_t len) {
+  auto q = queue_.lock();
+  if (!q || len > len_ || npages_ == 0) return std::make_error_code(std::errc::invalid_argument);
+  // The same first offset keeps the shorter frame's slots a prefix of the longer one's.
+  auto plan = plan_tx_slots(len, plan_.slots[0].offset, q->setup_.tx_sg);
+  if (!plan || plan->count > plan_.count || plan->slots[0].offset != plan_.slots[0].offset)
+    return std::make_error_code(std::errc::invalid_argument);
+  if (plan->count < npages_)
+    q->return_pool_pages(std::span(pages_.data() + plan->count, npages_ - plan->count));
+  npages_ = plan->count;
+  plan_ = *plan;
+  len_ = len;
+  return {};
+}
+
 std::span<std::byte> TxBuffer::segment(std::size_t i) const {
-  return {addrs_.at(i) + plan_.slots[i].offset, plan_.slots[i].size};
+  if (i >= npages_) return {};
+  return {addrs_[i] + plan_.slots[i].offset, plan_.slots[i].size};
 }
 
 bool TxBuffer::write(std::size_t offset, std::span<const std::byte> data) {
@@ -198,9 +211,10 @@ Result<TxBuffer> NetfrontQueue::alloc_tx_buffer(std::size_t len) {
   for (std::uint32_t i = 0; i < plan->count; ++i) {
     const std::uint32_t page = free_pool_.back();
     free_pool_.pop_back();
-    b.pages_.push_back(page);
-    b.addrs_.push_back(tx_pool_.page(page));
+    b.pages_[i] = page;
+    b.addrs_[i] = tx_pool_.page(page);
   }
+  b.npages_ = plan->count;
   return b;
 }
 
@@ -221,9 +235,9 @@ Result<TxSendInfo> NetfrontQueue::send(TxBuffer&& buffer, const TxMeta& meta) {
   }
   if (v.decision == zerocopy::Decision::zerocopy) return post_zerocopy(b, meta);
   // Copy: the frame goes into the slots' own pages and the buffer returns at once.
-  std::vector<std::span<const std::byte>> pieces;
-  for (std::size_t i = 0; i < b.segment_count(); ++i) pieces.emplace_back(b.segment(i));
-  return post_copy(pieces, b.len_, meta);
+  std::array<std::span<const std::byte>, kMaxTxDataSlots> pieces;
+  for (std::size_t i = 0; i < b.segment_count(); ++i) pieces[i] = b.segment(i);
+  return post_copy(std::span(pieces.data(), b.segment_count()), b.len_, meta);
 }
 
 Result<TxSendInfo> NetfrontQueue::post_copy(std::span<const std::span<const std::byte>> pieces,
@@ -272,8 +286,9 @@ Result<TxSendInfo> NetfrontQueue::post_zerocopy(TxBuffer& b, const TxMeta& meta)
   // The pages now belong to the packet until its last response.
   TxPacketRec& rec = packets_[ids_[out[0].id].packet];
   rec.token = *token;
-  rec.pool_pages = std::move(b.pages_);
-  b.pages_.clear();
+  rec.pool_pages = b.pages_;
+  rec.npool = b.npages_;
+  b.npages_ = 0;
   b.release();
   ++stats_.tx_zerocopy;
   return TxSendInfo{count, true};
@@ -296,8 +311,8 @@ Result<TxSendInfo> NetfrontQueue::send_raw(std::span<const RawTxSlot> slots,
     ++stats_.tx_busy;
     return std::errc::resource_unavailable_try_again;
   }
-  std::vector<OutSlot> out;
-  out.reserve(count);
+  std::vector<OutSlot>& out = raw_out_;
+  out.clear();
   for (const RawTxSlot& s : slots) {
     const std::uint16_t id = free_ids_.back();
     free_ids_.pop_back();
@@ -315,7 +330,7 @@ void NetfrontQueue::emit(std::span<const OutSlot> slots, std::uint16_t first_siz
                          const TxMeta& meta) {
   const std::uint16_t packet = free_packets_.back();
   free_packets_.pop_back();
-  packets_[packet] = TxPacketRec{static_cast<std::uint32_t>(slots.size()), false, {}, {}};
+  packets_[packet] = TxPacketRec{static_cast<std::uint32_t>(slots.size()), false, {}, {}, 0};
   std::uint32_t bytes = 0;
   for (std::size_t i = 0; i < slots.size(); ++i) {
     const OutSlot& s = slots[i];
@@ -400,7 +415,7 @@ void NetfrontQueue::on_tx_response(const wire::TxResponse& rsp) {
 void NetfrontQueue::finish_packet(std::uint16_t packet) {
   TxPacketRec& rec = packets_[packet];
   if (rec.token) (void)limiter_.complete(*rec.token, !rec.failed);
-  for (std::uint32_t page : rec.pool_pages) {
+  for (std::uint32_t page : std::span(rec.pool_pages.data(), rec.npool)) {
     if (grant_held(tx_pool_.ref(page))) {
       held_pool_.push_back(page);
       ++stats_.tx_pages_held;
@@ -476,8 +491,37 @@ bool NetfrontQueue::take_rx_responses() {
   return true;
 }
 
+namespace {
+
+/// poll(std::vector<RxPacket>&): each packet copied out of the pages into its own vector.
+class CopyingSink final : public RxSink {
+ public:
+  explicit CopyingSink(std::vector<RxPacket>& out) : out_(out) {}
+  void deliver(const RxView& v) override {
+    RxPacket pkt;
+    pkt.bytes.reserve(v.bytes);
+    for (const std::span<std::byte> seg : v.segments)
+      pkt.bytes.insert(pkt.bytes.end(), seg.begin(), seg.end());
+    pkt.flags = v.flags;
+    pkt.gso = v.gso;
+    pkt.slots_used = v.slots_used;
+    out_.push_back(std::move(pkt));
+  }
+
+ private:
+  std::vector<RxPacket>& out_;
+};
+
+}  // namespace
+
 std::size_t NetfrontQueue::poll(std::vector<RxPacket>& out) {
+  CopyingSink sink(out);
+  return poll(sink);
+}
+
+std::size_t NetfrontQueue::poll(RxSink& sink) {
   std::size_t got = 0;
+  std::array<std::span<std::byte>, kMaxRxDataSlots> segs{};
   while (!broken_ && got < setup_.rx_budget) {
     if (!take_rx_responses()) break;
     if (rx_head_ == rx_tail_) {
@@ -497,21 +541,22 @@ std::size_t NetfrontQueue::poll(std::vector<RxPacket>& out) {
       }
     }
     if (p.drop == RxDrop::none) {
-      RxPacket pkt;
-      pkt.bytes.resize(p.bytes);
-      std::size_t at = 0;
+      // The packet is handed over where the backend put it: its pages are not posted
+      // again before the sink's flush() (refill_if_due below).
       for (std::uint32_t s = 0; s < p.segment_count; ++s) {
         const RxSegment& seg = p.segments[s];
-        std::memcpy(pkt.bytes.data() + at, rx_pages_.page(page_of(seg.slot)) + seg.offset, seg.len);
-        at += seg.len;
+        segs[s] = {rx_pages_.page(page_of(seg.slot)) + seg.offset, seg.len};
       }
-      pkt.flags = p.flags;
-      pkt.gso = p.gso;
-      pkt.slots_used = p.consumed;
+      RxView view;
+      view.segments = std::span(segs.data(), p.segment_count);
+      view.bytes = p.bytes;
+      view.flags = p.flags;
+      view.gso = p.gso;
+      view.slots_used = p.consumed;
       ++stats_.rx_packets;
       stats_.rx_bytes += p.bytes;
       stats_.rx_slots += p.consumed;
-      out.push_back(std::move(pkt));
+      sink.deliver(view);
       ++got;
     } else {
       ++stats_.rx_drops[static_cast<std::size_t>(p.drop)];
@@ -520,6 +565,7 @@ std::size_t NetfrontQueue::poll(std::vector<RxPacket>& out) {
     rx_processed_ += p.consumed;
     if (rx_head_ == rx_tail_) rx_head_ = rx_tail_ = 0;
   }
+  if (got > 0) sink.flush();
   refill_if_due();
   return got;
 }

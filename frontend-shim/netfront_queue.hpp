@@ -60,14 +60,21 @@ class TxBuffer {
   [[nodiscard]] std::span<std::byte> segment(std::size_t i) const;
   /// Copies `data` into the frame at `offset`; false if it does not fit.
   bool write(std::size_t offset, std::span<const std::byte> data);
+  /// Shortens the frame to its first `len` bytes (e.g. after a read() shorter than the
+  /// buffer) and gives the pages it no longer needs back to the queue. Errors:
+  /// invalid_argument for more than size() or less than an Ethernet header.
+  std::error_code shrink(std::size_t len);
 
  private:
   friend class NetfrontQueue;
   void release();
 
   std::weak_ptr<NetfrontQueue> queue_;
-  std::vector<std::uint32_t> pages_;  // pool page indices, one per slot
-  std::vector<std::byte*> addrs_;     // their local addresses
+  // Pool page indices and their local addresses, one per slot (plan_.count of them; fixed
+  // arrays: a buffer never allocates).
+  std::array<std::uint32_t, kMaxTxDataSlots> pages_{};
+  std::array<std::byte*, kMaxTxDataSlots> addrs_{};
+  std::uint32_t npages_ = 0;
   TxSlotPlan plan_;
   std::size_t len_ = 0;
 };
@@ -114,7 +121,11 @@ class NetfrontQueue : public std::enable_shared_from_this<NetfrontQueue> {
                                             std::span<const std::byte> data, const TxMeta& meta,
                                             std::optional<std::uint16_t> first_size);
 
+  /// Up to rx_budget packets, each copied into `out` (appended); then the refill rule.
   std::size_t poll(std::vector<RxPacket>& out);
+  /// Up to rx_budget packets, each given to `sink` where it lies in the RX pages (no copy,
+  /// no allocation); then sink.flush() and the refill rule (seed 002).
+  std::size_t poll(RxSink& sink);
   [[nodiscard]] int event_fd() const { return channel_->fd(); }
   EventKinds handle_event();
   /// Takes the TX responses (netfront's xennet_tx_buf_gc) and re-checks held pages.
@@ -144,7 +155,8 @@ class NetfrontQueue : public std::enable_shared_from_this<NetfrontQueue> {
     std::uint32_t remaining = 0;
     bool failed = false;
     std::optional<zerocopy::Token> token;
-    std::vector<std::uint32_t> pool_pages;
+    std::array<std::uint32_t, kMaxTxDataSlots> pool_pages{};  // a zerocopy frame's pages
+    std::uint32_t npool = 0;
   };
   struct OutSlot {
     std::uint16_t id;
@@ -185,6 +197,7 @@ class NetfrontQueue : public std::enable_shared_from_this<NetfrontQueue> {
   std::vector<std::uint16_t> free_ids_;  // a stack: the most recently freed id is reused first
   std::vector<std::uint16_t> held_ids_;  // answered, but the copy page is still held
   std::array<TxPacketRec, kTxRingSize> packets_{};
+  std::vector<OutSlot> raw_out_;  // send_raw's slots (reused: its capacity stays)
   std::vector<std::uint16_t> free_packets_;
   std::vector<std::uint32_t> free_pool_, held_pool_;
   zerocopy::PendingLimiter limiter_;

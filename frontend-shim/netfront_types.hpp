@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "common/util/strong_id.hpp"
@@ -63,6 +64,30 @@ struct RxPacket {
   wire::RxFlags flags;  ///< of data slot 0 (csum_blank, data_validated, ...)
   std::optional<RxGso> gso;
   std::uint32_t slots_used = 0;  ///< ring slots consumed, extras included
+};
+
+/// One received packet where it lies: `segments` are its bytes in the queue's RX buffer
+/// pages, in order. They are writable (the pages are ours until the refill that ends the
+/// poll) and valid only during the RxSink::deliver call that is given them.
+struct RxView {
+  std::span<const std::span<std::byte>> segments;
+  std::uint32_t bytes = 0;  ///< the sum of the segments' sizes
+  wire::RxFlags flags;      ///< of data slot 0
+  std::optional<RxGso> gso;
+  std::uint32_t slots_used = 0;  ///< ring slots consumed, extras included
+};
+
+/// Takes the packets of a poll where they lie (no copy, no allocation), before their
+/// buffers are posted to the backend again.
+class RxSink {
+ public:
+  virtual void deliver(const RxView& packet) = 0;
+  /// Called once after the poll's last packet, before the refill: whatever still reads the
+  /// pages (queued writes) must be finished when it returns.
+  virtual void flush() {}
+
+ protected:
+  ~RxSink() = default;
 };
 
 /// Monotonic counters (per queue; Netfront::stats() sums the queues).

@@ -320,6 +320,7 @@ void ShimLoop::attach_data_path() {
     auto& tq = tap_queues_[i];
     tq.desc = std::make_unique<Descriptor>(io_, tap_fd(i));
     tq.buf.resize(kTapBufferLen);
+    tq.pending_buf = {};
     tq.pending_meta.reset();
     tq.pending_frags.reset();
     tq.waiting = false;
@@ -379,10 +380,14 @@ void ShimLoop::on_tap_readable(std::size_t i) {
   const QueueId q = tx_queue_for(i);
   for (int n = 0;; ++n) {
     if (tq.pending_meta) {
-      const auto frame = std::span<const std::byte>(tq.buf).subspan(
-          net::kVnetHdrLen, tq.pending_len - net::kVnetHdrLen);
+      const bool in_pages = tq.pending_buf.size() > 0;
+      const std::size_t len = in_pages ? tq.pending_buf.size() : tq.pending_len - net::kVnetHdrLen;
+      const auto frame = std::span<const std::byte>(tq.buf).subspan(net::kVnetHdrLen, len);
       // --tx-frags: the frame's Linux-like slot chain (its TxMeta, GSO included, unchanged).
-      auto sent = tq.pending_frags
+      // A frame read into granted pages goes as it lies (zerocopy or copied, as the
+      // PendingLimiter decides); on busy the buffer stays with us.
+      auto sent = in_pages ? nf_->send(std::move(tq.pending_buf), *tq.pending_meta, q)
+                  : tq.pending_frags
                       ? nf_->send_raw(tq.pending_frags->span(), frame, *tq.pending_meta, {}, q)
                       : nf_->send(frame, *tq.pending_meta, q);
       if (!sent && sent.error() == std::errc::resource_unavailable_try_again) {
@@ -396,10 +401,10 @@ void ShimLoop::on_tap_readable(std::size_t i) {
         static log::RateLimit limit;
         std::uint64_t suppressed = 0;
         if (limit.allow(suppressed))
-          warn("dropping a " + std::to_string(frame.size()) +
-               "-byte frame: " + sent.error().message());
+          warn("dropping a " + std::to_string(len) + "-byte frame: " + sent.error().message());
       }
       if (sent && tq.pending_frags) ++stats_.tx_frags;
+      tq.pending_buf = {};
       tq.pending_meta.reset();
       tq.pending_frags.reset();
     }
@@ -410,39 +415,91 @@ void ShimLoop::on_tap_readable(std::size_t i) {
       });
       return;
     }
-    const ssize_t got = ::read(tap_fd(i), tq.buf.data(), tq.buf.size());
-    if (got < 0) {
-      if (errno == EINTR) continue;
-      if (errno != EAGAIN) warn("TAP read: " + last_errno().message());
+    const auto read = read_tap_frame(i, q);
+    if (read == TapRead::again) {
       arm_tap(i);
       return;
     }
-    const auto len = static_cast<std::size_t>(got);
-    if (len < net::kVnetHdrLen + net::kEthHeaderLen) {
-      ++stats_.tap_rx_dropped;
-      continue;
+  }
+}
+
+ShimLoop::TapRead ShimLoop::read_tap_frame(std::size_t i, QueueId q) {
+  auto& tq = tap_queues_[i];
+  // Straight into granted pages (no copy before the send) unless --tx-frags wants the
+  // frame linear or the queue's TX pool is out of pages; then into our own buffer.
+  netfront::TxBuffer buf;
+  if (!opts_.tx_frags) {
+    if (auto b = nf_->alloc_tx_buffer(negotiated_.sg ? wire::kMaxTxSize : wire::kPageSize, q))
+      buf = std::move(*b);
+  }
+  net::VirtioNetHdr hdr{};
+  std::array<iovec, 2 + netfront::kMaxTxDataSlots> iov{};
+  std::size_t niov = 0;
+  std::size_t room = 0;
+  if (buf.size() > 0) {
+    iov[niov++] = {&hdr, net::kVnetHdrLen};
+    for (std::size_t s = 0; s < buf.segment_count(); ++s) {
+      const auto seg = buf.segment(s);
+      iov[niov++] = {seg.data(), seg.size()};
     }
-    ++stats_.tap_rx_frames;
-    const auto hdr = net::load_vnet_hdr(tq.buf);
-    auto frame = std::span<std::byte>(tq.buf).subspan(net::kVnetHdrLen, len - net::kVnetHdrLen);
-    auto meta = tap_frame_to_tx(*hdr, frame, negotiated_);
+    room = net::kVnetHdrLen + buf.size();
+    // Anything past the pages (a frame too long for netif) lands here and is dropped.
+    iov[niov++] = {tq.buf.data(), tq.buf.size()};
+  } else {
+    iov[niov++] = {tq.buf.data(), tq.buf.size()};
+    room = tq.buf.size();
+  }
+  ssize_t got;
+  do {
+    got = ::readv(tap_fd(i), iov.data(), static_cast<int>(niov));
+  } while (got < 0 && errno == EINTR);
+  if (got < 0) {
+    if (errno != EAGAIN) warn("TAP read: " + last_errno().message());
+    return TapRead::again;
+  }
+  const auto len = static_cast<std::size_t>(got);
+  if (len < net::kVnetHdrLen + net::kEthHeaderLen || (buf.size() > 0 && len > room)) {
+    ++stats_.tap_rx_dropped;
+    return TapRead::dropped;
+  }
+  ++stats_.tap_rx_frames;
+  if (buf.size() > 0) {
+    if (buf.shrink(len - net::kVnetHdrLen)) {
+      ++stats_.tap_rx_dropped;
+      return TapRead::dropped;
+    }
+    std::array<std::span<std::byte>, netfront::kMaxTxDataSlots> pieces;
+    for (std::size_t s = 0; s < buf.segment_count(); ++s) pieces[s] = buf.segment(s);
+    auto meta = tap_frame_to_tx(hdr, std::span(pieces.data(), buf.segment_count()), negotiated_);
     if (!meta) {
       ++stats_.tap_rx_dropped;
-      continue;
+      return TapRead::dropped;
     }
-    tq.pending_len = len;
+    tq.pending_buf = std::move(buf);
     tq.pending_meta = *meta;
     tq.pending_frags.reset();
-    if (opts_.tx_frags) {
-      // Planned once per frame (after tap_frame_to_tx, which may complete a checksum), so a
-      // frame that waits for slots is counted once.
-      auto layout = plan_tx_frags(frame, *opts_.tx_frags);
-      if (layout)
-        tq.pending_frags = *layout;
-      else if (layout.error() == std::errc::argument_list_too_long)
-        ++stats_.tx_frags_fallback;
-    }
+    return TapRead::frame;
   }
+  const auto vhdr = net::load_vnet_hdr(tq.buf);
+  auto frame = std::span<std::byte>(tq.buf).subspan(net::kVnetHdrLen, len - net::kVnetHdrLen);
+  auto meta = tap_frame_to_tx(*vhdr, frame, negotiated_);
+  if (!meta) {
+    ++stats_.tap_rx_dropped;
+    return TapRead::dropped;
+  }
+  tq.pending_len = len;
+  tq.pending_meta = *meta;
+  tq.pending_frags.reset();
+  if (opts_.tx_frags) {
+    // Planned once per frame (after tap_frame_to_tx, which may complete a checksum), so a
+    // frame that waits for slots is counted once.
+    auto layout = plan_tx_frags(frame, *opts_.tx_frags);
+    if (layout)
+      tq.pending_frags = *layout;
+    else if (layout.error() == std::errc::argument_list_too_long)
+      ++stats_.tx_frags_fallback;
+  }
+  return TapRead::frame;
 }
 
 void ShimLoop::schedule_tx_retry() {
@@ -519,24 +576,12 @@ void ShimLoop::rx_poll(std::size_t q) {
       return;
     }
   }
-  eq.rx.clear();
-  const std::size_t got = nf_->poll(eq.rx, QueueId{static_cast<std::uint32_t>(q)});
+  // Each packet goes from its RX pages to the TAP in one writev, before the refill.
+  rx_writer_.set_fd(tap_fd(q % tap_queues_.size()));
+  const std::size_t got = nf_->poll(rx_writer_, QueueId{static_cast<std::uint32_t>(q)});
   if (opts_.rx_rate) tokens_ -= static_cast<double>(got);
-  const int fd = tap_fd(q % tap_queues_.size());
-  for (auto& pkt : eq.rx) {
-    auto hdr = rx_packet_to_tap(pkt);
-    if (!hdr) {
-      ++stats_.tap_tx_dropped;
-      continue;
-    }
-    const iovec iov[2] = {{&*hdr, net::kVnetHdrLen}, {pkt.bytes.data(), pkt.bytes.size()}};
-    if (::writev(fd, iov, 2) < 0) {
-      // A TAP that cannot take the frame drops it, as a NIC without room would.
-      ++stats_.tap_tx_dropped;
-      continue;
-    }
-    ++stats_.tap_tx_frames;
-  }
+  stats_.tap_tx_frames = rx_writer_.written();
+  stats_.tap_tx_dropped = rx_writer_.dropped();
   if (got >= nf_opts_.rx_budget && !eq.poll_posted) {
     // A full budget: more may be waiting. Poll again after the other handlers had a turn.
     eq.poll_posted = true;

@@ -1,12 +1,14 @@
 // ShimLoop: the netfront-shim's event loop (Boost.Asio, one thread). It owns the Netfront
 // and the guest TAP and moves frames between them:
 //
-//  * TAP readable -> read one frame with its virtio_net_hdr -> TxMeta -> Netfront::send.
+//  * TAP readable -> read one frame with its virtio_net_hdr (readv straight into a TxBuffer's
+//    granted pages) -> TxMeta -> Netfront::send.
 //    When send says busy (netfront stops below 19 free slots, netback-facts §3) the frame is
 //    kept and that TAP queue is not read again until TX responses free slots: the guest
 //    kernel's qdisc then holds the backlog, as it does behind a stopped netfront queue.
 //  * Event channel readable -> handle_event (TX responses) -> poll RX -> write each packet
-//    to the TAP with a virtio_net_hdr built from its flags. With --rx-rate the polls are
+//    from its RX pages to the TAP (one writev with a virtio_net_hdr built from its flags)
+//    before the pages are posted again (TapRxWriter). With --rx-rate the polls are
 //    paced by a token bucket, so the backend's RX queue backs up (a slow guest).
 //  * Watches the backend's state: Closing/Closed -> disconnect (5, revoke, 6) and say
 //    Initialising (1) once the backend is Closed; InitWait (2) -> connect again.
@@ -31,6 +33,7 @@
 #include "frontend-shim/netfront.hpp"
 #include "frontend-shim/shim_offload.hpp"
 #include "frontend-shim/shim_options.hpp"
+#include "frontend-shim/tap_rx_writer.hpp"
 #include "frontend-shim/tx_frag_layout.hpp"
 
 namespace unetback::shim {
@@ -66,14 +69,14 @@ class ShimLoop {
   struct TapQueue {
     std::unique_ptr<Descriptor> desc;
     std::vector<std::byte> buf;
-    std::size_t pending_len = 0;  ///< a frame (incl. vnet header) waiting for TX slots
+    std::size_t pending_len = 0;     ///< a frame in `buf` (incl. vnet header) waiting for TX slots
+    netfront::TxBuffer pending_buf;  ///< or a frame read into granted pages, waiting
     std::optional<netfront::TxMeta> pending_meta;
     std::optional<TxFragLayout> pending_frags;  ///< --tx-frags: the pending frame's chain
     bool waiting = false;                       ///< an async_wait is outstanding
   };
   struct EventQueue {
     std::unique_ptr<Descriptor> desc;
-    std::vector<netfront::RxPacket> rx;
     bool waiting = false;
     bool poll_posted = false;
   };
@@ -90,6 +93,9 @@ class ShimLoop {
 
   void arm_tap(std::size_t i);
   void on_tap_readable(std::size_t i);
+  enum class TapRead : std::uint8_t { frame, dropped, again };
+  /// Reads one frame from TAP queue `i` into its pending slot (meta set) or drops it.
+  TapRead read_tap_frame(std::size_t i, QueueId q);
   [[nodiscard]] QueueId tx_queue_for(std::size_t tap_index) const;
   [[nodiscard]] int tap_fd(std::size_t i) const;
   void arm_event(std::size_t q);
@@ -116,6 +122,7 @@ class ShimLoop {
   std::vector<UniqueFd> extra_tap_fds_;
   std::vector<TapQueue> tap_queues_;
   std::vector<EventQueue> event_queues_;
+  TapRxWriter rx_writer_;  ///< guest RX: from the RX pages to the TAP
   NegotiatedTx negotiated_{};
   std::uint64_t generation_ = 0;  ///< bumped at every teardown: stale handlers do nothing
   bool announced_ = false, ever_ready_ = false, restart_pending_ = false;

@@ -23,6 +23,13 @@ net::TapOffloads tap_offloads(const NegotiatedTx& n) {
 
 Result<netfront::TxMeta> tap_frame_to_tx(const net::VirtioNetHdr& hdr, std::span<std::byte> frame,
                                          const NegotiatedTx& n) {
+  const std::span<std::byte> pieces[] = {frame};
+  return tap_frame_to_tx(hdr, pieces, n);
+}
+
+Result<netfront::TxMeta> tap_frame_to_tx(const net::VirtioNetHdr& hdr,
+                                         std::span<const std::span<std::byte>> pieces,
+                                         const NegotiatedTx& n) {
   // The backend plays the part of map_tap_rx's "frontend": what it accepts from us.
   net::FrontendOffloads accepts;
   accepts.sg = n.sg;
@@ -30,10 +37,13 @@ Result<netfront::TxMeta> tap_frame_to_tx(const net::VirtioNetHdr& hdr, std::span
   accepts.gso_tcpv6 = n.gso_tcpv6;
   accepts.csum_ipv4 = true;
   accepts.csum_ipv6 = n.csum_ipv6;
-  auto mapped = net::map_tap_rx(hdr, accepts, frame, frame.size());
+  std::size_t frame_len = 0;
+  for (const auto& p : pieces) frame_len += p.size();
+  const std::span<const std::byte> head =
+      pieces.empty() ? std::span<const std::byte>() : std::span<const std::byte>(pieces[0]);
+  auto mapped = net::map_tap_rx(hdr, accepts, head, frame_len);
   if (!mapped) return mapped.error();
   if (mapped->complete_checksum) {
-    const std::span<std::byte> pieces[] = {frame};
     if (auto ec = net::complete_checksum(pieces, mapped->csum_start, mapped->csum_offset))
       return ec;
   }
@@ -45,12 +55,13 @@ Result<netfront::TxMeta> tap_frame_to_tx(const net::VirtioNetHdr& hdr, std::span
   return meta;
 }
 
-Result<net::VirtioNetHdr> rx_packet_to_tap(netfront::RxPacket& pkt) {
+Result<net::VirtioNetHdr> rx_to_tap(wire::RxFlags flags, const std::optional<netfront::RxGso>& gso,
+                                    std::span<std::byte> head, std::size_t frame_len) {
   net::GuestTxOffload offload;
-  if (pkt.flags.has(wire::RxFlag::csum_blank)) offload.flags |= wire::TxFlag::csum_blank;
-  if (pkt.flags.has(wire::RxFlag::data_validated)) offload.flags |= wire::TxFlag::data_validated;
-  if (pkt.gso) offload.gso = net::GsoInfo{pkt.gso->type, pkt.gso->size};
-  return net::prepare_guest_tx(offload, pkt.bytes, pkt.bytes.size());
+  if (flags.has(wire::RxFlag::csum_blank)) offload.flags |= wire::TxFlag::csum_blank;
+  if (flags.has(wire::RxFlag::data_validated)) offload.flags |= wire::TxFlag::data_validated;
+  if (gso) offload.gso = net::GsoInfo{gso->type, gso->size};
+  return net::prepare_guest_tx(offload, head, frame_len);
 }
 
 }  // namespace unetback::shim

@@ -45,10 +45,19 @@ struct NegotiatedTx {
 [[nodiscard]] Result<netfront::TxMeta> tap_frame_to_tx(const net::VirtioNetHdr& hdr,
                                                        std::span<std::byte> frame,
                                                        const NegotiatedTx& n);
+/// The same for a frame held in pieces (e.g. read straight into a TxBuffer's pages); the
+/// first piece must hold its L2/L3 headers.
+[[nodiscard]] Result<netfront::TxMeta> tap_frame_to_tx(const net::VirtioNetHdr& hdr,
+                                                       std::span<const std::span<std::byte>> pieces,
+                                                       const NegotiatedTx& n);
 
-/// The TAP header for a received packet. May rewrite the packet's L4 checksum field to the
-/// pseudo-header sum (a GSO packet without csum_blank must be written as partial).
-/// Errors: the packet must be dropped (malformed headers for its offload flags).
-[[nodiscard]] Result<net::VirtioNetHdr> rx_packet_to_tap(netfront::RxPacket& pkt);
+/// The TAP header for a received packet of `frame_len` bytes with netif `flags` and `gso`;
+/// `head` is its linear start and must hold its headers (error truncated otherwise). May
+/// rewrite the L4 checksum field in `head` to the pseudo-header sum (a GSO packet without
+/// csum_blank must be written as partial). Errors: the packet must be dropped (malformed
+/// headers for its offload flags).
+[[nodiscard]] Result<net::VirtioNetHdr> rx_to_tap(wire::RxFlags flags,
+                                                  const std::optional<netfront::RxGso>& gso,
+                                                  std::span<std::byte> head, std::size_t frame_len);
 
 }  // namespace unetback::shim

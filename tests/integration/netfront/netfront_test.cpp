@@ -6,11 +6,15 @@
 #include <memory>
 #include <poll.h>
 #include <set>
+#include <sys/socket.h>
 #include <thread>
 
 #include "common/hv/sim/sim_grant_sharer.hpp"
 #include "common/hv/sim/sim_hypervisor.hpp"
 #include "common/net/frame_builder.hpp"
+#include "common/net/vnet_hdr.hpp"
+#include "common/util/unique_fd.hpp"
+#include "frontend-shim/tap_rx_writer.hpp"
 #include "frontend-shim/tx_frag_layout.hpp"
 #include "tests/integration/netfront/test_backend.hpp"
 #include "tests/integration/xensim/xensim_process.hpp"
@@ -259,6 +263,41 @@ TEST_F(NetfrontWorld, TxBufferIsSentFromItsOwnGrantedPages) {
   EXPECT_EQ(got->requests[0].offset, 128);
 }
 
+// The shim reads each TAP frame into a buffer of the largest size, then shrinks it to what
+// the read returned: the pages a short frame does not need go back to the pool at once.
+TEST_F(NetfrontWorld, TxBufferShrunkToAShortFrameGivesBackThePagesItDoesNotNeed) {
+  NetfrontOptions o;
+  o.tx_headroom = 128;
+  o.tx_buffer_pages = 40;
+  connect(o);
+  auto a = nf_->alloc_tx_buffer(wire::kMaxTxSize);
+  auto b = nf_->alloc_tx_buffer(wire::kMaxTxSize);
+  ASSERT_TRUE(a);
+  ASSERT_TRUE(b);
+  ASSERT_EQ(a->segment_count(), 17U);  // 3968 bytes in the first page, then 15 and a bit
+  // 34 of 40 pages taken: no room for a third frame of that size.
+  EXPECT_EQ(nf_->alloc_tx_buffer(wire::kMaxTxSize).error(),
+            std::errc::resource_unavailable_try_again);
+  EXPECT_EQ(a->shrink(wire::kMaxTxSize + 1), std::errc::invalid_argument);
+  EXPECT_EQ(a->shrink(10), std::errc::invalid_argument);  // shorter than an Ethernet header
+  ASSERT_FALSE(a->shrink(5000));
+  EXPECT_EQ(a->size(), 5000U);
+  ASSERT_EQ(a->segment_count(), 2U);
+  EXPECT_EQ(a->segment(0).size(), 4096U - 128);
+  EXPECT_EQ(a->segment(1).size(), 5000U - (4096 - 128));
+  auto c = nf_->alloc_tx_buffer(wire::kMaxTxSize);  // the 15 pages came back
+  ASSERT_TRUE(c);
+  // The shrunk buffer still sends what it holds, from its own pages.
+  const auto frame = pattern(5000, 4);
+  ASSERT_TRUE(a->write(0, frame));
+  auto sent = nf_->send(std::move(*a));
+  ASSERT_TRUE(sent);
+  EXPECT_EQ(sent->slots, 2U);
+  auto got = backend_->receive_tx();
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->bytes, frame);
+}
+
 TEST_F(NetfrontWorld, TxPageTheBackendStillMapsIsNotReused) {
   connect();
   for (std::size_t len : {std::size_t{60}, std::size_t{1514}}) {  // a copy page, then a pool page
@@ -434,6 +473,105 @@ TEST_F(NetfrontWorld, RxMultiSlotPacketsAreReassembled) {
   EXPECT_EQ(*out[2].gso, (RxGso{wire::GsoType::tcpv4, 1448}));
   EXPECT_TRUE(out[2].flags.has(wire::RxFlag::csum_blank));
   EXPECT_EQ(nf_->stats().rx_bytes, 60U + 9000 + 65000);
+}
+
+// The shim's guest RX: each packet goes from its RX pages to the TAP (here a SEQPACKET
+// socket, one message per writev) with its virtio_net_hdr, without a copy in between.
+TEST_F(NetfrontWorld, TapRxWriterWritesEachPacketStraightFromItsPages) {
+  connect();
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET, 0, sv), 0);
+  UniqueFd tap(sv[0]), host(sv[1]);
+  const int big = 1 << 20;
+  ASSERT_EQ(::setsockopt(tap.get(), SOL_SOCKET, SO_SNDBUF, &big, sizeof(big)), 0);
+  shim::TapRxWriter writer;
+  writer.set_fd(tap.get());
+
+  const auto small = pattern(60, 1);
+  net::FrameSpec spec;
+  spec.payload_len = 20000;
+  spec.checksum = net::L4ChecksumMode::partial;
+  const auto tso = net::build_frame(spec);
+  // IPv6 behind eight extension headers, TCP with 40 option bytes: 178 bytes of headers.
+  spec.ip = net::IpVersion::v6;
+  spec.ipv6_ext_headers = {0, 60, 60, 60, 60, 60, 60, 43};
+  spec.tcp_options_len = 40;
+  const auto tso6 = net::build_frame(spec);
+  const auto both = wire::RxFlag::csum_blank | wire::RxFlag::data_validated;
+  const RxGso gso{wire::GsoType::tcpv4, 1448};
+  ASSERT_TRUE(backend_->deliver_rx(small, {}, wire::RxFlag::data_validated));
+  // A SYN-ACK-sized segment with its checksum left to the guest (shorter than the head).
+  net::FrameSpec syn;
+  syn.checksum = net::L4ChecksumMode::partial;
+  syn.tcp_options_len = 20;
+  const auto synack = net::build_frame(syn);
+  ASSERT_TRUE(backend_->deliver_rx(synack, {}, both));
+  ASSERT_TRUE(backend_->deliver_rx(tso, gso, both));
+  // A backend that cut the first slot inside the IP header: the head spans two slots.
+  ASSERT_TRUE(backend_->deliver_rx(tso, gso, both, 20));
+  // Headers longer than the writer's head: the packet is gathered whole first.
+  ASSERT_TRUE(backend_->deliver_rx(tso6, RxGso{wire::GsoType::tcpv6, 1400}, both));
+  ASSERT_EQ(nf_->poll(writer), 5U);
+  EXPECT_EQ(writer.written(), 5U);
+  EXPECT_EQ(writer.dropped(), 0U);
+  EXPECT_EQ(writer.linearised(), 1U);
+
+  std::vector<std::byte> msg(net::kVnetHdrLen + 70000);
+  auto next = [&] {
+    const ssize_t n = ::recv(host.get(), msg.data(), msg.size(), MSG_DONTWAIT);
+    EXPECT_GE(n, static_cast<ssize_t>(net::kVnetHdrLen));
+    return std::vector<std::byte>(msg.begin(), msg.begin() + std::max<ssize_t>(n, 0));
+  };
+  auto m = next();
+  auto hdr = net::load_vnet_hdr(m);
+  ASSERT_TRUE(hdr);
+  EXPECT_EQ(hdr->hdr.flags, VIRTIO_NET_HDR_F_DATA_VALID);
+  EXPECT_EQ(std::vector<std::byte>(m.begin() + net::kVnetHdrLen, m.end()), small);
+  m = next();
+  hdr = net::load_vnet_hdr(m);
+  ASSERT_TRUE(hdr);
+  EXPECT_EQ(hdr->hdr.flags, VIRTIO_NET_HDR_F_NEEDS_CSUM);
+  EXPECT_EQ(hdr->hdr.csum_start, 34);
+  EXPECT_EQ(std::vector<std::byte>(m.begin() + net::kVnetHdrLen, m.end()), synack);
+  for (int i = 0; i < 2; ++i) {
+    m = next();
+    hdr = net::load_vnet_hdr(m);
+    ASSERT_TRUE(hdr);
+    EXPECT_EQ(hdr->hdr.flags, VIRTIO_NET_HDR_F_NEEDS_CSUM);
+    EXPECT_EQ(hdr->hdr.gso_type, VIRTIO_NET_HDR_GSO_TCPV4);
+    EXPECT_EQ(hdr->hdr.gso_size, 1448);
+    EXPECT_EQ(std::vector<std::byte>(m.begin() + net::kVnetHdrLen, m.end()), tso) << i;
+  }
+  m = next();
+  hdr = net::load_vnet_hdr(m);
+  ASSERT_TRUE(hdr);
+  EXPECT_EQ(hdr->hdr.gso_type, VIRTIO_NET_HDR_GSO_TCPV6);
+  EXPECT_EQ(hdr->hdr.hdr_len, 178);
+  EXPECT_EQ(std::vector<std::byte>(m.begin() + net::kVnetHdrLen, m.end()), tso6);
+}
+
+// A sink reads the packets in the RX pages: they are posted to the backend again only after
+// the poll's last packet and the sink's flush().
+TEST_F(NetfrontWorld, RxPagesArePostedAgainOnlyAfterTheSinkFlushed) {
+  NetfrontOptions o;
+  o.rx_budget = 64;
+  connect(o);
+  struct Recorder final : netfront::RxSink {
+    TestBackend* be = nullptr;
+    std::vector<RingIdx> at_deliver, at_flush;
+    void deliver(const netfront::RxView&) override { at_deliver.push_back(be->rx_req_prod()); }
+    void flush() override { at_flush.push_back(be->rx_req_prod()); }
+  } rec;
+  rec.be = backend_.get();
+  // 33 packets: past seed 002's threshold (32), so this poll ends with a refill.
+  for (int i = 0; i < 33; ++i) ASSERT_TRUE(backend_->deliver_rx(pattern(100, i)));
+  ASSERT_EQ(nf_->poll(rec), 33U);
+  ASSERT_EQ(rec.at_deliver.size(), 33U);
+  for (RingIdx r : rec.at_deliver) EXPECT_EQ(r, RingIdx{256});
+  ASSERT_EQ(rec.at_flush.size(), 1U);
+  EXPECT_EQ(rec.at_flush[0], RingIdx{256});
+  EXPECT_EQ(backend_->rx_req_prod(), RingIdx{256 + 33});
+  EXPECT_EQ(nf_->stats().rx_refills, 1U);
 }
 
 class RxRefill : public NetfrontWorld, public ::testing::WithParamInterface<std::uint32_t> {};

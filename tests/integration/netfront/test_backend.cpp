@@ -223,16 +223,20 @@ void TestBackend::raw_tx_response(std::uint16_t id, std::int16_t status) {
 }
 
 bool TestBackend::deliver_rx(std::span<const std::byte> frame, std::optional<netfront::RxGso> gso,
-                             wire::RxFlags flags) {
+                             wire::RxFlags flags, std::uint16_t first_slot) {
+  first_slot = std::clamp<std::uint16_t>(first_slot, 1, wire::kPageSize);
+  const std::size_t first = std::min<std::size_t>(first_slot, frame.size());
   const std::uint32_t data_slots =
-      static_cast<std::uint32_t>((frame.size() + wire::kPageSize - 1) / wire::kPageSize);
+      frame.empty() ? 0
+                    : 1 + static_cast<std::uint32_t>((frame.size() - first + wire::kPageSize - 1) /
+                                                     wire::kPageSize);
   if (!rx_ || rx_->unconsumed_requests() < data_slots + (gso ? 1 : 0)) return false;
   std::size_t pos = 0;
   bool ok = true;
   for (std::uint32_t i = 0; i < data_slots; ++i) {
     const wire::RxRequest req = rx_->take_request();
-    const auto n =
-        static_cast<std::uint16_t>(std::min<std::size_t>(wire::kPageSize, frame.size() - pos));
+    const auto n = static_cast<std::uint16_t>(
+        std::min<std::size_t>(i == 0 ? first : wire::kPageSize, frame.size() - pos));
     hv::GrantCopySegment seg{hv::GrantCopyPtr::local(const_cast<std::byte*>(frame.data() + pos)),
                              hv::GrantCopyPtr::granted(fe_, GrantRef{req.gref}, 0), n, 99};
     dom0_.grant_table().copy(std::span(&seg, 1));

@@ -78,9 +78,10 @@ class TestBackend {
   // --- RX (host -> guest) ---
   [[nodiscard]] RingIdx rx_req_prod() const { return rx_->req_prod(); }
   std::uint32_t rx_available() { return rx_->unconsumed_requests(); }
-  /// Delivers one frame netback-style; false if not enough requests are posted.
+  /// Delivers one frame netback-style; false if not enough requests are posted. The first
+  /// slot holds at most `first_slot` bytes (a backend may cut it short), the others a page.
   bool deliver_rx(std::span<const std::byte> frame, std::optional<netfront::RxGso> gso = {},
-                  wire::RxFlags flags = {});
+                  wire::RxFlags flags = {}, std::uint16_t first_slot = wire::kPageSize);
   /// Consumes one request per response and writes the given responses as they are (ids
   /// set to the request's); pushes them.
   bool deliver_raw_rx(std::vector<wire::RxResponse> responses);
