@@ -18,6 +18,7 @@
 #
 #   tools/lab/bench.sh BUILD_DIR [--quick] [--json FILE] [--plot FILE.png] [--seconds N]
 #                                [--rounds N] [--profile DIR] [--unetbackd-arg ARG]...
+#                                [--no-syscall-count]
 #   tools/lab/bench.sh BUILD_DIR --experiments [--quick] [--json FILE] [--seconds N]
 #                                [--only pending|coalesce|refill]
 #
@@ -33,6 +34,8 @@
 # with `perf record -e raw_syscalls:sys_enter`, into DIR/<test>.data and
 # DIR/<test>.syscalls.data, with every run's record in DIR/results.jsonl.
 # perf's own CPU time lowers those runs' figures.
+# --no-syscall-count: no perf stat during the runs (the syscall figures are left out): to see
+# what counting them costs the paths.
 #
 # Exit status: 0 all paths carried traffic (whatever the figures), 1 a path is broken (no
 # traffic, a process died, setup failed), 2 usage error. Low figures never fail the run.
@@ -42,7 +45,7 @@ set -euo pipefail
 {
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-USAGE="usage: bench.sh BUILD_DIR [--quick] [--json FILE] [--plot FILE.png] [--seconds N] [--rounds N] [--profile DIR] [--unetbackd-arg ARG]..."
+USAGE="usage: bench.sh BUILD_DIR [--quick] [--json FILE] [--plot FILE.png] [--seconds N] [--rounds N] [--profile DIR] [--unetbackd-arg ARG]... [--no-syscall-count]"
 BUILD=$(cd "${1:?$USAGE}" && pwd)
 shift
 for a in "$@"; do
@@ -59,6 +62,7 @@ SECS=
 ROUNDS=
 PROFILE_DIR=
 DAEMON_ARGS=()
+COUNT_SYSCALLS=1
 while (($#)); do
   case $1 in
     --quick) QUICK=1; shift ;;
@@ -68,6 +72,7 @@ while (($#)); do
     --rounds) ROUNDS=${2:?}; shift 2 ;;
     --profile) PROFILE_DIR=${2:?}; shift 2 ;;
     --unetbackd-arg) DAEMON_ARGS+=("${2:?}"); shift 2 ;;
+    --no-syscall-count) COUNT_SYSCALLS=0; shift ;;
     -h | --help) echo "$USAGE"; exit 0 ;;
     *) echo "bench: unknown option $1" >&2; echo "$USAGE" >&2; exit 2 ;;
   esac
@@ -115,10 +120,12 @@ if [[ -n $PROFILE_DIR ]]; then
 fi
 # Syscalls per packet come from perf's raw_syscalls:sys_enter tracepoint (counting only, no
 # samples). Without a working perf the run goes on and those figures are left out (a note says so).
-command -v perf >/dev/null || "$ROOT/tools/lab.sh" deps linux-perf >&2 || true
+((COUNT_SYSCALLS)) && { command -v perf >/dev/null || "$ROOT/tools/lab.sh" deps linux-perf >&2 || true; }
 BENCH_PERF=
 SYSCALL_NOTE=
-if ! command -v perf >/dev/null; then
+if ((!COUNT_SYSCALLS)); then
+  SYSCALL_NOTE="--no-syscall-count: syscalls per packet not measured"
+elif ! command -v perf >/dev/null; then
   SYSCALL_NOTE="no perf (linux-perf): syscalls per packet not measured"
 elif ! perf_out=$(perf stat -x, -e raw_syscalls:sys_enter -- true 2>&1) || [[ $perf_out != *raw_syscalls:sys_enter* ]] ||
   [[ $perf_out == *"not supported"* || $perf_out == *"not counted"* ]]; then
@@ -294,6 +301,8 @@ def syscall_counters_stop(started):
                 f = line.strip().split(",")
                 if len(f) >= 3 and f[2] == SYSCALL_EVENT and f[0].isdigit():
                     counts[role] = int(f[0])
+                elif len(f) >= 3 and f[2] == SYSCALL_EVENT and f[0] == "<not counted>":
+                    counts[role] = 0  # the process never ran in the window
         except OSError:
             pass
         try:
@@ -549,7 +558,7 @@ def cmd_report(argv):
                 m["syscalls_by_process"] = {k: med(v) for k, v in sys_roles.items()}
             if p == "unetback":
                 ub = [r["unetback"] for r in rs if "unetback" in r]
-                keys = [k for k in (ub[0] if ub else {}) if k != "counters"]
+                keys = list(dict.fromkeys(k for u in ub for k in u if k != "counters"))
                 m["unetback"] = {k: med([u.get(k) for u in ub]) for k in keys}
             figs[t][p] = m
     # Ratios: per round (the paths of one test run back to back), then the median.

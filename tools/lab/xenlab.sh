@@ -103,7 +103,7 @@ printf 'ROUNDS=%s\nSECS=%s\nSHIM=%s\nONLY=%s\nDAEMON_ARGS="%s"\nDAEMON_WRAP="%s"
 # 64-bit PV guests die at their first instruction under QEMU 7.2 TCG's SMAP emulation (-cpu max).
 # snapshot=on: the cached root image is never written.
 LOG=$CACHE/console.log
-log "booting Xen (TCG; about $((ROUNDS * 3 + 4)) minutes), console log $LOG"
+log "booting Xen (TCG; about $((ROUNDS * 4 + 5)) minutes), console log $LOG"
 START=$(date +%s)
 LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
 qemu-system-x86_64 -accel "tcg,thread=${XENLAB_TCG_THREAD:-multi},tb-size=512" -cpu "${XENLAB_CPU:-qemu64}" -m 3072 -smp 2 \
