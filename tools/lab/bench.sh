@@ -628,6 +628,9 @@ def cmd_report(argv):
         tgt(t + " unetback/user_hop", v, ">= 0.9", v is not None and v >= 0.9)
         v = r.get("unetback_over_veth")
         tgt(t + " unetback/veth", v, ">= 0.75", v is not None and v >= 0.75)
+    for t in ("tcp1-guest-to-host", "tcp1-host-to-guest", "udp64-guest-to-host"):
+        v = ratios.get(t, {}).get("unetbackd_cpu_over_user_hop_cpu")
+        tgt(t + " unetbackd CPU/GB / user hop CPU/GB", v, "<= 1.0", v is not None and v <= 1.0)
     excess = [r["unetback"]["rx_excess_slots"] for r in runs if r["path"] == "unetback" and "unetback" in r]
     rxp = sum(r["unetback"]["rx_packets"] for r in runs if r["path"] == "unetback" and "unetback" in r)
     tgt("RX slots above the minimum (all unetback runs, %d packets)" % rxp,
