@@ -254,7 +254,7 @@ print(f"xenlab ({'quick' if quick == '1' else 'full'}): {len(checks) - len(faile
       + (f", host load: {host_hog} busy loop(s) beside QEMU" if host_hog != "0" else "")
       + f", host load average at boot {load0}")
 print(f"{'iperf3 Mbit/s':28} {'kernel netback':>18} {'unetbackd':>18} {'ratio':>7}")
-fmt = lambda xs: " ".join(f"{x:.0f}" for x in xs) or "-"
+fmt = lambda xs: " ".join(f"{x:.0f}" if x >= 10 else f"{x:.1f}" for x in xs) or "-"
 for label, k, u, r in rows:
     print(f"{label:28} {fmt(k):>18} {fmt(u):>18} {('%.2f' % r) if r else '-':>7}")
 if per_packet:
