@@ -8,7 +8,8 @@
 #   tools/lab.sh deps [PKG...]   install the Debian packages only (plus PKG...)
 #   tools/lab.sh bench [--quick] [--json FILE] [--plot FILE.png]   veth / user hop / unetback
 #   tools/lab.sh bench --experiments [--quick] [--json FILE]   seeds 000/002/003 on the switch
-#   tools/lab.sh xenlab [--quick] [--json FILE]   real Xen 4.17 in QEMU: kernel netback vs unetbackd
+#   tools/lab.sh xenlab [--quick] [--json FILE] [--host-hog N]   real Xen 4.17 in QEMU: kernel
+#                                netback vs unetbackd (--host-hog: N busy loops on this host)
 #   tools/lab.sh fuzz [--seconds N]   libFuzzer targets (clang build in build-fuzz)
 #   tools/lab.sh tsan            ThreadSanitizer build (build-tsan) of the threaded suites
 #   tools/lab.sh soak [--minutes N]   iperf3 on several guests while vifs come and go
@@ -191,5 +192,5 @@ case ${1:-} in
     ;;
   fuzz) shift; deps; exec "$ROOT/tools/lab/fuzz.sh" "$@" ;;
   tsan) shift; deps; exec "$ROOT/tools/lab/tsan.sh" "$@" ;;
-  *) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

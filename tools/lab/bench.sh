@@ -11,11 +11,14 @@
 #             unetbackd and its vif TAP on a bridge (and guest <-> guest over that bridge)
 #
 # Then: unetback scaling with queues and with guests (aggregate, Jain's fairness index) and
-# unetbackd's memory per vif. Everything lives in namespaces named ubb-<pid>-*, created here
+# unetbackd's memory per vif. Per unetback run: unetbackd's CPU, syscalls (perf stat,
+# raw_syscalls:sys_enter) and wake-ups (its threads' context switches) per packet moved, and
+# its CPU per GB against the user-hop forwarder's. Everything lives in namespaces named ubb-<pid>-*, created here
 # and deleted on exit, failure or Ctrl-C; only processes started here are ever killed.
 #
 #   tools/lab/bench.sh BUILD_DIR [--quick] [--json FILE] [--plot FILE.png] [--seconds N]
 #                                [--rounds N] [--profile DIR] [--unetbackd-arg ARG]...
+#                                [--no-syscall-count]
 #   tools/lab/bench.sh BUILD_DIR --experiments [--quick] [--json FILE] [--seconds N]
 #                                [--only pending|coalesce|refill]
 #
@@ -31,6 +34,8 @@
 # with `perf record -e raw_syscalls:sys_enter`, into DIR/<test>.data and
 # DIR/<test>.syscalls.data, with every run's record in DIR/results.jsonl.
 # perf's own CPU time lowers those runs' figures.
+# --no-syscall-count: no perf stat during the runs (the syscall figures are left out): to see
+# what counting them costs the paths.
 #
 # Exit status: 0 all paths carried traffic (whatever the figures), 1 a path is broken (no
 # traffic, a process died, setup failed), 2 usage error. Low figures never fail the run.
@@ -40,7 +45,7 @@ set -euo pipefail
 {
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-USAGE="usage: bench.sh BUILD_DIR [--quick] [--json FILE] [--plot FILE.png] [--seconds N] [--rounds N] [--profile DIR] [--unetbackd-arg ARG]..."
+USAGE="usage: bench.sh BUILD_DIR [--quick] [--json FILE] [--plot FILE.png] [--seconds N] [--rounds N] [--profile DIR] [--unetbackd-arg ARG]... [--no-syscall-count]"
 BUILD=$(cd "${1:?$USAGE}" && pwd)
 shift
 for a in "$@"; do
@@ -57,6 +62,7 @@ SECS=
 ROUNDS=
 PROFILE_DIR=
 DAEMON_ARGS=()
+COUNT_SYSCALLS=1
 while (($#)); do
   case $1 in
     --quick) QUICK=1; shift ;;
@@ -66,6 +72,7 @@ while (($#)); do
     --rounds) ROUNDS=${2:?}; shift 2 ;;
     --profile) PROFILE_DIR=${2:?}; shift 2 ;;
     --unetbackd-arg) DAEMON_ARGS+=("${2:?}"); shift 2 ;;
+    --no-syscall-count) COUNT_SYSCALLS=0; shift ;;
     -h | --help) echo "$USAGE"; exit 0 ;;
     *) echo "bench: unknown option $1" >&2; echo "$USAGE" >&2; exit 2 ;;
   esac
@@ -111,6 +118,23 @@ if [[ -n $PROFILE_DIR ]]; then
   command -v perf >/dev/null || "$ROOT/tools/lab.sh" deps linux-perf >&2 || die "cannot install linux-perf"
   mkdir -p "$PROFILE_DIR"
 fi
+# Syscalls per packet come from perf's raw_syscalls:sys_enter tracepoint (counting only, no
+# samples). Without a working perf the run goes on and those figures are left out (a note says so).
+((COUNT_SYSCALLS)) && { command -v perf >/dev/null || "$ROOT/tools/lab.sh" deps linux-perf >&2 || true; }
+BENCH_PERF=
+SYSCALL_NOTE=
+if ((!COUNT_SYSCALLS)); then
+  SYSCALL_NOTE="--no-syscall-count: syscalls per packet not measured"
+elif ! command -v perf >/dev/null; then
+  SYSCALL_NOTE="no perf (linux-perf): syscalls per packet not measured"
+elif ! perf_out=$(perf stat -x, -e raw_syscalls:sys_enter -- true 2>&1) || [[ $perf_out != *raw_syscalls:sys_enter* ]] ||
+  [[ $perf_out == *"not supported"* || $perf_out == *"not counted"* ]]; then
+  SYSCALL_NOTE="perf cannot count raw_syscalls:sys_enter here ($(tr '\n' ' ' <<<"$perf_out" | cut -c1-120)): syscalls per packet not measured"
+else
+  BENCH_PERF=$(command -v perf)
+fi
+export BENCH_PERF
+[[ -n $SYSCALL_NOTE ]] && say "$SYSCALL_NOTE"
 if [[ -n $PLOT_OUT ]]; then
   command -v gnuplot >/dev/null || "$ROOT/tools/lab.sh" deps gnuplot-nox >&2 ||
     die "cannot install gnuplot-nox"
@@ -208,6 +232,85 @@ def cpu_ticks(pid):
     fields = s[s.rindex(")") + 2:].split()
     return int(fields[11]) + int(fields[12])
 
+def ctxt_switches(pid):
+    """{tid: (voluntary, nonvoluntary)} context switches of every thread of one process."""
+    out = {}
+    try:
+        tids = os.listdir("/proc/%d/task" % pid)
+    except OSError:
+        return None
+    for tid in tids:
+        v = n = None
+        try:
+            with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
+                for line in f:
+                    if line.startswith("voluntary_ctxt_switches:"):
+                        v = int(line.split()[1])
+                    elif line.startswith("nonvoluntary_ctxt_switches:"):
+                        n = int(line.split()[1])
+        except OSError:
+            continue  # the thread ended meanwhile
+        if v is not None and n is not None:
+            out[tid] = (v, n)
+    return out
+
+def ctxt_delta(before, after):
+    """(voluntary, nonvoluntary) switches between two snapshots; a thread that appeared in
+    between counts from zero, one that ended in between is lost (none do in a steady run)."""
+    if before is None or after is None:
+        return None
+    v = n = 0
+    for tid, (av, an) in after.items():
+        bv, bn = before.get(tid, (0, 0))
+        v += av - bv
+        n += an - bn
+    return v, n
+
+# Syscalls are counted by perf's raw_syscalls:sys_enter tracepoint, one `perf stat` per process
+# of the path (every path's, so that the cost of the enabled tracepoint -- every syscall on the
+# machine takes the slow entry path while it is on -- is the same in every path's runs).
+SYSCALL_EVENT = "raw_syscalls:sys_enter"
+PERF = os.environ.get("BENCH_PERF", "")
+
+def syscall_counters_start(pids, work):
+    if not PERF:
+        return {}
+    out = {}
+    for role, pid in pids.items():
+        fd, path = tempfile.mkstemp(prefix="perf-%s." % role, dir=work)
+        os.close(fd)
+        p = subprocess.Popen([PERF, "stat", "-x", ",", "--no-big-num", "-e", SYSCALL_EVENT,
+                              "-p", str(pid), "-o", path], stdin=subprocess.DEVNULL,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        out[role] = (p, path)
+    time.sleep(0.2)  # perf has attached before the traffic starts
+    return out
+
+def syscall_counters_stop(started):
+    """{role: syscalls} over the window (SIGINT makes perf stat print its counts)."""
+    counts = {}
+    for role, (p, path) in started.items():
+        p.send_signal(2)
+        try:
+            p.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+        try:
+            for line in open(path):
+                f = line.strip().split(",")
+                if len(f) >= 3 and f[2] == SYSCALL_EVENT and f[0].isdigit():
+                    counts[role] = int(f[0])
+                elif len(f) >= 3 and f[2] == SYSCALL_EVENT and f[0] == "<not counted>":
+                    counts[role] = 0  # the process never ran in the window
+        except OSError:
+            pass
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+    return counts
+
 def parse_pids(spec):
     out = {}
     for item in filter(None, spec.split(",")):
@@ -281,6 +384,10 @@ def cmd_run(argv):
     udp = "-u" in args
     before = {r: cpu_ticks(p) for r, p in pids.items()}
     cb = ctl_counters(ctl, world)
+    daemon = pids.get("unetbackd")
+    sw_before = ctxt_switches(daemon) if daemon else None
+    perfs = syscall_counters_start({r: p for r, p in pids.items() if not r.startswith("iperf3-client")},
+                                   os.environ["BENCH_WORK"])
     cmd = ["ip", "netns", "exec", ns, "iperf3", "-J", "--connect-timeout", "3000"] + args
     t0 = time.monotonic()
     err = tempfile.TemporaryFile()
@@ -298,6 +405,8 @@ def cmd_run(argv):
     stderr = err.read()
     wall = time.monotonic() - t0
     after = {r: cpu_ticks(p_) for r, p_ in pids.items()}
+    sw = ctxt_delta(sw_before, ctxt_switches(daemon)) if daemon else None
+    syscalls = syscall_counters_stop(perfs)
     ca = ctl_counters(ctl, world)
     rec = {"kind": "run", "path": path, "test": test, "round": int(rnd), "args": args,
            "wall_s": wall, "ok": False}
@@ -319,6 +428,8 @@ def cmd_run(argv):
     rec["cpu_s"] = cpu
     total = sum(cpu.values())
     rec["cpu_s_total"] = total
+    if syscalls:
+        rec["syscalls"] = syscalls
     if rec.get("bytes"):
         rec["cpu_s_per_gb"] = total / (rec["bytes"] / 1e9)
         if udp and rec.get("packets"):
@@ -335,6 +446,14 @@ def cmd_run(argv):
         moved = rec["unetback"]["tx_packets"] + rec["unetback"]["rx_packets"]
         if moved and "unetbackd" in cpu:
             rec["unetback"]["unetbackd_us_per_packet"] = cpu["unetbackd"] * 1e6 / moved
+        # Wake-ups: every time one of unetbackd's threads left the CPU (voluntary: it blocked,
+        # in epoll_wait or a read; nonvoluntary: it was preempted), per packet moved.
+        if moved and sw is not None:
+            rec["unetback"]["unetbackd_wakeups_per_packet"] = (sw[0] + sw[1]) / moved
+            rec["unetback"]["unetbackd_voluntary_switches_per_packet"] = sw[0] / moved
+            rec["unetback"]["unetbackd_nonvoluntary_switches_per_packet"] = sw[1] / moved
+        if moved and "unetbackd" in syscalls:
+            rec["unetback"]["unetbackd_syscalls_per_packet"] = syscalls["unetbackd"] / moved
     with open(out, "a") as f:
         f.write(json.dumps(rec) + "\n")
     if rec["ok"]:
@@ -400,6 +519,11 @@ def baseline_test(test):
 def primary(test):
     return "mpps" if test.startswith("udp") else "gbit_s"
 
+def own_cpu_per_gb(rec, role):
+    """CPU seconds of one process of the path per GB received."""
+    v = rec.get("cpu_s", {}).get(role)
+    return v / (rec["bytes"] / 1e9) if v is not None and rec.get("bytes") else None
+
 def cmd_report(argv):
     results, json_out, plot_out, meta = argv[0], argv[1], argv[2], json.loads(argv[3])
     recs = [json.loads(l) for l in open(results) if l.strip()]
@@ -426,9 +550,15 @@ def cmd_report(argv):
                 for role, v in r.get("cpu_s", {}).items():
                     cpu_roles.setdefault(role, []).append(v)
             m["cpu_s_by_process"] = {k: med(v) for k, v in cpu_roles.items()}
+            sys_roles = {}
+            for r in rs:
+                for role, v in r.get("syscalls", {}).items():
+                    sys_roles.setdefault(role, []).append(v)
+            if sys_roles:
+                m["syscalls_by_process"] = {k: med(v) for k, v in sys_roles.items()}
             if p == "unetback":
                 ub = [r["unetback"] for r in rs if "unetback" in r]
-                keys = [k for k in (ub[0] if ub else {}) if k != "counters"]
+                keys = list(dict.fromkeys(k for u in ub for k in u if k != "counters"))
                 m["unetback"] = {k: med([u.get(k) for u in ub]) for k in keys}
             figs[t][p] = m
     # Ratios: per round (the paths of one test run back to back), then the median.
@@ -447,6 +577,17 @@ def cmd_report(argv):
                 if u and b and b[0]:
                     per_round.append(u[0] / b[0])
             out[name] = med(per_round)
+        # unetbackd's own CPU per GB against the user-hop forwarder's, per round: the daemon's
+        # cost against the floor of any userspace backend (both carry the same bytes).
+        per_round = []
+        for rnd in sorted({r["round"] for r in runs}):
+            u = [own_cpu_per_gb(r, "unetbackd") for r in runs
+                 if r["test"] == t and r["path"] == "unetback" and r["round"] == rnd and r["ok"]]
+            b = [own_cpu_per_gb(r, "userhop") for r in runs
+                 if r["test"] == baseline_test(t) and r["path"] == "user_hop" and r["round"] == rnd and r["ok"]]
+            if u and b and u[0] is not None and b[0]:
+                per_round.append(u[0] / b[0])
+        out["unetbackd_cpu_over_user_hop_cpu"] = med(per_round)
         ratios[t] = out
     scaling_q = [r for r in recs if r["kind"] == "run" and r["path"].startswith("unetback-q")]
     queues = []
@@ -458,8 +599,9 @@ def cmd_report(argv):
         if r["test"].startswith("udp"):
             e["mpps_per_queue"] = r["mpps"] / q
         if "unetback" in r:
-            e["rx_copy_segments_per_call"] = r["unetback"].get("rx_copy_segments_per_call")
-            e["tx_copy_segments_per_call"] = r["unetback"].get("tx_copy_segments_per_call")
+            for k in ("rx_copy_segments_per_call", "tx_copy_segments_per_call", "unetbackd_us_per_packet",
+                      "unetbackd_syscalls_per_packet", "unetbackd_wakeups_per_packet"):
+                e[k] = r["unetback"].get(k)
         e["cpu_s_per_gb"] = r.get("cpu_s_per_gb")
         queues.append(e)
     guests = [{k: v for k, v in r.items() if k != "kind"} for r in recs if r["kind"] == "guests"]
@@ -486,6 +628,9 @@ def cmd_report(argv):
         tgt(t + " unetback/user_hop", v, ">= 0.9", v is not None and v >= 0.9)
         v = r.get("unetback_over_veth")
         tgt(t + " unetback/veth", v, ">= 0.75", v is not None and v >= 0.75)
+    for t in ("tcp1-guest-to-host", "tcp1-host-to-guest", "udp64-guest-to-host"):
+        v = ratios.get(t, {}).get("unetbackd_cpu_over_user_hop_cpu")
+        tgt(t + " unetbackd CPU/GB / user hop CPU/GB", v, "<= 1.0", v is not None and v <= 1.0)
     excess = [r["unetback"]["rx_excess_slots"] for r in runs if r["path"] == "unetback" and "unetback" in r]
     rxp = sum(r["unetback"]["rx_packets"] for r in runs if r["path"] == "unetback" and "unetback" in r)
     tgt("RX slots above the minimum (all unetback runs, %d packets)" % rxp,
@@ -519,7 +664,8 @@ def cmd_report(argv):
     print()
     print("unetback bench (%s: %d round(s) of %d s runs, medians; ratio = unetback / baseline, median over rounds)"
           % (meta["mode"], meta["rounds"], meta["seconds"]))
-    print("%-24s %-22s %-22s %-22s %7s %7s" % ("test", "veth", "user hop", "unetback", "/veth", "/hop"))
+    print("%-24s %-22s %-22s %-22s %7s %7s %8s" % ("test", "veth", "user hop", "unetback", "/veth", "/hop",
+                                                   "cpu/hop"))
     for t in tests:
         cells = []
         for p in PATHS:
@@ -533,33 +679,42 @@ def cmd_report(argv):
                 cells.append("%s Gb/s %sr %s" % (fmt(m.get("gbit_s")), fmt(m.get("retransmits"), "%.0f"),
                                                    fmt(m.get("cpu_s_per_gb"), "%.1fs")))
         r = ratios.get(t, {})
-        print("%-24s %-22s %-22s %-22s %7s %7s" % (t, cells[0], cells[1], cells[2],
-              fmt(r.get("unetback_over_veth")), fmt(r.get("unetback_over_user_hop"))))
+        print("%-24s %-22s %-22s %-22s %7s %7s %8s" % (t, cells[0], cells[1], cells[2],
+              fmt(r.get("unetback_over_veth")), fmt(r.get("unetback_over_user_hop")),
+              fmt(r.get("unetbackd_cpu_over_user_hop_cpu"))))
     print("  (TCP: Gbit/s, retransmits, CPU s/GB; UDP: received Mpps, loss %, CPU s/GB;"
-          " udp64 = 64-byte frames, udp1400 = 1400-byte payloads)")
+          " udp64 = 64-byte frames, udp1400 = 1400-byte payloads;"
+          " cpu/hop: unetbackd's CPU per GB / unetback-userhop's)")
     print()
-    print("unetback per packet (medians)  %-8s %-8s %-9s %-9s %-9s %-9s %-8s %s" % (
-        "rxslot", "(min)", "rxseg/cp", "txseg/cp", "rxntf/p", "txntf/p", "us/pkt", "zerocopy/copied"))
+    print("unetback per packet (medians)  %-8s %-8s %-9s %-9s %-9s %-9s %-8s %-8s %-8s %s" % (
+        "rxslot", "(min)", "rxseg/cp", "txseg/cp", "rxntf/p", "txntf/p", "us/pkt", "sys/pkt", "wake/pkt",
+        "zerocopy/copied"))
     for t in tests:
         u = figs[t].get("unetback", {}).get("unetback")
         if not u:
             continue
-        print("  %-28s %-8s %-8s %-9s %-9s %-9s %-9s %-8s %s/%s" % (
+        print("  %-28s %-8s %-8s %-9s %-9s %-9s %-9s %-8s %-8s %-8s %s/%s" % (
             t, fmt(u.get("rx_slots_per_packet")), fmt(u.get("rx_min_slots_per_packet")),
             fmt(u.get("rx_copy_segments_per_call"), "%.1f"), fmt(u.get("tx_copy_segments_per_call"), "%.1f"),
             fmt(u.get("rx_notify_sent_per_packet"), "%.3f"), fmt(u.get("tx_notify_sent_per_packet"), "%.3f"),
-            fmt(u.get("unetbackd_us_per_packet"), "%.1f"),
+            fmt(u.get("unetbackd_us_per_packet"), "%.1f"), fmt(u.get("unetbackd_syscalls_per_packet"), "%.3f"),
+            fmt(u.get("unetbackd_wakeups_per_packet"), "%.3f"),
             fmt(u.get("tx_zerocopy"), "%.0f"), fmt(u.get("tx_copied"), "%.0f")))
     print("  (rxslot: RX ring slots per packet, (min) the least possible; seg/cp: grant-copy segments"
-          " per call; ntf/p: notifications sent per packet; us/pkt: unetbackd CPU per packet moved)")
+          " per call; ntf/p: notifications sent per packet; us/pkt: unetbackd CPU per packet moved;"
+          " sys/pkt: unetbackd's syscalls per packet moved (perf, raw_syscalls:sys_enter);"
+          " wake/pkt: its threads' context switches, voluntary + nonvoluntary, per packet moved;"
+          " packets moved = both directions)")
     if queues:
         print()
         print("queue scaling (one guest, --queues N)%s" % (" [reduced: --quick]" if meta["mode"] == "quick" else ""))
         for e in queues:
             k = primary(e["test"])
             extra = " (%.3f Mpps/queue)" % e["mpps_per_queue"] if "mpps_per_queue" in e else ""
-            print("  %d queue(s) %-24s %s %s%s" % (e["queues"], e["test"], fmt(e.get(k), "%.3f"),
-                                                  "Mpps" if k == "mpps" else "Gbit/s", extra))
+            print("  %d queue(s) %-24s %s %s%s; unetbackd %s us, %s syscalls, %s wake-ups per packet" % (
+                e["queues"], e["test"], fmt(e.get(k), "%.3f"), "Mpps" if k == "mpps" else "Gbit/s", extra,
+                fmt(e.get("unetbackd_us_per_packet"), "%.2f"), fmt(e.get("unetbackd_syscalls_per_packet"), "%.3f"),
+                fmt(e.get("unetbackd_wakeups_per_packet"), "%.3f")))
     if guests:
         print()
         print("guest scaling (tcp1 guest-to-host on every guest at once)%s" % (
@@ -908,6 +1063,11 @@ NOTES=()
 ((${#DAEMON_ARGS[@]})) && NOTES+=("unetbackd ran with: ${DAEMON_ARGS[*]}")
 NOTES+=("UDP figures are what one iperf3 sender and receiver (one syscall per datagram each) get through; compare sent_mpps with mpps in the JSON. The 1 Mpps target is also given as 1 / unetbackd CPU per packet")
 NOTES+=("guest-to-guest ratios compare with the baselines' guest-to-host run (the kernel paths have one namespace pair)")
+if [[ -n $SYSCALL_NOTE ]]; then
+  NOTES+=("$SYSCALL_NOTE")
+else
+  NOTES+=("syscalls: perf stat -e raw_syscalls:sys_enter on each process of the path (every path's, so that the slower syscall entry while the tracepoint is on costs every path alike); wake-ups: voluntary + nonvoluntary context switches of unetbackd's threads (/proc/<pid>/task/*/status); both per packet moved (unetbackd's tx + rx packets)")
+fi
 NOTES+=("CPU s/GB: utime+stime from /proc/<pid>/stat of the iperf3 server and the path's processes (forwarder, or unetbackd + xensim + netfront-shim), plus the iperf3 client's rusage; kernel work done in softirq threads is not counted")
 NOTES+=("machine: $(nproc) CPUs shared with other work, load average at start $(cut -d' ' -f1-3 /proc/loadavg); absolute figures are noisy, ratios are what to read")
 META=$(python3 - "$QUICK" "$ROUNDS" "$SECS" "$ELAPSED" "$(uname -r)" "$(nproc)" "${#BROKEN[@]}" "${BROKEN[@]}" -- "${NOTES[@]}" <<'PY'

@@ -1,22 +1,29 @@
 #!/usr/bin/env bash
-# tools/lab.sh xenlab [--quick] [--json FILE] [--no-shim]
+# tools/lab.sh xenlab [--quick] [--json FILE] [--no-shim] [--host-hog N]
 # Real Xen 4.17 in QEMU (TCG; no KVM needed): a Debian bookworm PV dom0 and PV domUs running
 # Linux xen-netfront. Builds the images from Debian packages (cached in $XENLAB_CACHE, default
 # $ROOT/.xenlab-cache), puts this checkout's unetbackd and unetback-ctl into dom0 over 9p (run
 # from a tmpfs there) and netfront-shim into a domU initramfs, boots once and runs
 # tools/xenlab/dom0-run.sh there, in this order:
 #   1. kernel xen-netback and unetbackd (xen-netback blacklisted, stock vif-bridge) rounds,
-#      alternating: xl create, ping, iperf3 dom0->domU (tx) and domU->dom0 (rx); after each
-#      unetbackd destroy: backend state 6, no TAP, no mapped grant, no bound event channel
+#      alternating: xl create, ping, iperf3 dom0->domU (guest_rx) and domU->dom0 (guest_tx);
+#      then a second domU on the bridge and iperf3 domU->domU both ways (domu_to_domu); with
+#      unetbackd, its wake-ups per packet in every run and, in two more runs apart from the
+#      throughput runs, its syscalls per packet (perf stat, or strace -c); after each unetbackd
+#      destroy: backend state 6, no TAP, no mapped grant, no bound event channel
 #   2. netfront-shim in a domU (no kernel netfront) against the kernel netback and unetbackd
 #   3. a 2-vCPU domU (2 queues) on the kernel netback, then on unetbackd with a tunable written
 #      with xenstore-write and network-detach/attach (the same checks after each)
+# Directions are the project's: guest_tx = domU -> dom0 (the guest transmits), guest_rx =
+# dom0 -> domU.
 # Prints a table, writes --json (every figure, and unetbackd/kernel ratios per direction), and
 # exits 1 when a check fails, 3 when a dom0 process died of memory corruption (an environment
 # fault of this emulated machine: boot again). --quick: one round of 3 s iperf3 runs (CI); a
 # full run is 3 rounds of 10 s. --no-shim leaves out 2. --b-arg ARG (repeatable) adds a third
 # backend to every round of 1: unetbackd with ARG on its command line ("unetbackd_b" in the
-# figures and ratios; an A/B of a tunable in one boot).
+# figures and ratios; an A/B of a tunable in one boot). --host-hog N runs N busy loops on this
+# host (not in dom0) for the whole boot, each ended by its PID afterwards: the figures under
+# host load.
 # Debugging: --only kernel|unetbackd|shim|mq|umq|kmq runs one part (mq: 3 on both backends;
 # umq: 3 on unetbackd; kmq: 3 on the kernel netback, three times, with detach/attach);
 # --daemon-arg ARG adds ARG (a word) to unetbackd's command line (repeat it); --daemon-wrap CMD
@@ -32,9 +39,13 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=$(cd "${1:?usage: xenlab.sh BUILD_DIR [--quick] [--json FILE] [--no-shim]}" && pwd)
 shift
-QUICK=0 JSON='' SHIM=1 ONLY='' DAEMON_ARGS='' DAEMON_WRAP='' FROM_SHARE=0 B_ARGS=''
+QUICK=0 JSON='' SHIM=1 ONLY='' DAEMON_ARGS='' DAEMON_WRAP='' FROM_SHARE=0 B_ARGS='' HOST_HOG=0
 while (($#)); do
   case $1 in
+    --host-hog)
+      HOST_HOG=${2:?--host-hog needs a number of busy loops}
+      [[ $HOST_HOG =~ ^[0-9]+$ && $HOST_HOG -le 64 ]] || { echo "xenlab: --host-hog takes 0..64" >&2; exit 2; }
+      shift ;;
     --daemon-arg) DAEMON_ARGS+=" ${2:?--daemon-arg needs a value}"; shift ;;
     --daemon-wrap) DAEMON_WRAP=${2:?--daemon-wrap needs a command}; shift ;;
     --programs-from-share) FROM_SHARE=1 ;;
@@ -92,8 +103,9 @@ printf 'ROUNDS=%s\nSECS=%s\nSHIM=%s\nONLY=%s\nDAEMON_ARGS="%s"\nDAEMON_WRAP="%s"
 # 64-bit PV guests die at their first instruction under QEMU 7.2 TCG's SMAP emulation (-cpu max).
 # snapshot=on: the cached root image is never written.
 LOG=$CACHE/console.log
-log "booting Xen (TCG; about $((ROUNDS * 3 + 4)) minutes), console log $LOG"
+log "booting Xen (TCG; about $((ROUNDS * 4 + 5)) minutes), console log $LOG"
 START=$(date +%s)
+LOAD0=$(cut -d' ' -f1-3 /proc/loadavg)
 qemu-system-x86_64 -accel "tcg,thread=${XENLAB_TCG_THREAD:-multi},tb-size=512" -cpu "${XENLAB_CPU:-qemu64}" -m 3072 -smp 2 \
   -display none -serial "file:$LOG" -monitor none -no-reboot -nic none \
   -kernel "$CACHE/xen.elf" \
@@ -103,8 +115,27 @@ qemu-system-x86_64 -accel "tcg,thread=${XENLAB_TCG_THREAD:-multi},tb-size=512" -
   -virtfs "local,path=$SHARE,mount_tag=hostshare,security_model=none,id=hostshare" \
   </dev/null >"$CACHE/qemu.log" 2>&1 &
 QPID=$!
-# Only the QEMU started here is ever killed, by its PID.
-cleanup() { kill -0 "$QPID" 2>/dev/null && kill "$QPID" 2>/dev/null; wait "$QPID" 2>/dev/null || true; }
+# The host load (--host-hog): busy loops beside QEMU for the whole boot.
+HOG_PIDS=()
+for ((i = 0; i < HOST_HOG; i++)); do
+  bash -c 'while :; do :; done' &
+  HOG_PIDS+=($!)
+done
+((HOST_HOG)) && log "host load: $HOST_HOG busy loop(s), pids ${HOG_PIDS[*]}"
+stop_hogs() {
+  local p
+  for p in "${HOG_PIDS[@]}"; do
+    kill "$p" 2>/dev/null || true
+    wait "$p" 2>/dev/null || true
+  done
+  HOG_PIDS=()
+}
+# Only the QEMU and the busy loops started here are ever killed, by their PIDs.
+cleanup() {
+  kill -0 "$QPID" 2>/dev/null && kill "$QPID" 2>/dev/null
+  wait "$QPID" 2>/dev/null || true
+  stop_hogs
+}
 trap cleanup EXIT
 : >"$LOG"
 tail -n +1 -f --pid="$QPID" "$LOG" 2>/dev/null | grep -a --line-buffered -E "XENLAB|\[domU\]|panic|Panic|BUG:" &
@@ -121,12 +152,13 @@ while kill -0 "$QPID" 2>/dev/null; do
 done
 wait "$QPID" 2>/dev/null || true
 wait "$TAILPID" 2>/dev/null || true
+stop_hogs
 ELAPSED=$(($(date +%s) - START))
 log "QEMU exited after ${ELAPSED}s"
 
-python3 - "$SHARE/out/results.txt" "$JSON" "$QUICK" "$ELAPSED" "$TIMED_OUT" "$LOG" <<'PY'
+python3 - "$SHARE/out/results.txt" "$JSON" "$QUICK" "$ELAPSED" "$TIMED_OUT" "$LOG" "$HOST_HOG" "$LOAD0" <<'PY'
 import json, os, re, statistics, sys
-res, out, quick, elapsed, timed_out, console = sys.argv[1:]
+res, out, quick, elapsed, timed_out, console, host_hog, load0 = sys.argv[1:]
 figs, checks = {}, []
 lines = open(res).read().splitlines() if os.path.exists(res) else []
 for line in lines:
@@ -159,32 +191,82 @@ if not done:
     checks.append({"name": "lab.completed", "result": "FAIL",
                    "detail": "timed out" if timed_out == "1" else "dom0 did not finish the scenarios (see " + console + ")"})
 
-def series(backend, d):
-    return [v for k, v in sorted(figs.items()) if re.fullmatch(rf"{backend}\.r\d+\.{d}\.mbps", k)]
+def series(tag_re, d, what="mbps"):
+    """The figures TAG.D.WHAT whose TAG matches tag_re, in key order."""
+    return [v for k, v in sorted(figs.items())
+            if re.fullmatch(rf"{tag_re}\.{d}\.{what}", k) and isinstance(v, float)]
 
+def mean(xs):
+    return statistics.mean(xs) if xs else None
+
+def ratio(u, k):
+    return round(u / k, 3) if u is not None and k else None
+
+# Rows: (ratio key, label, kernel figures, unetbackd figures). Directions are the project's:
+# guest_tx = domU -> dom0, guest_rx = dom0 -> domU. domu_to_domu pools both ways (labu ->
+# labu2 and back), each way's mean is in means_mbps.
+SCEN = [("guest_tx", "guest TX (domU -> dom0)", r"{be}\.r\d+", ("guest_tx",)),
+        ("guest_rx", "guest RX (dom0 -> domU)", r"{be}\.r\d+", ("guest_rx",)),
+        ("domu_to_domu", "domU -> domU (both ways)", r"{be}\.r\d+", ("domu_to_domu", "domu_to_domu_reverse")),
+        ("mq_guest_tx", "2 queues, guest TX", r"{be}\.mq", ("guest_tx",)),
+        ("mq_guest_rx", "2 queues, guest RX", r"{be}\.mq", ("guest_rx",)),
+        ("shim_guest_tx", "shim domU, guest TX", r"shim\.{be}", ("guest_tx",)),
+        ("shim_guest_rx", "shim domU, guest RX", r"shim\.{be}", ("guest_rx",))]
 ratios, means, rows = {}, {}, []
-for d, label in (("tx", "dom0 -> domU"), ("rx", "domU -> dom0")):
-    k = series("kernel", d)
-    means[d] = {"kernel": statistics.mean(k) if k else None}
+for key, label, tag, dirs in SCEN:
     for be in ("unetbackd", "unetbackd_b"):
-        u = series(be, d)
+        if be == "unetbackd_b" and not key.startswith(("guest_", "domu_")):
+            continue  # --b-arg runs in the rounds only
+        k = [v for d in dirs for v in series(tag.format(be="kernel"), d)]
+        u = [v for d in dirs for v in series(tag.format(be=be), d)]
+        for b in (("kernel", be) if be == "unetbackd" else (be,)):
+            for d in dirs:
+                v = mean(series(tag.format(be=b), d))
+                if v is not None:
+                    means.setdefault(key if len(dirs) == 1 else d, {})[b] = v
         if not u:
             continue
-        means[d][be] = statistics.mean(u)
-        r = round(means[d][be] / means[d]["kernel"], 3) if k and means[d]["kernel"] else None
-        key = d if be == "unetbackd" else f"{d}_b"
-        ratios[key] = r
+        r = ratio(mean(u), mean(k))
+        rkey = key if be == "unetbackd" else key + "_b"
+        ratios[rkey] = r
         rows.append((label if be == "unetbackd" else label + " (b)", k, u, r))
+
+# unetbackd in dom0 per packet moved (both directions of its counters): syscalls (a separate
+# run per direction, see dom0-run.sh) and wake-ups (its threads' context switches, in the
+# throughput runs), means over the rounds.
+per_packet = {}
+for be in ("unetbackd", "unetbackd_b"):
+    for key, dirs, tag in (("guest_tx", ("guest_tx",), r"\.r\d+"), ("guest_rx", ("guest_rx",), r"\.r\d+"),
+                           ("domu_to_domu", ("domu_to_domu", "domu_to_domu_reverse"), r"\.r\d+"),
+                           ("mq_guest_tx", ("guest_tx",), r"\.mq"), ("mq_guest_rx", ("guest_rx",), r"\.mq")):
+        e = {}
+        for what in ("syscalls_per_packet", "wakeups_per_packet"):
+            xs = [v for d in dirs for v in series(be + tag, d, what)]
+            if xs:
+                e[what] = round(mean(xs), 3)
+        if e:
+            per_packet.setdefault(be, {})[key] = e
+methods = sorted({v for k, v in figs.items() if k.endswith(".syscalls_method")})
 
 failed = [c for c in checks if c["result"] != "PASS"]
 print()
-print(f"xenlab ({'quick' if quick == '1' else 'full'}): {len(checks) - len(failed)} checks passed, {len(failed)} failed, {elapsed} s")
-print(f"{'iperf3 Mbit/s':16} {'kernel netback':>24} {'unetbackd':>24} {'ratio':>7}")
-fmt = lambda xs: " ".join(f"{x:.0f}" for x in xs) or "-"
+print(f"xenlab ({'quick' if quick == '1' else 'full'}): {len(checks) - len(failed)} checks passed, {len(failed)} failed, {elapsed} s"
+      + (f", host load: {host_hog} busy loop(s) beside QEMU" if host_hog != "0" else "")
+      + f", host load average at boot {load0}")
+print(f"{'iperf3 Mbit/s':28} {'kernel netback':>18} {'unetbackd':>18} {'ratio':>7}")
+fmt = lambda xs: " ".join(f"{x:.0f}" if x >= 10 else f"{x:.1f}" for x in xs) or "-"
 for label, k, u, r in rows:
-    print(f"{label:16} {fmt(k):>24} {fmt(u):>24} {('%.2f' % r) if r else '-':>7}")
+    print(f"{label:28} {fmt(k):>18} {fmt(u):>18} {('%.2f' % r) if r else '-':>7}")
+if per_packet:
+    print(f"unetbackd in dom0, per packet moved: {'syscalls':>9} {'wake-ups':>9}   (syscalls: {', '.join(methods) or '-'}, in separate runs)")
+    for be, d in per_packet.items():
+        for key, e in d.items():
+            f = lambda x: "-" if x is None else "%.3f" % x
+            print(f"  {(key if be == 'unetbackd' else key + ' (b)'):34} {f(e.get('syscalls_per_packet')):>9} {f(e.get('wakeups_per_packet')):>9}")
+shown = re.compile(r"(kernel|unetbackd|unetbackd_b)\.(r\d+|mq)\.(guest_tx|guest_rx|domu_to_domu|domu_to_domu_reverse)\."
+                   r"(mbps|syscalls_per_packet|wakeups_per_packet)|shim\.(kernel|unetbackd)\.(guest_tx|guest_rx)\.mbps")
 for key in sorted(figs):
-    if not re.search(r"\.r\d+\.(tx|rx)\.mbps$", key):
+    if not shown.fullmatch(key):
         print(f"  {key:44} {figs[key]}")
 for c in failed:
     print(f"FAILED {c['name']}: {c['detail']}")
@@ -198,8 +280,13 @@ if env_fault:
 if out:
     with open(out, "w") as f:
         json.dump({"mode": "quick" if quick == "1" else "full", "elapsed_s": int(elapsed),
+                   "directions": {"guest_tx": "domU -> dom0", "guest_rx": "dom0 -> domU",
+                                  "domu_to_domu": "labu -> labu2 over xenbr0 (iperf3 in labu)",
+                                  "domu_to_domu_reverse": "labu2 -> labu (iperf3 -R in labu)"},
+                   "host": {"hog_busy_loops": int(host_hog), "load_average_at_boot": load0},
                    "passed": not failed, "environment_fault": env_fault, "memory_errors": crashes,
-                   "figures": figs, "means_mbps": means, "ratios": ratios, "checks": checks},
+                   "figures": figs, "means_mbps": means, "ratios": ratios,
+                   "unetbackd_per_packet": per_packet, "syscalls_method": methods, "checks": checks},
                   f, indent=2)
         f.write("\n")
     print(f"json: {out}")

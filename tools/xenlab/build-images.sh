@@ -60,7 +60,7 @@ R=$CACHE/rootfs
 if [[ ! -x $R/usr/lib/xen-4.17/bin/xl ]]; then
   rm -rf "$R"
   debootstrap --variant=minbase \
-    --include=xen-utils-4.17,xenstore-utils,iperf3,iproute2,bridge-utils,kmod,procps,util-linux,ethtool,psmisc,busybox-static,iputils-ping,udev,strace \
+    --include=xen-utils-4.17,xenstore-utils,iperf3,iproute2,bridge-utils,kmod,procps,util-linux,ethtool,psmisc,busybox-static,iputils-ping,udev,strace,linux-perf \
     bookworm "$R" "$MIRROR" >"$CACHE/debootstrap.log" 2>&1 ||
     { tail -20 "$CACHE/debootstrap.log"; exit 1; }
 fi

@@ -5,6 +5,8 @@
 #   /host/vmlinuz, /host/domU-initrd.cpio.gz (xen-netfront), /host/domU-shim-initrd.cpio.gz
 # Writes /host/out/results.txt: "FIG name value" and "CHECK name PASS|FAIL detail" lines, and
 # logs (unetbackd.log, xl-*.log) beside it. Everything is also echoed on the console.
+# Directions are the project's: guest_tx = domU -> dom0, guest_rx = dom0 -> domU; domu_to_domu
+# is labu -> labu2 over xenbr0 (domu_to_domu_reverse the other way), iperf3 run in labu.
 set -u
 export PATH=/usr/lib/xen-4.17/bin:/usr/sbin:/usr/bin:/sbin:/bin
 H=/host
@@ -55,6 +57,8 @@ CTL="$BIN/unetback-ctl"
 say "dom0 up, kernel $(uname -r), rounds=$ROUNDS secs=$SECS shim=$SHIM"
 modprobe -a xen-evtchn xen-gntdev xen-gntalloc xen-privcmd xenfs bridge tun
 mount -t xenfs xenfs /proc/xen
+# perf finds its tracepoints (unetbackd's syscall count) in tracefs.
+mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null
 # A process that dies of a signal with a core dump is named on the console (the core itself
 # is dropped): heap corruption in any dom0 process shows which one it was.
 cat >/tmp/corelog <<'EOF2'
@@ -135,6 +139,7 @@ on_poweroff = "destroy"
 EOF
 }
 mkcfg /tmp/u1.cfg labu 1 10.99.0.2 00:16:3e:00:00:02 domU-initrd.cpio.gz
+mkcfg /tmp/u2.cfg labu2 1 10.99.0.5 00:16:3e:00:00:05 domU-initrd.cpio.gz
 mkcfg /tmp/mq.cfg labmq 2 10.99.0.3 00:16:3e:00:00:03 domU-initrd.cpio.gz
 mkcfg /tmp/shim.cfg labshim 1 10.99.0.4 00:16:3e:00:00:04 domU-shim-initrd.cpio.gz
 
@@ -201,20 +206,114 @@ ping_rtt() {
   [ -n "$avg" ] && fig "$1.ping_rtt_ms" "$avg"
 }
 
-# iperf TAG IP DIRECTION(tx|rx) [extra args]: tx = dom0 -> domU, rx = domU -> dom0 (-R).
-iperf() {
-  local tag=$1 ip=$2 dir=$3 args=(-c "$2" -f m -t "$SECS")
+# unetbackd's packets moved so far, both directions, all vifs and queues (its counters).
+ub_packets() {
+  "$CTL" --json stats 2>/dev/null | grep -oE '"(tx|rx)_packets": *[0-9]+' |
+    awk -F: '{s += $2} END {printf "%d", s}'
+}
+# Context switches (voluntary + nonvoluntary) of all of unetbackd's threads so far.
+ub_switches() {
+  cat /proc/"$UNETBACKD_PID"/task/*/status 2>/dev/null |
+    awk '/^(non)?voluntary_ctxt_switches:/ {s += $2} END {printf "%d", s}'
+}
+per_packet() { awk -v a="$1" -v p="$2" 'BEGIN{if (p > 0) printf "%.3f", a / p}'; }
+
+# iperf_once TAG DIRECTION -- COMMAND...: runs one iperf3 client command (which must time out
+# by itself), logs it, records
+# TAG.DIRECTION.mbps (the receiver's figure) and its check; with unetbackd running also
+# unetbackd's wake-ups per packet moved over the run (TAG.DIRECTION.wakeups_per_packet).
+iperf_once() {
+  local tag=$1 dir=$2 out mbps p0 s0 p1 s1
   shift 3
-  [ "$dir" = rx ] && args+=(-R)
-  local out mbps
-  out=$(timeout $((SECS + 40)) iperf3 "${args[@]}" "$@" 2>&1)
+  if [ -n "$UNETBACKD_PID" ]; then p0=$(ub_packets); s0=$(ub_switches); fi
+  out=$("$@" 2>&1)
+  if [ -n "$UNETBACKD_PID" ]; then p1=$(ub_packets); s1=$(ub_switches); fi
   echo "$out" >>"$OUT/iperf3-$tag.log"
   mbps=$(echo "$out" | awk '/receiver/{for(i=1;i<=NF;i++) if($i=="Mbits/sec") v=$(i-1)} END{print v}')
   if [ -n "$mbps" ]; then
     fig "$tag.$dir.mbps" "$mbps"
     check "$tag.iperf3.$dir" 0 "$mbps Mbit/s"
+    if [ -n "$UNETBACKD_PID" ] && [ $((p1 - p0)) -gt 0 ]; then
+      fig "$tag.$dir.packets" $((p1 - p0))
+      fig "$tag.$dir.wakeups_per_packet" "$(per_packet $((s1 - s0)) $((p1 - p0)))"
+    fi
   else
     check "$tag.iperf3.$dir" 1 "$(echo "$out" | tail -2 | tr '\n' ' ')"
+  fi
+}
+
+# iperf TAG IP DIRECTION(guest_tx|guest_rx) [extra args]: iperf3 between dom0 and the domU at
+# IP; guest_rx = dom0 -> domU, guest_tx = domU -> dom0 (-R: the domU sends).
+iperf() {
+  local tag=$1 ip=$2 dir=$3 args=(-c "$2" -f m -t "$SECS")
+  shift 3
+  [ "$dir" = guest_tx ] && args+=(-R)
+  iperf_once "$tag" "$dir" -- timeout $((SECS + 40)) iperf3 "${args[@]}" "$@"
+}
+
+# in_domu IP ARGS...: runs `iperf3 ARGS` in the domU at IP (its lab-iperf server on port 5399,
+# see domU-init) and prints iperf3's output.
+in_domu() {
+  local ip=$1
+  shift
+  (
+    exec 3<>"/dev/tcp/$ip/5399" || exit 1
+    echo "$*" >&3
+    timeout $((SECS + 40)) cat <&3
+  )
+}
+# iperf_d2d TAG: labu (10.99.0.2) -> labu2 (10.99.0.5) and back (-R), iperf3 run in labu.
+iperf_d2d() {
+  local tag=$1
+  iperf_once "$tag" domu_to_domu -- in_domu 10.99.0.2 -c 10.99.0.5 -f m -t "$SECS"
+  iperf_once "$tag" domu_to_domu_reverse -- in_domu 10.99.0.2 -c 10.99.0.5 -f m -t "$SECS" -R
+}
+
+# syscall_window TAG IP DIRECTION: one more iperf3 run, apart from the throughput runs, with
+# unetbackd's syscalls counted: perf stat -e raw_syscalls:sys_enter (counting only), or
+# strace -c -f when perf cannot count here (strace stops the daemon at every syscall: its run
+# is far slower, so fewer packets are left per pass). Records TAG.DIRECTION.syscalls_per_packet
+# and the method (TAG.syscalls_method). The run's throughput is logged, not a figure.
+syscall_window() {
+  local tag=$1 ip=$2 dir=$3 args=(-c "$2" -f m -t "$SECS") method tracer p0 p1 n
+  [ "$dir" = guest_tx ] && args+=(-R)
+  [ -n "$UNETBACKD_PID" ] || return 0
+  if [ -z "${SYSCALL_METHOD:-}" ]; then
+    SYSCALL_METHOD=none
+    if perf stat -x, -e raw_syscalls:sys_enter -- true 2>&1 | grep -q '^[0-9][0-9]*,.*raw_syscalls:sys_enter'; then
+      SYSCALL_METHOD=perf
+    elif command -v strace >/dev/null; then
+      SYSCALL_METHOD=strace
+    fi
+    say "unetbackd's syscalls counted with: $SYSCALL_METHOD"
+  fi
+  method=$SYSCALL_METHOD
+  fig "$tag.syscalls_method" "$method"
+  [ "$method" = none ] && return 0
+  rm -f /tmp/sys-count
+  if [ "$method" = perf ]; then
+    perf stat -x, -e raw_syscalls:sys_enter -p "$UNETBACKD_PID" -o /tmp/sys-count &
+  else
+    strace -c -f -q -p "$UNETBACKD_PID" -o /tmp/sys-count &
+  fi
+  tracer=$!
+  sleep 1 # attached before the traffic starts
+  p0=$(ub_packets)
+  timeout $((SECS + 40)) iperf3 "${args[@]}" >>"$OUT/iperf3-$tag.syscalls.log" 2>&1
+  p1=$(ub_packets)
+  kill -INT "$tracer"
+  wait "$tracer"
+  if [ "$method" = perf ]; then
+    n=$(awk -F, '$3 == "raw_syscalls:sys_enter" {print $1}' /tmp/sys-count)
+  else
+    n=$(awk '$NF == "total" {print $4}' /tmp/sys-count)
+  fi
+  cp /tmp/sys-count "$OUT/syscalls-$tag.$dir.txt" 2>/dev/null
+  if [ -n "$n" ] && [ $((p1 - p0)) -gt 0 ]; then
+    fig "$tag.$dir.syscalls_per_packet" "$(per_packet "$n" $((p1 - p0)))"
+    check "$tag.syscalls.$dir" 0 "$n syscalls ($method) for $((p1 - p0)) packets"
+  else
+    check "$tag.syscalls.$dir" 1 "no count from $method (syscalls ${n:-none}, packets $((p1 - p0)))"
   fi
 }
 
@@ -225,16 +324,21 @@ gntdev_maps() { # gntdev mappings (mapped grants) in unetbackd's address space
   [ -n "$UNETBACKD_PID" ] && n=$(grep -c gntdev "/proc/$UNETBACKD_PID/maps")
   echo "${n:-0}"
 }
-no_gntdev_maps() { [ "$(gntdev_maps)" = 0 ]; }
+# MAPS_LEFT: the mappings other vifs still hold (the domU -> domU scenario's first domU).
+MAPS_LEFT=0
+no_gntdev_maps() { [ "$(gntdev_maps)" -le "$MAPS_LEFT" ]; }
 
 # After a vif of domain $2 went away (detach or destroy): no TAP, no mapped grant, no event
-# channel of ours left to it. Frontend ports are passed in $4 (the ones the vif had bound).
-check_vif_gone() { # TAG DOMID TAP FE_PORTS
+# channel of ours left to it. Frontend ports are passed in $4 (the ones the vif had bound); $5:
+# how many gntdev mappings other, still connected vifs hold (default 0).
+check_vif_gone() { # TAG DOMID TAP FE_PORTS [MAPS_LEFT]
   local tag=$1 d=$2 tap=$3 ports=$4 p left
+  MAPS_LEFT=${5:-0}
   ip link show "$tap" >/dev/null 2>&1
   check "$tag.no_tap" "$([ $? != 0 ] && echo 0 || echo 1)" "$tap gone"
   wait_for 10 no_gntdev_maps
-  check "$tag.no_mapped_grant" $? "gntdev mappings in unetbackd: $(gntdev_maps)"
+  check "$tag.no_mapped_grant" $? "gntdev mappings in unetbackd: $(gntdev_maps) (other vifs hold $MAPS_LEFT)"
+  MAPS_LEFT=0
   # Ours would show as "Waiting connection" (the frontend closed its end) or still
   # "Connected" to one of the vif's frontend ports.
   left=
@@ -253,7 +357,7 @@ fe_ports() { # all event-channel* values under a frontend vif dir
 
 # xl destroy + the checks of the issue: backend reached 6 (libxl saw it, no timeout), no TAP,
 # no mapped grant, no bound port.
-destroy_checked() { # TAG NAME
+destroy_checked() { # TAG NAME [MAPS_LEFT]
   local tag=$1 name=$2 d ports t0 rc
   d=$(xl domid "$name")
   ports=$(fe_ports "/local/domain/$d/device/vif")
@@ -277,7 +381,7 @@ destroy_checked() { # TAG NAME
   grep -q "wanted state 6 ok" "$OUT/xl-destroy-$tag.log" && seen6=0
   grep -qw 6 "/tmp/states-$tag" && seen6=0
   check "$tag.backend_state6" $seen6 "states seen: $(cat "/tmp/states-$tag"); libxl: $(grep -o 'wanted state 6 [a-z ]*[0-9]*' "$OUT/xl-destroy-$tag.log" | tail -1)"
-  check_vif_gone "$tag" "$d" "vif$d.0" "$ports"
+  check_vif_gone "$tag" "$d" "vif$d.0" "$ports" "${3:-0}"
 }
 
 # The 2-vCPU domU on the kernel netback: the baseline of unetbackd's multi-queue scenario.
@@ -290,8 +394,8 @@ kernel_mq() { # [long]: also network-detach/attach, as unetbackd's scenario does
     q=$(xenstore-read "/local/domain/$d/device/vif/0/multi-queue-num-queues" 2>/dev/null)
     fig "$tag.queues" "${q:-1}"
     check "$tag.two_queues" "$([ "${q:-1}" = 2 ] && echo 0 || echo 1)" "frontend multi-queue-num-queues=${q:-unset}"
-    iperf "$tag" 10.99.0.3 tx -P 2
-    iperf "$tag" 10.99.0.3 rx -P 2
+    iperf "$tag" 10.99.0.3 guest_rx -P 2
+    iperf "$tag" 10.99.0.3 guest_tx -P 2
   fi
   if [ "${1:-}" = long ] && xl domid labmq >/dev/null 2>&1; then
     # The same detach/attach as unetbackd's scenario (and so the same time with the domU).
@@ -301,7 +405,7 @@ kernel_mq() { # [long]: also network-detach/attach, as unetbackd's scenario does
     check "$tag.attach.rc" $? "xl network-attach rc=$?"
     wait_for 60 ping -c1 -W1 10.99.0.3
     check "$tag.attach.ping" $? "10.99.0.3 answers again on the re-attached vif"
-    iperf "$tag.attach" 10.99.0.3 tx
+    iperf "$tag.attach" 10.99.0.3 guest_rx
   fi
   xl destroy labmq >/dev/null 2>&1
   wait_for 20 rmmod xen-netback
@@ -315,9 +419,11 @@ kernel_round() { # ROUND
   modprobe xen-netback
   if xl_create "$tag" /tmp/u1.cfg labu 10.99.0.2; then
     ping_rtt "$tag" 10.99.0.2
-    iperf "$tag" 10.99.0.2 tx
-    iperf "$tag" 10.99.0.2 rx
+    iperf "$tag" 10.99.0.2 guest_rx
+    iperf "$tag" 10.99.0.2 guest_tx
+    xl_create "$tag.d2d" /tmp/u2.cfg labu2 10.99.0.5 && iperf_d2d "$tag"
   fi
+  xl destroy labu2 >/dev/null 2>&1
   xl destroy labu >/dev/null 2>&1
   wait_for 20 rmmod xen-netback
   check "$tag.rmmod" $? "xen-netback unloaded for the next unetbackd round"
@@ -335,13 +441,23 @@ unetbackd_round() { # ROUND [b]: b runs unetbackd with B_ARGS added (xenlab.sh -
   if xl_create "$tag" /tmp/u1.cfg labu 10.99.0.2; then
     check "$tag.netback_not_loaded" "$(lsmod | grep -q '^xen_netback' && echo 1 || echo 0)" \
       "xen-netback blacklisted: not auto-loaded by udev"
-    local d
+    local d maps1
     d=$(xl domid labu)
-    fig "$tag.gntdev_maps_connected" "$(gntdev_maps)"
+    maps1=$(gntdev_maps) # labu's rings (it stays connected while labu2 comes and goes)
+    fig "$tag.gntdev_maps_connected" "$maps1"
     fig "$tag.backend_state_connected" "$(xenstore-read "$BE/$d/0/state")"
     ping_rtt "$tag" 10.99.0.2
-    iperf "$tag" 10.99.0.2 tx
-    iperf "$tag" 10.99.0.2 rx
+    iperf "$tag" 10.99.0.2 guest_rx
+    iperf "$tag" 10.99.0.2 guest_tx
+    if xl_create "$tag.d2d" /tmp/u2.cfg labu2 10.99.0.5; then
+      iperf_d2d "$tag"
+      destroy_checked "$tag.d2d" labu2 "$maps1"
+    else
+      xl destroy labu2 >/dev/null 2>&1
+    fi
+    # Apart from the throughput runs above: the same transfers with unetbackd's syscalls counted.
+    syscall_window "$tag" 10.99.0.2 guest_rx
+    syscall_window "$tag" 10.99.0.2 guest_tx
     "$CTL" stats >"$OUT/ctl-stats-$tag.txt" 2>&1
     destroy_checked "$tag" labu
   else
@@ -361,8 +477,8 @@ unetbackd_extras() {
   q=$(xenstore-read "$fe/multi-queue-num-queues" 2>/dev/null)
   fig "$tag.queues" "${q:-1}"
   check "$tag.two_queues" "$([ "${q:-1}" = 2 ] && echo 0 || echo 1)" "frontend multi-queue-num-queues=${q:-unset} (backend offers $(xenstore-read "$BE/$d/0/multi-queue-max-queues"))"
-  iperf "$tag" 10.99.0.3 tx -P 2
-  iperf "$tag" 10.99.0.3 rx -P 2
+  iperf "$tag" 10.99.0.3 guest_rx -P 2
+  iperf "$tag" 10.99.0.3 guest_tx -P 2
   integrity "$tag"
 
   # The tunable: max-queues 1, written straight into xenstore as an operator would.
@@ -398,7 +514,7 @@ unetbackd_extras() {
   nq=$(xenstore-read "/local/domain/$d/device/vif/$dev/multi-queue-num-queues" 2>/dev/null)
   check "unetbackd.tunable.applied" "$([ "$mq" = 1 ] && [ "${nq:-1}" = 1 ] && echo 0 || echo 1)" \
     "after xenstore-write max-queues 1: backend offers ${mq:-unset}, frontend uses ${nq:-1}"
-  iperf unetbackd.attach 10.99.0.3 tx
+  iperf unetbackd.attach 10.99.0.3 guest_rx
   xenstore-write /local/domain/0/unetback/max-queues 4
   destroy_checked "$tag" labmq
   integrity unetbackd.extras
@@ -411,8 +527,8 @@ shim_round() {
   if [ "$be" = kernel ]; then modprobe xen-netback; else start_unetbackd || return; fi
   if xl_create "$tag" /tmp/shim.cfg labshim 10.99.0.4; then
     ping_rtt "$tag" 10.99.0.4
-    iperf "$tag" 10.99.0.4 tx
-    iperf "$tag" 10.99.0.4 rx
+    iperf "$tag" 10.99.0.4 guest_rx
+    iperf "$tag" 10.99.0.4 guest_tx
   fi
   xl destroy labshim >/dev/null 2>&1
   cp /var/log/xen/console/guest-labshim.log "$OUT/console-$tag.log" 2>/dev/null
