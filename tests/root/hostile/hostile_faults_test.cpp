@@ -309,7 +309,7 @@ std::error_code publish_queues(Rogue& bad, std::uint32_t n, std::optional<std::s
 /// loop's duplicates and epoll) meets a full table somewhere in this loop.
 class HostileFdTable : public HostileTest {
  protected:
-  std::size_t fd_floor() override { return 0; }
+  std::optional<std::size_t> fd_floor() override { return std::nullopt; }
 };
 
 TEST_F(HostileFdTable, ConnectFailingAtEveryDescriptorIsThatVifsErrorOnly) {

@@ -94,8 +94,9 @@ class HostileTest : public ::testing::Test {
     t.threads = 1;  // every vif on one event-loop thread: "the others go on" means something
     return t;
   }
-  /// The descriptors every connect must leave free (unetbackd's FdReserve default).
-  virtual std::size_t fd_floor() { return FdReserve::kDefaultFloor; }
+  /// The descriptors every connect must leave free (unetbackd's FdReserve default), or
+  /// nullopt for a vif layer that keeps none back (each connect step then meets EMFILE).
+  virtual std::optional<std::size_t> fd_floor() { return FdReserve::kDefaultFloor; }
 
   void SetUp() override {
     if (!enter_private_netns()) GTEST_SKIP() << "needs root and /dev/net/tun (suite hostile)";
@@ -112,7 +113,7 @@ class HostileTest : public ::testing::Test {
     const auto t = tunables();
     loops_ = std::make_unique<vif::EventLoopPool>(t.threads);
     tunable_store_ = std::make_unique<daemon::TunableStore>(*backend_xs_, kDom0, t);
-    fd_reserve_ = std::make_unique<FdReserve>(2, fd_floor());
+    if (const auto floor = fd_floor()) fd_reserve_ = std::make_unique<FdReserve>(2, *floor);
     factory_ = std::make_unique<vif::VifFactoryImpl>(
         *dom0_, *loops_, [] {}, std::map<std::string, std::string>{}, fd_reserve_.get());
     manager_ = std::make_unique<daemon::BackendManager>(
