@@ -1,6 +1,7 @@
 #include "backend/daemon/backend_manager.hpp"
 
 #include <cerrno>
+#include <exception>
 
 #include "backend/xenbus/xenbus_state.hpp"
 
@@ -75,23 +76,38 @@ bool BackendManager::process_events(std::size_t max_events) {
     auto ev = xs_.read_watch();
     if (!ev) return false;
     if (shut_down_) continue;  // drain: nothing reacts any more
-    if (tunables_.owns(*ev)) {
-      tunables_.handle_watch(*ev);
-    } else if (ev->token == kBackendsToken) {
-      on_backends_event(ev->path);
-    } else if (ev->token == kReleaseToken) {
-      on_release_domain();
-    } else {
-      for (auto& [id, vif] : vifs_) {
-        if (vif.xenbus->owns(*ev)) {
-          vif.xenbus->handle_watch(*ev);
-          break;
-        }
-      }
+    // The vif layer turns its own failures into that vif's error (Vif::connect); what is
+    // left (memory running out while a handler builds a string) must not unwind the
+    // daemon's loop and take every guest down: that event is dropped, and said so.
+    try {
+      dispatch(*ev);
+      check_vifs();
+    } catch (const std::exception& e) {
+      std::uint64_t suppressed = 0;
+      if (guest_log_limit_.allow(suppressed))
+        log::write(log::Level::error, kLog,
+                   "watch event on " + printable(ev->path) + " failed: " + e.what() +
+                       (suppressed ? " (" + std::to_string(suppressed) + " suppressed)" : ""));
     }
-    check_vifs();
   }
   return true;
+}
+
+void BackendManager::dispatch(const hv::XsWatchEvent& ev) {
+  if (tunables_.owns(ev)) {
+    tunables_.handle_watch(ev);
+  } else if (ev.token == kBackendsToken) {
+    on_backends_event(ev.path);
+  } else if (ev.token == kReleaseToken) {
+    on_release_domain();
+  } else {
+    for (auto& [id, vif] : vifs_) {
+      if (vif.xenbus->owns(ev)) {
+        vif.xenbus->handle_watch(ev);
+        break;
+      }
+    }
+  }
 }
 
 void BackendManager::on_backends_event(const std::string& path) {

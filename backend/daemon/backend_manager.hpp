@@ -93,6 +93,8 @@ class BackendManager {
     std::unique_ptr<xenbus::BackendXenbus> xenbus;
   };
 
+  /// Routes one watch event to whoever owns it.
+  void dispatch(const hv::XsWatchEvent& ev);
   void on_backends_event(const std::string& path);
   void scan_backends();
   void scan_domain_entry(const std::string& dom_name, const std::optional<std::string>& dev_name);

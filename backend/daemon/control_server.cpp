@@ -34,11 +34,14 @@ class Session;
 using control_detail::Session;
 
 struct ControlServer::Shared {
-  Shared(asio::io_context& io, Handler h, Limits l)
-      : acceptor(io), handler(std::move(h)), limits(l) {}
+  Shared(asio::io_context& io, Handler h, Limits l, FdReserve* r)
+      : acceptor(io), backoff(io), handler(std::move(h)), limits(l), reserve(r) {}
   Local::acceptor acceptor;
+  asio::steady_timer backoff;  // between failed accepts
   Handler handler;
   Limits limits;
+  FdReserve* reserve;
+  log::RateLimit accept_log_limit{3, std::chrono::seconds(10)};
   bool stopped = false;
   // Weak: a session lives as long as its pending operations; the list lets stop() close them.
   std::list<std::weak_ptr<Session>> sessions;
@@ -94,7 +97,7 @@ class Session : public std::enable_shared_from_this<Session> {
         out += json_error("request line too long") + "\n";
         return write_and_close(std::move(out));
       }
-      out += shared_->handler(line) + "\n";
+      out += answer(line) + "\n";
       start = nl + 1;
     }
     in_.erase(0, start);
@@ -110,6 +113,16 @@ class Session : public std::enable_shared_from_this<Session> {
           if (wec) return self->close();
           self->do_read();
         });
+  }
+
+  /// The handler's reply; a request that fails unexpectedly (out of memory) is that
+  /// request's error, not the daemon's.
+  std::string answer(std::string_view line) {
+    try {
+      return shared_->handler(line);
+    } catch (const std::exception& e) {
+      return json_error(std::string("internal error: ") + e.what());
+    }
   }
 
   void write_and_close(std::string out) {
@@ -132,16 +145,52 @@ class Session : public std::enable_shared_from_this<Session> {
 
 namespace {
 
+void do_accept(const std::shared_ptr<ControlServer::Shared>& shared);
+
+/// Out of descriptors, the client that made accept fail is still queued: with a spare lent
+/// by the reserve, take it off the queue, tell it why and close it.
+void turn_away_one(ControlServer::Shared& shared) {
+  if (shared.reserve == nullptr || !shared.reserve->release_spare()) return;
+  UniqueFd fd(
+      ::accept4(shared.acceptor.native_handle(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+  if (fd) {
+    const std::string msg = json_error("the daemon is out of file descriptors") + "\n";
+    (void)!::send(fd.get(), msg.data(), msg.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  }
+  fd.reset();
+  shared.reserve->restore_spares();
+}
+
+/// A failed accept: log (limited), answer what we can, and accept again after a pause, since
+/// the cause (EMFILE, ENFILE, ENOMEM) makes an immediate retry fail the same way.
+void accept_failed(const std::shared_ptr<ControlServer::Shared>& shared,
+                   const boost::system::error_code& ec) {
+  std::uint64_t suppressed = 0;
+  if (shared->accept_log_limit.allow(suppressed))
+    log::write(log::Level::warn, kLog,
+               "accept: " + ec.message() + "; retrying in " +
+                   std::to_string(shared->limits.accept_backoff.count()) + " ms" +
+                   (suppressed ? " (" + std::to_string(suppressed) + " suppressed)" : ""));
+  if (ec == asio::error::no_descriptors || ec.value() == ENFILE) turn_away_one(*shared);
+  shared->backoff.expires_after(shared->limits.accept_backoff);
+  shared->backoff.async_wait([shared](const boost::system::error_code& wec) {
+    if (wec || shared->stopped) return;
+    do_accept(shared);
+  });
+}
+
 void do_accept(const std::shared_ptr<ControlServer::Shared>& shared) {
   shared->acceptor.async_accept(
       [shared](const boost::system::error_code& ec, Local::socket socket) {
         if (shared->stopped) return;
         if (ec) {
           if (ec == asio::error::operation_aborted) return;
-          // EMFILE and friends: log, keep accepting (the next client may fit).
-          log::write(log::Level::warn, kLog, "accept: " + ec.message());
-          return do_accept(shared);
+          // A client that gave up before we took it: nothing to wait for.
+          if (ec == asio::error::connection_aborted) return do_accept(shared);
+          return accept_failed(shared, ec);
         }
+        // Descriptors came back: the spares lent under EMFILE are held again.
+        if (shared->reserve != nullptr) shared->reserve->restore_spares();
         shared->prune();
         if (shared->sessions.size() >= shared->limits.max_connections) {
           // Best effort and non-blocking: the client learns why, the daemon never waits.
@@ -172,8 +221,10 @@ bool socket_is_live(const std::string& path) {
 
 }  // namespace
 
-ControlServer::ControlServer(asio::io_context& io, std::string path, Handler handler, Limits limits)
-    : path_(std::move(path)), shared_(std::make_shared<Shared>(io, std::move(handler), limits)) {
+ControlServer::ControlServer(asio::io_context& io, std::string path, Handler handler, Limits limits,
+                             FdReserve* reserve)
+    : path_(std::move(path)),
+      shared_(std::make_shared<Shared>(io, std::move(handler), limits, reserve)) {
   if (path_.empty() || path_.size() >= sizeof(sockaddr_un{}.sun_path))
     throw SetupError("control socket path '" + path_ + "' is empty or too long");
   if (const auto slash = path_.rfind('/'); slash != std::string::npos && slash > 0) {
@@ -211,6 +262,7 @@ ControlServer::ControlServer(asio::io_context& io, std::string path, Handler han
 ControlServer::~ControlServer() {
   shared_->stopped = true;
   boost::system::error_code ignored;
+  shared_->backoff.cancel();
   shared_->acceptor.close(ignored);
   for (auto& w : shared_->sessions)
     if (auto s = w.lock()) s->close();

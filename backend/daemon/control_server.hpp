@@ -7,6 +7,12 @@
 // stalls only itself, and is dropped after Limits::idle_timeout); at most
 // Limits::max_connections clients at once (more are told so and closed).
 //
+// Out of descriptors (EMFILE/ENFILE), a pending client would make every accept fail at once
+// and the loop spin. With an FdReserve the server closes one spare, accepts the client, tells
+// it why and closes it, and reopens the spare; either way it logs (rate-limited) and waits
+// Limits::accept_backoff before accepting again, so clients are answered again as soon as
+// descriptors come back.
+//
 // The socket is created mode 0600 (the control socket changes daemon-wide tunables: root
 // only). A stale socket file is replaced; a live one (another daemon answers) is a SetupError.
 #pragma once
@@ -20,6 +26,8 @@
 #include <string_view>
 #include <utility>  // std::exchange, which Boost 1.74 Asio uses without including it
 
+#include "common/util/fd_reserve.hpp"
+
 namespace unetback::daemon {
 
 class ControlServer {
@@ -31,11 +39,15 @@ class ControlServer {
     std::size_t max_line = 4096;
     std::size_t max_connections = 16;
     std::chrono::milliseconds idle_timeout = std::chrono::seconds(60);
+    /// After an accept that failed (EMFILE, ENFILE, ENOMEM...), the pause before the next.
+    std::chrono::milliseconds accept_backoff = std::chrono::milliseconds(100);
   };
 
   /// Binds and listens on `path` (creating its parent directory if missing) and starts
-  /// accepting. Throws SetupError naming the path on failure.
-  ControlServer(boost::asio::io_context& io, std::string path, Handler handler, Limits limits);
+  /// accepting. Throws SetupError naming the path on failure. `reserve` (may be null, must
+  /// outlive the server) lends a spare descriptor to answer a client under EMFILE.
+  ControlServer(boost::asio::io_context& io, std::string path, Handler handler, Limits limits,
+                FdReserve* reserve = nullptr);
   ControlServer(boost::asio::io_context& io, std::string path, Handler handler)
       : ControlServer(io, std::move(path), std::move(handler), Limits{}) {}
   /// Closes the listener and every connection and removes the socket file.

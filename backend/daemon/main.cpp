@@ -23,6 +23,7 @@
 #include "backend/vif/event_loop_pool.hpp"
 #include "backend/vif/vif.hpp"
 #include "common/hv/hypervisor.hpp"
+#include "common/util/fd_reserve.hpp"
 #include "common/util/log.hpp"
 #include "common/util/result.hpp"
 
@@ -44,8 +45,13 @@ int run(const DaemonOptions& opts) {
 
   boost::asio::io_context io;
   TunableStore tunables(*xs, self, opts.tunables, opts.explicit_tunables);
-  // The data-path threads; sized once at start (a later `threads` change applies at restart).
-  vif::EventLoopPool loops(opts.tunables.threads);
+  // What an earlier run left in xenstore (`set threads 4`) sizes the data-path threads, so the
+  // store is read before the pool is made; later changes apply to vifs made after them.
+  if (auto ec = tunables.start())
+    throw SetupError("cannot read " + tunables_dir(self) + ": " + ec.message());
+  vif::EventLoopPool loops(tunables.current().threads);
+  // Guests' connects must leave descriptors to the control plane (fd_reserve.hpp).
+  FdReserve fd_reserve;
   BackendManager* manager_ptr = nullptr;
   // Runs on a data-path thread: only wake the manager, which reports the vif from here (XSA-90).
   vif::VifFactoryImpl factory(
@@ -55,12 +61,13 @@ int run(const DaemonOptions& opts) {
           if (manager_ptr != nullptr) manager_ptr->check_vifs();
         });
       },
-      opts.switch_uplinks);
+      opts.switch_uplinks, &fd_reserve);
   BackendManager manager(*xs, self, factory, tunables,
                          [&hypervisor](DomId d) { return hypervisor->domain_exists(d); });
   manager_ptr = &manager;
-  ControlServer control(io, opts.control_path,
-                        [&manager](std::string_view line) { return handle_line(line, manager); });
+  ControlServer control(
+      io, opts.control_path,
+      [&manager](std::string_view line) { return handle_line(line, manager); }, {}, &fd_reserve);
   if (auto ec = manager.start())
     throw SetupError("cannot watch /local/domain/" + std::to_string(self.value()) +
                      "/backend/vif: " + ec.message());
@@ -132,6 +139,10 @@ int main(int argc, char** argv) {
     return kExitOk;
   }
   log::set_level(opts.log_level);
+  // Every guest's connect costs descriptors: use what the hard limit allows (systemd starts
+  // services at a soft 1024; LimitNOFILE= in the unit sets the hard one).
+  if (auto lim = raise_fd_limit(); !lim)
+    log::write(log::Level::warn, kLog, "cannot raise RLIMIT_NOFILE: " + lim.error().message());
   try {
     return run(opts);
   } catch (const SetupError& e) {

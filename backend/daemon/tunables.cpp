@@ -137,6 +137,7 @@ TunableStore::TunableStore(hv::XenStore& xs, DomId self, Tunables initial,
       explicit_names_(std::move(explicit_names)) {}
 
 std::error_code TunableStore::start() {
+  if (started_) return {};
   for (const auto& spec : kSpecs) {
     bool given = false;
     for (const auto& n : explicit_names_) given = given || n == spec.name;
@@ -150,6 +151,7 @@ std::error_code TunableStore::start() {
   auto w = hv::XsWatch::add(xs_, dir_, std::string(kToken));
   if (!w) return w.error();
   watch_ = std::move(*w);
+  started_ = true;
   return {};
 }
 

@@ -56,6 +56,8 @@ class TunableStore {
 
   /// Reconciles the directory with `initial` (absent, invalid or command-line keys are
   /// written; valid existing keys are adopted) and watches it. Fails only when xenstore does.
+  /// Once started, a second call does nothing (the daemon starts the store before sizing its
+  /// loops from it, and the manager starts it again).
   std::error_code start();
 
   /// The token of the directory watch.
@@ -80,6 +82,7 @@ class TunableStore {
   Tunables current_;
   std::vector<std::string> explicit_names_;
   hv::XsWatch watch_;
+  bool started_ = false;
 };
 
 }  // namespace unetback::daemon

@@ -1,6 +1,8 @@
 #include "backend/vif/vif.hpp"
 
+#include <boost/system/system_error.hpp>
 #include <fcntl.h>
+#include <new>
 
 #include "common/util/log.hpp"
 
@@ -14,10 +16,39 @@ std::string vif_prefix(DomId fe, DevId dev) {
   return "vif" + std::to_string(fe.value()) + "." + std::to_string(dev.value());
 }
 
+/// Descriptors a connect may take at most, per queue: its grant-table and event-channel
+/// handles, two bound ports (an eventfd each on xensim), the TAP queue and the two duplicates
+/// its loop waits on; and once per connect the frontend's memory (xensim) and slack.
+constexpr std::size_t kFdsPerQueue = 8;
+constexpr std::size_t kFdsPerConnect = 4;
+
+/// The errno of what a connect threw (the error node shows it), and its text for the log.
+std::error_code error_of_current_exception(std::string& what) {
+  try {
+    throw;
+  } catch (const SetupError& e) {
+    what = e.what();
+    return e.code() ? e.code() : std::make_error_code(std::errc::io_error);
+  } catch (const std::bad_alloc&) {
+    what = "out of memory";
+    return std::make_error_code(std::errc::not_enough_memory);
+  } catch (const boost::system::system_error& e) {  // asio: epoll_ctl, timerfd, eventfd
+    what = e.what();
+    return errno_code(e.code().value());
+  } catch (const std::system_error& e) {
+    what = e.what();
+    return e.code();
+  } catch (const std::exception& e) {
+    what = e.what();
+    return std::make_error_code(std::errc::io_error);
+  }
+}
+
 }  // namespace
 
 Vif::Vif(hv::Hypervisor& hv, EventLoopPool& loops, DomId frontend, DevId devid,
-         daemon::Tunables tunables, std::function<void()> on_disabled, SwitchRegistry* switches)
+         daemon::Tunables tunables, std::function<void()> on_disabled, SwitchRegistry* switches,
+         const FdReserve* fd_reserve)
     : hv_(hv),
       loops_(loops),
       frontend_(frontend),
@@ -25,6 +56,7 @@ Vif::Vif(hv::Hypervisor& hv, EventLoopPool& loops, DomId frontend, DevId devid,
       tunables_(tunables),
       on_disabled_(std::move(on_disabled)),
       switches_(switches),
+      fd_reserve_(fd_reserve),
       prefix_(vif_prefix(frontend, devid)) {}
 
 Vif::~Vif() {
@@ -70,13 +102,10 @@ Result<std::unique_ptr<VifQueue>> Vif::make_queue(const xenbus::FrontendConfig& 
   const xenbus::QueueConfig& q = fe.queues[index];
   QueueResources res;
   res.id = QueueId{index};
-  try {
-    res.table = hv_.open_grant_table();
-    res.evtchn = hv_.open_event_channel();
-  } catch (const SetupError& e) {
-    log::write(log::Level::error, prefix_, e.what());
-    return std::errc::no_such_device;
-  }
+  // Opening the handles may throw (SetupError with the errno: EMFILE, ENOMEM): the caller
+  // turns that into this connect's failure.
+  res.table = hv_.open_grant_table();
+  res.evtchn = hv_.open_event_channel();
   // The ring pages: we write responses into them, so read-write.
   const GrantRef tx_ref[] = {q.tx_ring_ref};
   const GrantRef rx_ref[] = {q.rx_ring_ref};
@@ -143,7 +172,7 @@ Result<std::unique_ptr<VifQueue>> Vif::make_queue(const xenbus::FrontendConfig& 
 
   const std::string qprefix = prefix_ + "-q" + std::to_string(index);
   auto queue = std::make_unique<VifQueue>(
-      loops_.next(), std::move(res), qprefix,
+      loops_.next(tunables_.threads), std::move(res), qprefix,
       [this](const std::string& why) {
         // The reason is in place before the flag says so: the daemon reads it once it
         // sees disabled().
@@ -168,6 +197,50 @@ std::error_code Vif::connect(const xenbus::FrontendConfig& fe, const xenbus::Bac
                              const xenbus::Rate& rate) {
   if (!tap_) return std::make_error_code(std::errc::no_such_device);
   disconnect();
+  // The guest chooses what its connect costs (queues, split channels) and may retry at will:
+  // it must never take the descriptors the control plane needs (fd_reserve.hpp).
+  const std::size_t fds = kFdsPerConnect + kFdsPerQueue * fe.queues.size();
+  if (fd_reserve_ != nullptr && !fd_reserve_->allows(fds)) {
+    log_guest(log::Level::warn, "cannot connect " + std::to_string(fe.queues.size()) +
+                                    " queue(s): it may take " + std::to_string(fds) +
+                                    " descriptors, and the daemon keeps its last " +
+                                    std::to_string(fd_reserve_->floor()) + " free (" +
+                                    std::to_string(free_fds()) + " free now)");
+    return std::make_error_code(std::errc::too_many_files_open);
+  }
+  // Anything thrown while the queues are built (a descriptor, memory, an epoll registration
+  // refused) fails this vif's connect, never the daemon: every queue made so far is stopped
+  // and released, the switch port left.
+  std::vector<std::unique_ptr<VifQueue>> queues;
+  std::error_code ec;
+  std::string what;
+  try {
+    ec = connect_queues(fe, be, rate, queues);
+  } catch (...) {
+    ec = error_of_current_exception(what);
+    log_guest(log::Level::warn, "cannot connect: " + what);
+  }
+  if (ec) {
+    for (auto& q : queues) q->stop();
+    queues.clear();
+    leave_switch();
+    return ec;
+  }
+  {
+    const std::lock_guard lock(mu_);
+    queues_ = std::move(queues);
+  }
+  log_guest(log::Level::info,
+            "connected: " + std::to_string(fe.queues.size()) +
+                " queue(s), sg=" + std::to_string(fe.sg) + " gso4=" + std::to_string(fe.gso_tcpv4) +
+                " gso6=" + std::to_string(fe.gso_tcpv6) +
+                (switch_ ? ", on internal switch " + switch_->name() : std::string()));
+  return {};
+}
+
+std::error_code Vif::connect_queues(const xenbus::FrontendConfig& fe,
+                                    const xenbus::BackendConfig& be, const xenbus::Rate& rate,
+                                    std::vector<std::unique_ptr<VifQueue>>& queues) {
   disabled_ = false;
   {
     const std::lock_guard lock(reason_mu_);
@@ -186,8 +259,7 @@ std::error_code Vif::connect(const xenbus::FrontendConfig& fe, const xenbus::Bac
   std::vector<SwitchAttachment> attach;
   if (!be.switch_name.empty()) {
     if (switches_ == nullptr) {
-      log::write(log::Level::warn, prefix_,
-                 "no internal switches here: cannot join " + be.switch_name);
+      log_guest(log::Level::warn, "no internal switches here: cannot join " + be.switch_name);
       return std::make_error_code(std::errc::not_supported);
     }
     auto port = std::make_shared<SwitchPort>();
@@ -210,28 +282,18 @@ std::error_code Vif::connect(const xenbus::FrontendConfig& fe, const xenbus::Bac
                                         std::make_shared<std::atomic<bool>>(true), be.mac,
                                         allow_mac_spoofing_});
   }
-  std::vector<std::unique_ptr<VifQueue>> queues;
   for (std::uint32_t i = 0; i < fe.queues.size(); ++i) {
     auto q = make_queue(fe, i, rate,
                         attach.empty() ? std::nullopt : std::optional(std::move(attach[i])));
     if (!q) {
-      log::write(log::Level::warn, prefix_,
-                 "queue " + std::to_string(i) + ": cannot connect: " + q.error().message());
-      leave_switch();
-      return q.error();  // the queues made so far are released here (all-or-nothing)
+      // A guest can fail its connect in a loop: limited like its other lines.
+      log_guest(log::Level::warn,
+                "queue " + std::to_string(i) + ": cannot connect: " + q.error().message());
+      return q.error();  // the caller releases the queues made so far (all-or-nothing)
     }
     queues.push_back(std::move(*q));
   }
   for (auto& q : queues) q->start();
-  {
-    const std::lock_guard lock(mu_);
-    queues_ = std::move(queues);
-  }
-  log_guest(log::Level::info,
-            "connected: " + std::to_string(fe.queues.size()) +
-                " queue(s), sg=" + std::to_string(fe.sg) + " gso4=" + std::to_string(fe.gso_tcpv4) +
-                " gso6=" + std::to_string(fe.gso_tcpv6) +
-                (switch_ ? ", on internal switch " + switch_->name() : std::string()));
   return {};
 }
 

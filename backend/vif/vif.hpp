@@ -22,6 +22,7 @@
 #include "backend/vif/vswitch.hpp"
 #include "common/hv/hypervisor.hpp"
 #include "common/net/tap_device.hpp"
+#include "common/util/fd_reserve.hpp"
 #include "common/util/log.hpp"
 
 namespace unetback::vif {
@@ -31,14 +32,17 @@ class Vif final : public daemon::VifHandle {
   /// `on_disabled` runs (on a queue's thread) when the data path finds a protocol violation;
   /// the daemon then calls disabled() from its own thread and reports it through xenbus.
   /// `switches`: where a vif whose B:bridge is "unetback:<name>" finds its internal switch
-  /// (nullptr: such a vif fails to connect).
+  /// (nullptr: such a vif fails to connect). `fd_reserve`: the descriptors a connect must
+  /// leave free (nullptr: no such check).
   Vif(hv::Hypervisor& hv, EventLoopPool& loops, DomId frontend, DevId devid,
       daemon::Tunables tunables, std::function<void()> on_disabled,
-      SwitchRegistry* switches = nullptr);
+      SwitchRegistry* switches = nullptr, const FdReserve* fd_reserve = nullptr);
   ~Vif() override;
 
   std::error_code create_tap(const xenbus::BackendConfig& be) override;
   void destroy_tap() override;
+  /// Whatever fails (a guest's bad values, or the daemon out of descriptors or memory) is
+  /// this vif's error, with nothing of the half-made connect left; connect never throws.
   std::error_code connect(const xenbus::FrontendConfig& fe, const xenbus::BackendConfig& be,
                           const xenbus::Rate& rate) override;
   void disconnect() override;
@@ -59,6 +63,10 @@ class Vif final : public daemon::VifHandle {
   /// Lines a frontend can trigger at will (reconnect loops, a fatal per connection) are
   /// rate-limited per vif (netback-facts §6: guests can flood logs).
   void log_guest(log::Level level, const std::string& msg);
+  /// Joins the switch and builds and starts every queue into `queues`; may throw.
+  std::error_code connect_queues(const xenbus::FrontendConfig& fe, const xenbus::BackendConfig& be,
+                                 const xenbus::Rate& rate,
+                                 std::vector<std::unique_ptr<VifQueue>>& queues);
   Result<std::unique_ptr<VifQueue>> make_queue(const xenbus::FrontendConfig& fe,
                                                std::uint32_t index, const xenbus::Rate& rate,
                                                std::optional<SwitchAttachment> sw);
@@ -72,6 +80,7 @@ class Vif final : public daemon::VifHandle {
   daemon::Tunables tunables_;
   std::function<void()> on_disabled_;
   SwitchRegistry* switches_;
+  const FdReserve* fd_reserve_;
   std::string prefix_;
   std::optional<net::TapDevice> tap_;
   std::shared_ptr<VSwitch> switch_;  // while connected to an internal switch
@@ -92,12 +101,19 @@ class VifFactoryImpl final : public daemon::VifFactory {
  public:
   /// `switch_uplinks`: internal switches made at once with an uplink TAP (name -> TAP name);
   /// the others are made when a vif first names them.
+  /// `fd_reserve`: what every vif's connect must leave free (nullptr: no check).
   VifFactoryImpl(hv::Hypervisor& hv, EventLoopPool& loops, std::function<void()> on_disabled,
-                 const std::map<std::string, std::string>& switch_uplinks = {})
-      : hv_(hv), loops_(loops), on_disabled_(std::move(on_disabled)), switches_(switch_uplinks) {}
+                 const std::map<std::string, std::string>& switch_uplinks = {},
+                 const FdReserve* fd_reserve = nullptr)
+      : hv_(hv),
+        loops_(loops),
+        on_disabled_(std::move(on_disabled)),
+        switches_(switch_uplinks),
+        fd_reserve_(fd_reserve) {}
   std::unique_ptr<daemon::VifHandle> make_vif(DomId frontend, DevId devid,
                                               const daemon::Tunables& tunables) override {
-    return std::make_unique<Vif>(hv_, loops_, frontend, devid, tunables, on_disabled_, &switches_);
+    return std::make_unique<Vif>(hv_, loops_, frontend, devid, tunables, on_disabled_, &switches_,
+                                 fd_reserve_);
   }
 
  private:
@@ -105,6 +121,7 @@ class VifFactoryImpl final : public daemon::VifFactory {
   EventLoopPool& loops_;
   std::function<void()> on_disabled_;
   SwitchRegistry switches_;
+  const FdReserve* fd_reserve_;
 };
 
 }  // namespace unetback::vif

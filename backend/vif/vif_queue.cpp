@@ -21,10 +21,18 @@ constexpr std::size_t kRxPoolBuffers = 256;
 constexpr int kTapReadBudget = 64;
 constexpr auto kHousekeepingPeriod = std::chrono::milliseconds(100);
 
-int dup_or_throw(int fd) {
-  const int d = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
-  if (d < 0) throw SetupError("dup: " + last_errno().message());
-  return d;
+/// Makes `sd` wait on a duplicate of `fd` (the queue keeps `fd`; `sd` closes its duplicate).
+/// Throws SetupError with the errno (EMFILE, or epoll_ctl's ENOMEM/ENOSPC); nothing leaks.
+void watch_duplicate(boost::asio::posix::stream_descriptor& sd, int fd) {
+  UniqueFd dup(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+  if (!dup) {
+    const auto ec = last_errno();
+    throw SetupError("dup: " + ec.message(), ec);
+  }
+  boost::system::error_code ec;
+  sd.assign(dup.get(), ec);  // registers with the loop's epoll: may fail too
+  if (ec) throw SetupError("epoll_ctl: " + ec.message(), errno_code(ec.value()));
+  (void)dup.release();
 }
 
 }  // namespace
@@ -50,10 +58,12 @@ VifQueue::VifQueue(boost::asio::io_context& io, QueueResources res, std::string 
       counters_(std::make_unique<QueueCounters>()),
       sink_(res_.tap_fd.get()),
       rx_pool_(kRxPoolBuffers),
-      evtchn_sd_(io, dup_or_throw(res_.evtchn->fd())),
-      tap_sd_(io, dup_or_throw(res_.tap_fd.get())),
+      evtchn_sd_(io),
+      tap_sd_(io),
       housekeeping_(io),
       tx_retry_(io) {
+  watch_duplicate(evtchn_sd_, res_.evtchn->fd());
+  watch_duplicate(tap_sd_, res_.tap_fd.get());
   tx_.emplace(*res_.tx_ring, *res_.table, sink_, res_.tx, *counters_);
   tx_->set_rate(res_.rate_bytes, res_.rate_usecs, Clock::now());
   rx_.emplace(*res_.rx_ring, *res_.table, res_.rx, *counters_);

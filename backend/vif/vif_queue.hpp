@@ -49,6 +49,9 @@ class VifQueue {
  public:
   /// `on_carrier(ok)` runs on the queue's thread when the queue's RX stall state changes
   /// (ok = false: no room for the head packet for rx-stall-timeout).
+  /// Throws SetupError (code(): the errno) when a descriptor, the packet pools' memory or the
+  /// loop's epoll registration cannot be had; everything taken, `res` included, is then
+  /// released. Vif::connect turns that into the vif's connect failure.
   VifQueue(boost::asio::io_context& io, QueueResources res, std::string log_prefix,
            std::function<void(std::string)> on_fatal, std::function<void(bool)> on_carrier);
   ~VifQueue();  // requires stop() first

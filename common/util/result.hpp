@@ -66,9 +66,16 @@ class [[nodiscard]] Result {
 };
 
 /// An exception for setup failures (STYLE rule 7: exceptions only for setup, caught in main).
+/// When a system call failed, code() is its errno (a vif's connect reports it to the guest).
 class SetupError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+  SetupError(const std::string& what, std::error_code ec) : std::runtime_error(what), code_(ec) {}
+  /// The system error behind it, or an empty code.
+  [[nodiscard]] std::error_code code() const { return code_; }
+
+ private:
+  std::error_code code_;
 };
 
 }  // namespace unetback

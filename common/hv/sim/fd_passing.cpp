@@ -60,6 +60,12 @@ Result<std::size_t> recv_packet(int sock, std::span<std::byte> buf, std::vector<
       fds.emplace_back(fd);
     }
   }
+  if ((msg.msg_flags & MSG_CTRUNC) != 0 && fds.size() < kMaxFdsPerMessage) {
+    // The buffer had room: the kernel dropped descriptors it could not install here
+    // (scm_detach_fds: EMFILE, or over the limit), not a sender's excess.
+    fds.clear();
+    return errno_code(EMFILE);
+  }
   if ((msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) != 0 || fds.size() > kMaxFdsPerMessage) {
     fds.clear();
     return errno_code(EMSGSIZE);

@@ -17,8 +17,8 @@ std::error_code send_packet(int sock, std::span<const std::byte> data, std::span
 
 /// Receives one message into `buf` and the descriptors it carries into `fds` (close-on-exec).
 /// Returns its length; 0 means the peer closed. A message longer than `buf`, or carrying
-/// more than kMaxFdsPerMessage descriptors, is EMSGSIZE (the descriptors received are
-/// closed).
+/// more than kMaxFdsPerMessage descriptors, is EMSGSIZE; one whose descriptors this process
+/// had no room for (its table full) is EMFILE. Either way the descriptors received are closed.
 Result<std::size_t> recv_packet(int sock, std::span<std::byte> buf, std::vector<UniqueFd>& fds);
 
 }  // namespace unetback::hv::sim

@@ -30,7 +30,10 @@ SimEventChannel::SimEventChannel(BrokerClient& broker, std::shared_ptr<MappedReg
                                  ControlPageCache& peers)
     : broker_(broker), own_control_(std::move(own_control)), peers_(peers) {
   epoll_ = UniqueFd(::epoll_create1(EPOLL_CLOEXEC));
-  if (!epoll_) throw SetupError("epoll_create1: " + last_errno().message());
+  if (!epoll_) {
+    const auto ec = last_errno();
+    throw SetupError("epoll_create1: " + ec.message(), ec);
+  }
 }
 
 SimEventChannel::~SimEventChannel() {

@@ -84,19 +84,21 @@ SimGrantTable::~SimGrantTable() {
   for (const auto& [addr, n] : left) unmap(addr, n);
 }
 
-std::shared_ptr<SimGrantTable::DomainView> SimGrantTable::view_for(DomId domid) {
+Result<std::shared_ptr<SimGrantTable::DomainView>> SimGrantTable::view_for(DomId domid) {
+  const auto gone = errno_code(ESRCH);
   if (auto it = views_.find(domid.value()); it != views_.end()) {
     if (!it->second->dead()) return it->second;
     // Mappings still hold the view; the cache lets go so copies see GNTST_bad_domain.
     views_.erase(it);
     dead_.insert(domid.value());
-    return nullptr;
+    return gone;
   }
-  if (dead_.contains(domid.value())) return nullptr;
+  if (dead_.contains(domid.value())) return gone;
   auto req = make_request(BrokerOp::get_domain_memory);
   req.domid = domid.value();
   auto resp = broker_.call(req);
-  if (!resp || resp->fds.size() != 3) return nullptr;
+  if (!resp) return resp.error();  // the broker's ESRCH, or ours: EMFILE receiving the fds
+  if (resp->fds.size() != 3) return errno_code(EPROTO);
   auto v = std::make_shared<DomainView>();
   v->domid = domid;
   v->nr_frames = resp->reply.nr_frames;
@@ -109,13 +111,15 @@ std::shared_ptr<SimGrantTable::DomainView> SimGrantTable::view_for(DomId domid) 
       PROT_READ | PROT_WRITE);
   auto ctl =
       MappedRegion::map_shared(resp->fds[2].get(), kDomainControlSize, PROT_READ | PROT_WRITE);
-  if (!mem || !gnt || !ctl) return nullptr;
+  if (!mem) return mem.error();
+  if (!gnt) return gnt.error();
+  if (!ctl) return ctl.error();
   v->memory_fd = std::move(resp->fds[0]);
   v->memory = std::move(*mem);
   v->grants = std::move(*gnt);
   v->control = std::move(*ctl);
   v->pins.resize(v->nr_entries);
-  if (v->dead()) return nullptr;
+  if (v->dead()) return gone;
   views_.emplace(domid.value(), v);
   return v;
 }
@@ -174,8 +178,11 @@ std::int16_t SimGrantTable::resolve_side(const GrantCopyPtr& side, std::uint16_t
     addr = static_cast<std::byte*>(side.virt);
     return GNTST_okay;
   }
-  auto view = view_for(side.domid);
-  if (!view) return GNTST_bad_domain;
+  auto found = view_for(side.domid);
+  // A domain we cannot see for want of resources is no bad domain: the copy just failed.
+  if (!found)
+    return found.error() == std::errc::no_such_process ? GNTST_bad_domain : GNTST_general_error;
+  auto view = std::move(*found);
   if (static_cast<std::size_t>(side.offset) + len > kPageSize) return GNTST_bad_copy_arg;
   std::uint32_t frame = 0;
   const std::int16_t st = pin(*view, side.ref, write, frame);
@@ -229,8 +236,9 @@ Result<MappedGrants> SimGrantTable::map(DomId granter, std::span<const GrantRef>
   if (refs.empty()) return errno_code(EINVAL);
   const bool write = access == Access::read_write;
   std::lock_guard lock(mu_);
-  auto view = view_for(granter);
-  if (!view) return errno_code(ESRCH);
+  auto found = view_for(granter);
+  if (!found) return found.error();
+  auto view = std::move(*found);
   // The granter's whole memory is already mapped here (view->memory): a mapping is its pages
   // pinned (GTF_reading/GTF_writing set), handed out where they are. No mmap per page, which
   // cost more than copying (xensim, like the kernel's grant table, is cooperative: the bits

@@ -61,9 +61,10 @@ class SimGrantTable final : public BatchingGrantTable {
   struct MapRecord;
   struct Resolved;
 
-  /// The cached view of `domid`, (re)fetched from the broker; null when the domain is
-  /// unknown or dead. Called with mu_ held.
-  std::shared_ptr<DomainView> view_for(DomId domid);
+  /// The cached view of `domid`, (re)fetched from the broker. ESRCH when the domain is
+  /// unknown or dead; else the real cause (EMFILE: no room here for its memory's fds, ENOMEM:
+  /// no address space to map it), so the log says what ran out. Called with mu_ held.
+  Result<std::shared_ptr<DomainView>> view_for(DomId domid);
   /// Validates grant `ref` for one access and pins it; GNTST_okay and the frame, or the
   /// failing status. Called with mu_ held.
   std::int16_t pin(DomainView& v, GrantRef ref, bool write, std::uint32_t& frame);

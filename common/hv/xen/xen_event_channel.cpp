@@ -36,7 +36,10 @@ void XenEventChannel::Closer::operator()(xenevtchn_handle* h) const noexcept {
 }
 
 XenEventChannel::XenEventChannel() : handle_(xenevtchn_open(xen_tool_logger(), 0)) {
-  if (!handle_) throw SetupError(xen_open_error("event channel", "/dev/xen/evtchn", errno));
+  if (!handle_) {
+    const int err = errno;
+    throw SetupError(xen_open_error("event channel", "/dev/xen/evtchn", err), errno_code(err));
+  }
   const int fd = xenevtchn_fd(handle_.get());
   const int flags = ::fcntl(fd, F_GETFL);
   if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)

@@ -30,7 +30,10 @@ XenGrantTable::XenGrantTable(std::size_t max_segments_per_call,
                              std::optional<std::uint32_t> max_grants)
     : BatchingGrantTable(max_segments_per_call), batch_(max_segments_per_call) {
   handle_.reset(xengnttab_open(xen_tool_logger(), 0));
-  if (!handle_) throw SetupError(xen_open_error("grant table", "/dev/xen/gntdev", errno));
+  if (!handle_) {
+    const int err = errno;
+    throw SetupError(xen_open_error("grant table", "/dev/xen/gntdev", err), errno_code(err));
+  }
   // gntdev wants the limit set before the first mapping of the handle.
   if (max_grants && xengnttab_set_max_grants(handle_.get(), *max_grants) != 0) {
     throw SetupError("grant table: cannot set the limit of mapped grants to " +

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <csignal>
 #include <fcntl.h>
+#include <filesystem>
 #include <functional>
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -393,6 +394,54 @@ TEST(Unetbackd, ServesTheControlSocketAndStopsCleanlyOnSigterm) {
   EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
   struct stat sb {};
   EXPECT_NE(::stat((world.dir() + "/unetbackd.sock").c_str(), &sb), 0) << "socket removed";
+}
+
+// Issue 15 #14: `set threads` is kept in xenstore; the next daemon must run that many loops
+// (before, the pool was sized from the command line's default before the store was read, so
+// `get threads` said 5 while 2 loops ran).
+TEST(Unetbackd, ThreadsTunableSetBeforeARestartIsAppliedAfterIt) {
+  XensimProcess world;
+  const std::string bin = env_or("UNETBACKD_BIN", UNETBACKD_BIN_DEFAULT);
+  const std::string ctl_bin = env_or("UNETBACK_CTL_BIN", UNETBACK_CTL_BIN_DEFAULT);
+  const auto idle = [] { std::this_thread::sleep_for(5ms); };
+  const auto ctl = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {ctl_bin, "--world", world.dir()});
+    return run_program(args, idle);
+  };
+  // Starts unetbackd, waits for its control socket; returns its pid and thread count.
+  const auto start = [&](pid_t& pid) -> std::size_t {
+    std::vector<std::string> argv{bin, "--hypervisor", world.spec()};
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    EXPECT_EQ(::posix_spawn(&pid, bin.c_str(), nullptr, nullptr, args.data(), environ), 0);
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (ctl({"get", "threads"}).status != 0 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(20ms);
+    std::size_t n = 0;
+    for (const auto& e :
+         std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
+      (void)e;
+      ++n;
+    }
+    return n;
+  };
+  const auto stop = [](pid_t pid) {
+    ::kill(pid, SIGTERM);
+    int st = 0;
+    ::waitpid(pid, &st, 0);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  };
+  pid_t pid = -1;
+  const std::size_t with_default = start(pid);
+  ASSERT_EQ(ctl({"get", "threads"}).out, "threads = 2\n");
+  ASSERT_EQ(ctl({"set", "threads", "5"}).status, 0);
+  EXPECT_EQ(stop(pid), 0);
+
+  const std::size_t after_restart = start(pid);
+  EXPECT_EQ(ctl({"get", "threads"}).out, "threads = 5\n");
+  EXPECT_EQ(after_restart, with_default + 3) << "5 loops instead of 2, the rest unchanged";
+  EXPECT_EQ(stop(pid), 0);
 }
 #endif
 

@@ -14,6 +14,7 @@
 #include "common/hv/sim/sim_hypervisor.hpp"
 #include "tests/integration/xensim/granter_child.hpp"
 #include "tests/integration/xensim/xensim_process.hpp"
+#include "tests/support/fd_limit.hpp"
 
 namespace unetback::test {
 namespace {
@@ -200,6 +201,28 @@ TEST_F(GrantBetweenProcesses, MapIsAllOrNothing) {
   EXPECT_EQ(ask("inuse " + std::to_string(rw.refs[0].value())), "unused");
   EXPECT_EQ(dom0_->grant_table().map(DomId{999}, rw.refs, hv::Access::read_only).error(),
             std::errc::no_such_process);
+}
+
+// Issue 15 #13: dom0 maps a domain's memory through descriptors xensim passes it. With dom0's
+// fd table full they cannot arrive: the error says so (EMFILE), not "no such domain"; the
+// copy fails as a general error, not GNTST_bad_domain; once descriptors are free both work.
+TEST_F(GrantBetweenProcesses, FullFdTableIsTooManyOpenFilesNotAMissingDomain) {
+  const Shared rw = share(1, "rw");
+  auto& gt = dom0_->grant_table();
+  std::array<std::byte, 16> buf{};
+  {
+    const LoweredFdLimit full(0);
+    ASSERT_TRUE(full.ok());
+    auto m = gt.map(domu_, rw.refs, hv::Access::read_only);
+    ASSERT_FALSE(m);
+    EXPECT_EQ(m.error(), std::errc::too_many_files_open) << m.error().message();
+    std::array<GrantCopySegment, 1> seg{read_seg(domu_, rw.refs[0], 0, 16, buf.data())};
+    gt.copy(seg);
+    EXPECT_EQ(seg[0].status, GNTST_general_error);
+  }
+  auto m = gt.map(domu_, rw.refs, hv::Access::read_only);
+  ASSERT_TRUE(m) << m.error().message();
+  EXPECT_TRUE(matches_pattern(m->page(0), rw.refs[0]));
 }
 
 TEST_F(GrantBetweenProcesses, RevokeWhileMappedIsDeferredUntilUnmap) {

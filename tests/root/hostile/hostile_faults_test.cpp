@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "tests/root/hostile/hostile_fixture.hpp"
+#include "tests/support/fd_limit.hpp"
 
 namespace unetback::hostile_suite {
 using namespace unetback::test;
@@ -270,6 +271,174 @@ TEST_F(HostileFrontend, EventDrops_HostileGuestRingRecoversAfterLostKicks) {
   const auto got = host_receive(sock, 8, 3s);
   EXPECT_EQ(got.size(), 8u);
   expect_good_traffic();
+}
+
+// ---------------------------------------------------------------------------------------
+// Issue 15 #1: the daemon's descriptor table. A guest decides what its connect costs (queues,
+// split channels) and retries for free, so running out must fail that connect alone.
+
+/// What netfront writes for `n` queues with split event channels (queue 0 on the rings
+/// make_rings() made, the others on fresh pages), then `state` if set.
+std::error_code publish_queues(Rogue& bad, std::uint32_t n, std::optional<std::string_view> state) {
+  std::map<std::string, std::string> keys{{"multi-queue-num-queues", std::to_string(n)}};
+  for (std::uint32_t q = 0; q < n; ++q) {
+    GrantRef tx = bad.tx_ring_ref(), rx = bad.rx_ring_ref();
+    Port tx_port = bad.port();
+    if (q != 0) {
+      auto t = bad.grant_page();
+      auto r = bad.grant_page();
+      auto p = bad.alloc_port(kDom0);
+      if (!t || !r || !p) return std::make_error_code(std::errc::no_buffer_space);
+      tx = t->ref;
+      rx = r->ref;
+      tx_port = *p;
+    }
+    auto rx_port = bad.alloc_port(kDom0);
+    if (!rx_port) return rx_port.error();
+    const std::string dir = "queue-" + std::to_string(q) + "/";
+    keys[dir + "tx-ring-ref"] = std::to_string(tx.value());
+    keys[dir + "rx-ring-ref"] = std::to_string(rx.value());
+    keys[dir + "event-channel-tx"] = std::to_string(tx_port.value());
+    keys[dir + "event-channel-rx"] = std::to_string(rx_port->value());
+  }
+  return bad.publish(keys, state);
+}
+
+/// The daemon keeps no descriptors back from guests: every connect step that takes one
+/// (grant-table and event-channel handles, the ports, the domain's memory, TAP queues, the
+/// loop's duplicates and epoll) meets a full table somewhere in this loop.
+class HostileFdTable : public HostileTest {
+ protected:
+  std::optional<std::size_t> fd_floor() override { return std::nullopt; }
+};
+
+TEST_F(HostileFdTable, ConnectFailingAtEveryDescriptorIsThatVifsErrorOnly) {
+  const auto base = resources();
+  std::size_t refused = 0, connected = 0;
+  for (std::size_t spare = 0; spare <= 24; ++spare) {  // a 2-queue connect takes < 20
+    SCOPED_TRACE("descriptors free at connect: " + std::to_string(spare));
+    auto bad = hostile();
+    ASSERT_FALSE(HasFatalFailure());
+    ASSERT_FALSE(bad->make_rings());
+    ASSERT_FALSE(publish_queues(*bad, 2, std::nullopt));
+    std::string state;
+    {
+      const LoweredFdLimit limit(spare);
+      ASSERT_TRUE(limit.ok());
+      ASSERT_FALSE(bad->set_state("4"));
+      ASSERT_TRUE(wait_for(
+          [&] {
+            state = backend_state(bad->dom());
+            return state == "4" || state == "5";
+          },
+          5s))
+          << "state " << state;
+      // The good guest is served while the table is full.
+      expect_good_traffic(8);
+    }
+    if (state == "5") {
+      ++refused;
+      EXPECT_TRUE(error_node(bad->dom()).has_value());
+      EXPECT_EQ(bad->grants_in_use(), 0u) << "a failed connect left grants mapped";
+    } else {
+      ++connected;
+    }
+    expect_log_bounded(bad->dom());
+    remove_device(bad->dom());
+    bad.reset();
+  }
+  EXPECT_GT(refused, 0u);
+  EXPECT_GT(connected, 0u) << "no shortfall small enough to connect: widen the loop";
+  expect_no_leak(base);
+  expect_good_traffic();
+}
+
+TEST_F(HostileFrontend, FdReserve_ConnectThatWouldTakeTheLastDescriptorsIsRefused) {
+  const auto base = resources();
+  auto bad = hostile();
+  ASSERT_FALSE(HasFatalFailure());
+  ASSERT_FALSE(bad->make_rings());
+  ASSERT_FALSE(publish_queues(*bad, 2, std::nullopt));
+  {
+    // Room for the connect itself, not for it and the control plane's reserve.
+    const LoweredFdLimit limit(FdReserve::kDefaultFloor + 8);
+    ASSERT_TRUE(limit.ok());
+    ASSERT_FALSE(bad->set_state("4"));
+    ASSERT_TRUE(wait_for([&] { return backend_state(bad->dom()) == "5"; }, 5s))
+        << "state " << backend_state(bad->dom());
+    const auto err = error_node(bad->dom());
+    ASSERT_TRUE(err.has_value());
+    EXPECT_TRUE(err->starts_with(std::to_string(EMFILE) + " ")) << *err;
+    expect_good_traffic(8);
+  }
+  EXPECT_EQ(bad->grants_in_use(), 0u);
+  // Retrying at will costs the guest nothing and the log little.
+  for (int i = 0; i < 20; ++i) {
+    const LoweredFdLimit limit(FdReserve::kDefaultFloor + 8);
+    ASSERT_FALSE(bad->set_state("1"));
+    ASSERT_FALSE(bad->set_state("4"));
+  }
+  std::this_thread::sleep_for(200ms);
+  expect_log_bounded(bad->dom());
+  remove_device(bad->dom());
+  bad.reset();
+  // With descriptors to spare the same layout connects and carries traffic.
+  auto ok = hostile("roomy");
+  ASSERT_FALSE(HasFatalFailure());
+  ASSERT_FALSE(ok->make_rings());
+  ASSERT_FALSE(publish_queues(*ok, 2, "4"));
+  ASSERT_FALSE(wait_backend(ok->dom(), "4"));
+  EXPECT_TRUE(connected(ok->dom()));
+  expect_good_traffic();
+  remove_device(ok->dom());
+  ok.reset();
+  expect_no_leak(base);
+}
+
+// Issue 15 #11: a guest whose connect fails (a ring it never granted) and that reconnects in
+// a loop gets its "cannot connect" line rate-limited like its other lines.
+TEST_F(HostileFrontend, FailedConnectLoop_CannotConnectLineIsRateLimited) {
+  const auto base = resources();
+  auto bad = hostile();
+  ASSERT_FALSE(HasFatalFailure());
+  ASSERT_FALSE(bad->make_rings());
+  ASSERT_FALSE(bad->publish({{"tx-ring-ref", "4000"}}));
+  ASSERT_TRUE(wait_for([&] { return backend_state(bad->dom()) == "5"; }, 5s));
+  const auto start = std::chrono::steady_clock::now();
+  int rounds = 0;
+  for (; rounds < 60; ++rounds) {
+    // netfront's way back: Closed, then Initialising (the backend offers InitWait), then
+    // Connected again, which fails the same way.
+    ASSERT_FALSE(bad->set_state("6"));
+    ASSERT_TRUE(wait_for([&] { return backend_state(bad->dom()) == "6"; }, 5s))
+        << "round " << rounds << ": state " << backend_state(bad->dom());
+    ASSERT_FALSE(bad->set_state("1"));
+    ASSERT_TRUE(wait_for([&] { return backend_state(bad->dom()) == "2"; }, 5s))
+        << "round " << rounds << ": state " << backend_state(bad->dom());
+    ASSERT_FALSE(bad->set_state("4"));
+    ASSERT_TRUE(wait_for([&] { return backend_state(bad->dom()) == "5"; }, 5s))
+        << "round " << rounds << ": state " << backend_state(bad->dom());
+  }
+  std::size_t cannot_connect = 0;
+  {
+    const std::lock_guard lock(log_mu_);
+    const std::string tag = "vif" + std::to_string(bad->dom().value()) + ".";
+    for (const auto& l : log_lines_)
+      if (l.find(tag) != std::string::npos && l.find("cannot connect") != std::string::npos)
+        ++cannot_connect;
+  }
+  // log_guest lets 10 lines through per 5 s window (and one more saying how many it hid).
+  const auto windows =
+      1 + std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - start)
+                  .count() /
+              5;
+  EXPECT_LE(cannot_connect, 11u * static_cast<std::size_t>(windows))
+      << "after " << rounds << " failed connects";
+  expect_log_bounded(bad->dom());
+  expect_good_traffic();
+  remove_device(bad->dom());
+  bad.reset();
+  expect_no_leak(base);
 }
 
 }  // namespace

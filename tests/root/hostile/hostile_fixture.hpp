@@ -35,6 +35,7 @@
 #include "backend/vif/vif.hpp"
 #include "common/hv/sim/sim_hypervisor.hpp"
 #include "common/net/frame_builder.hpp"
+#include "common/util/fd_reserve.hpp"
 #include "common/util/log.hpp"
 #include "frontend-shim/netfront.hpp"
 #include "tests/integration/xensim/xensim_process.hpp"
@@ -93,6 +94,9 @@ class HostileTest : public ::testing::Test {
     t.threads = 1;  // every vif on one event-loop thread: "the others go on" means something
     return t;
   }
+  /// The descriptors every connect must leave free (unetbackd's FdReserve default), or
+  /// nullopt for a vif layer that keeps none back (each connect step then meets EMFILE).
+  virtual std::optional<std::size_t> fd_floor() { return FdReserve::kDefaultFloor; }
 
   void SetUp() override {
     if (!enter_private_netns()) GTEST_SKIP() << "needs root and /dev/net/tun (suite hostile)";
@@ -109,7 +113,9 @@ class HostileTest : public ::testing::Test {
     const auto t = tunables();
     loops_ = std::make_unique<vif::EventLoopPool>(t.threads);
     tunable_store_ = std::make_unique<daemon::TunableStore>(*backend_xs_, kDom0, t);
-    factory_ = std::make_unique<vif::VifFactoryImpl>(*dom0_, *loops_, [] {});
+    if (const auto floor = fd_floor()) fd_reserve_ = std::make_unique<FdReserve>(2, *floor);
+    factory_ = std::make_unique<vif::VifFactoryImpl>(
+        *dom0_, *loops_, [] {}, std::map<std::string, std::string>{}, fd_reserve_.get());
     manager_ = std::make_unique<daemon::BackendManager>(
         *backend_xs_, kDom0, *factory_, *tunable_store_,
         [this](DomId d) { return dom0_->domain_exists(d); });
@@ -135,6 +141,7 @@ class HostileTest : public ::testing::Test {
     stop_pump();
     manager_.reset();
     factory_.reset();
+    fd_reserve_.reset();
     tunable_store_.reset();
     loops_.reset();
     good_.hv.reset();
@@ -452,6 +459,7 @@ class HostileTest : public ::testing::Test {
   std::unique_ptr<hv::XenStore> toolstack_xs_, backend_xs_;
   std::unique_ptr<vif::EventLoopPool> loops_;
   std::unique_ptr<daemon::TunableStore> tunable_store_;
+  std::unique_ptr<FdReserve> fd_reserve_;
   std::unique_ptr<vif::VifFactoryImpl> factory_;
   std::unique_ptr<daemon::BackendManager> manager_;
   std::mutex mu_;  // the manager, against the pump thread

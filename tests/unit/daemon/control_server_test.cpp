@@ -16,8 +16,11 @@
 #include <unistd.h>
 #include <utility>
 
+#include "common/util/fd_reserve.hpp"
+#include "common/util/log.hpp"
 #include "common/util/result.hpp"
 #include "common/util/unique_fd.hpp"
+#include "tests/support/fd_limit.hpp"
 
 namespace unetback::daemon {
 namespace {
@@ -136,6 +139,44 @@ TEST_F(ControlServerTest, ConnectionCountIsCapped) {
   auto d = connect_client();
   send_all(d.get(), "list\n");
   EXPECT_EQ(recv_line(d.get(), buf), "got:list");
+}
+
+// Issue 15 #12: with the descriptor table full, a waiting client makes every accept fail
+// (EMFILE) at once. The server must not spin on it nor log each failure: it turns the client
+// away with the reason (a spare descriptor lent by the reserve), logs a line or two, backs
+// off, and serves the next client once descriptors are back.
+TEST_F(ControlServerTest, FullFdTableTurnsClientsAwayWithoutSpinningAndRecovers) {
+  std::size_t log_lines = 0;
+  log::set_sink([&](log::Level, std::string_view prefix, std::string_view) {
+    if (prefix == "control") ++log_lines;
+  });
+  FdReserve reserve(1, 0);
+  ControlServer server(io_, path_, echo, {}, &reserve);
+  auto early = connect_client();  // queued before the table fills
+  std::size_t handlers = 0;
+  std::string buf;
+  std::optional<std::string> told;
+  {
+    const test::LoweredFdLimit full(0);
+    ASSERT_TRUE(full.ok());
+    const auto until = std::chrono::steady_clock::now() + 1s;
+    while (std::chrono::steady_clock::now() < until) {
+      handlers += io_.run_for(10ms);
+      io_.restart();
+    }
+    told = recv_line(early.get(), buf);
+  }
+  log::set_sink({});
+  ASSERT_TRUE(told.has_value());
+  EXPECT_EQ(*told, R"({"error":"the daemon is out of file descriptors"})");
+  EXPECT_TRUE(closed_by_server(early.get()));
+  // Before: one failed accept and one log line per wakeup, ~10^5 a second.
+  EXPECT_LT(handlers, 100U) << "the accept loop spins";
+  EXPECT_LE(log_lines, 3U) << "every failed accept is logged";
+  EXPECT_EQ(reserve.spares_held(), 1U) << "the spare was not taken back";
+  auto next = connect_client();
+  send_all(next.get(), "list\n");
+  EXPECT_EQ(recv_line(next.get(), buf), "got:list");
 }
 
 TEST_F(ControlServerTest, IdleClientIsDropped) {

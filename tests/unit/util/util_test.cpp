@@ -5,6 +5,7 @@
 #include <thread>
 #include <unistd.h>
 
+#include "common/util/fd_reserve.hpp"
 #include "common/util/log.hpp"
 #include "common/util/result.hpp"
 #include "common/util/unique_fd.hpp"
@@ -52,6 +53,24 @@ TEST(UniqueFd, ResetClosesThePreviousDescriptor) {
 Result<int> half(int v) {
   if (v % 2 != 0) return std::errc::invalid_argument;
   return v / 2;
+}
+
+// Issue 15 #1: the descriptors a guest's connect may not take, and the spares an acceptor
+// borrows under EMFILE.
+TEST(FdReserve, RefusesWhatWouldLeaveLessThanTheFloorAndLendsItsSpares) {
+  FdReserve reserve(2, 8);
+  EXPECT_EQ(reserve.spares_held(), 2U);
+  const std::size_t free = free_fds();
+  ASSERT_GT(free, 20U);
+  EXPECT_TRUE(reserve.allows(free - 8));
+  EXPECT_FALSE(reserve.allows(free - 7));
+  // Lending a spare frees one descriptor; restoring takes it back.
+  EXPECT_TRUE(reserve.release_spare());
+  EXPECT_EQ(free_fds(), free + 1);
+  EXPECT_EQ(reserve.spares_held(), 1U);
+  reserve.restore_spares();
+  EXPECT_EQ(free_fds(), free);
+  EXPECT_EQ(reserve.spares_held(), 2U);
 }
 
 TEST(Result, CarriesAValueOrAnError) {
