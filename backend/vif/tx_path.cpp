@@ -357,9 +357,12 @@ bool TxPath::forward_zerocopy(Pending& p, const net::VirtioNetHdr& vh, const Swi
   rp.offload = *off;
   rp.source_alive = config_.sw->alive;
   // Run by the receiver once its copy from our grants is done (or the packet dropped).
-  rp.release = [self = config_.sw->self, idx = token->index()] {
-    self->tx_done(QueueLink::TxDone{idx, true});
-  };
+  rp.release = RxRelease(
+      [](void* link, std::uintptr_t idx) noexcept {
+        static_cast<QueueLink*>(link)->tx_done(
+            QueueLink::TxDone{static_cast<std::uint16_t>(idx), true});
+      },
+      config_.sw->self.get(), token->index(), config_.sw->self);
   Held& h = held_[token->index() % held_.size()];
   h.pkt = pkt;
   h.token = *token;
@@ -414,7 +417,7 @@ void TxPath::forward_copied(Pending& p, const net::VirtioNetHdr& vh, const VSwit
     rp.nr_frags = 1;
     rp.len = pkt.total_len;
     rp.offload = *off;
-    rp.release = [mine] {};
+    rp.release = RxRelease::holding(std::move(mine));
     QueueCounters::add(counters_.tx_switched);
     (void)to->queues[hash % to->queues.size()]->deliver(std::move(rp));
   }

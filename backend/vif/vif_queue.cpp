@@ -246,33 +246,13 @@ void VifQueue::read_tap_frames() {
     if (!tap_has_room()) return;
     const int buf = rx_pool_.take();
     if (buf < 0) return;
-    std::byte* frame = rx_pool_.frame(buf);
-    std::byte* hdr = frame - net::kVnetHdrLen;
+    std::byte* hdr = rx_pool_.frame(buf) - net::kVnetHdrLen;
     const ssize_t n = ::read(res_.tap_fd.get(), hdr, net::kVnetHdrLen + PacketPool::kMaxFrame);
     if (n <= static_cast<ssize_t>(net::kVnetHdrLen)) {
       rx_pool_.give_back(buf);
       return;  // EAGAIN (drained), or an empty read
     }
-    const std::size_t len = static_cast<std::size_t>(n) - net::kVnetHdrLen;
-    const auto vh = net::load_vnet_hdr(std::span(hdr, net::kVnetHdrLen));
-    auto offload = net::map_tap_rx(*vh, res_.offloads, std::span(frame, len), len);
-    if (offload && offload->complete_checksum) {
-      std::array<std::span<std::byte>, 1> parts{std::span(frame, len)};
-      if (net::complete_checksum(parts, offload->csum_start, offload->csum_offset))
-        offload = std::make_error_code(std::errc::invalid_argument);
-    }
-    if (!offload) {
-      QueueCounters::add(counters_->rx_dropped_offload);
-      rx_pool_.give_back(buf);
-      continue;
-    }
-    RxPacket p;
-    p.frags[0] = RxFrag{hv::GrantCopyPtr::local(frame), static_cast<std::uint32_t>(len)};
-    p.nr_frags = 1;
-    p.len = static_cast<std::uint32_t>(len);
-    p.offload = *offload;
-    p.release = [this, buf] { rx_pool_.give_back(buf); };
-    (void)rx_->enqueue(std::move(p), now);
+    take_tap_frame(buf, static_cast<std::size_t>(n) - net::kVnetHdrLen, now);
   }
   // Budget used up with frames left: come back after serving the ring.
   post([this] {
@@ -281,6 +261,34 @@ void VifQueue::read_tap_frames() {
       run_rx();
     }
   });
+}
+
+void VifQueue::take_tap_frame(int buf, std::size_t len, Clock::time_point now) {
+  std::byte* frame = rx_pool_.frame(buf);
+  std::byte* hdr = frame - net::kVnetHdrLen;
+  const auto vh = net::load_vnet_hdr(std::span(hdr, net::kVnetHdrLen));
+  auto offload = net::map_tap_rx(*vh, res_.offloads, std::span(frame, len), len);
+  if (offload && offload->complete_checksum) {
+    std::array<std::span<std::byte>, 1> parts{std::span(frame, len)};
+    if (net::complete_checksum(parts, offload->csum_start, offload->csum_offset))
+      offload = std::make_error_code(std::errc::invalid_argument);
+  }
+  if (!offload) {
+    QueueCounters::add(counters_->rx_dropped_offload);
+    rx_pool_.give_back(buf);
+    return;
+  }
+  RxPacket p;
+  p.frags[0] = RxFrag{hv::GrantCopyPtr::local(frame), static_cast<std::uint32_t>(len)};
+  p.nr_frags = 1;
+  p.len = static_cast<std::uint32_t>(len);
+  p.offload = *offload;
+  p.release = RxRelease(
+      [](void* pool, std::uintptr_t i) noexcept {
+        static_cast<PacketPool*>(pool)->give_back(static_cast<int>(i));
+      },
+      &rx_pool_, static_cast<std::uintptr_t>(buf));
+  (void)rx_->enqueue(std::move(p), now);
 }
 
 void VifQueue::arm_housekeeping() {

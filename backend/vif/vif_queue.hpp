@@ -82,6 +82,8 @@ class VifQueue {
   void do_wait_tap();
   void on_tap_readable(const boost::system::error_code& ec);
   void read_tap_frames();
+  /// A frame read into pool buffer `buf`: offloads mapped, queued for the guest.
+  void take_tap_frame(int buf, std::size_t len, std::chrono::steady_clock::time_point now);
   void run_tx();
   void run_rx();
   /// Internal switch: packets other vifs sent us, and our zerocopy packets they are done with.
