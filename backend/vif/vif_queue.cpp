@@ -2,6 +2,7 @@
 
 #include <array>
 #include <boost/asio/post.hpp>
+#include <cstdlib>
 #include <fcntl.h>
 #include <future>
 #include <thread>
@@ -21,6 +22,13 @@ constexpr std::size_t kRxPoolBuffers = 256;
 constexpr int kTapReadBudget = 64;
 constexpr auto kHousekeepingPeriod = std::chrono::milliseconds(100);
 
+/// io_uring for the TAP unless UNETBACK_NO_IO_URING is set (an operator's way out, and the
+/// A/B of the batching; the kernel's own refusal is probed by the writer and reader).
+bool io_uring_wanted() {
+  static const bool wanted = std::getenv("UNETBACK_NO_IO_URING") == nullptr;
+  return wanted;
+}
+
 int dup_or_throw(int fd) {
   const int d = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
   if (d < 0) throw SetupError("dup: " + last_errno().message());
@@ -28,17 +36,6 @@ int dup_or_throw(int fd) {
 }
 
 }  // namespace
-
-std::error_code VifQueue::TapSink::deliver(const net::VirtioNetHdr& hdr,
-                                           std::span<const iovec> frame) {
-  std::array<iovec, kMaxTxSlots + 4> iov{};
-  if (frame.size() + 1 > iov.size()) return std::make_error_code(std::errc::message_size);
-  iov[0] = iovec{const_cast<net::VirtioNetHdr*>(&hdr), net::kVnetHdrLen};
-  for (std::size_t i = 0; i < frame.size(); ++i) iov[i + 1] = frame[i];
-  const ssize_t n = ::writev(fd_, iov.data(), static_cast<int>(frame.size() + 1));
-  if (n < 0) return last_errno();
-  return {};
-}
 
 VifQueue::VifQueue(boost::asio::io_context& io, QueueResources res, std::string log_prefix,
                    std::function<void(std::string)> on_fatal, std::function<void(bool)> on_carrier)
@@ -48,7 +45,7 @@ VifQueue::VifQueue(boost::asio::io_context& io, QueueResources res, std::string 
       on_fatal_(std::move(on_fatal)),
       on_carrier_(std::move(on_carrier)),
       counters_(std::make_unique<QueueCounters>()),
-      sink_(res_.tap_fd.get()),
+      sink_(res_.tap_fd.get(), io_uring_wanted()),
       rx_pool_(kRxPoolBuffers),
       evtchn_sd_(io, dup_or_throw(res_.evtchn->fd())),
       tap_sd_(io, dup_or_throw(res_.tap_fd.get())),
@@ -67,6 +64,10 @@ VifQueue::~VifQueue() {
 }
 
 void VifQueue::start() {
+  log::write(log::Level::debug, prefix_,
+             sink_.writer().mode() == net::FrameBatchWriter::Mode::io_uring
+                 ? "TAP writes: one io_uring_enter per TX pass"
+                 : "TAP writes: one writev per frame (io_uring unavailable)");
   if (res_.tx.sw) res_.tx.sw->self->attach([this] { post([this] { drain_switch(); }); });
   post([this] {
     do_wait_event();
@@ -109,6 +110,9 @@ daemon::QueueReport VifQueue::report() {
     r.rx_ring = rx_->ring().indices();
     r.counters.emplace_back("rx_queued_bytes", rx_->queued_bytes());
     r.counters.emplace_back("tx_zerocopy_in_flight", tx_->limiter().in_flight());
+    r.counters.emplace_back("tx_tap_io_uring",
+                            sink_.writer().mode() == net::FrameBatchWriter::Mode::io_uring ? 1 : 0);
+    r.counters.emplace_back("tx_tap_syscalls", sink_.writer().syscalls());
     done.set_value(std::move(r));
   });
   return done.get_future().get();
