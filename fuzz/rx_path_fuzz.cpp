@@ -296,10 +296,13 @@ vif::RxPacket make_packet(FuzzedDataProvider& in, World& w) {
   }
   p.nr_frags = nr;
   Source* raw = src.get();
-  p.release = [raw] {
-    FUZZ_CHECK(!raw->released);  // exactly once
-    raw->released = true;
-  };
+  p.release = vif::RxRelease(
+      [](void* s, std::uintptr_t) noexcept {
+        auto* src = static_cast<Source*>(s);
+        FUZZ_CHECK(!src->released);  // exactly once
+        src->released = true;
+      },
+      raw, 0);
   w.packets.push_back(std::move(src));
   return p;
 }

@@ -31,8 +31,10 @@ RxPath::RxPath(ring::RxBackRing ring, hv::GrantTable& table, RxConfig config,
 RxPath::~RxPath() {
   // Nothing queued may keep another party's buffer (or TX slots) forever.
   flush();
-  for (auto& p : queue_)
+  queue_.remove_if([](RxPacket& p) {
     if (p.release) p.release();
+    return true;
+  });
 }
 
 bool RxPath::enqueue(RxPacket&& p, Clock::time_point now) {
@@ -185,19 +187,13 @@ void RxPath::flush() {
 }
 
 std::size_t RxPath::purge_dead_sources() {
-  std::size_t n = 0;
-  for (auto it = queue_.begin(); it != queue_.end();) {
-    if (it->source_alive && !it->source_alive->load(std::memory_order_acquire)) {
-      QueueCounters::add(counters_.rx_dropped_source_gone);
-      queued_bytes_ -= it->len;
-      if (it->release) it->release();
-      it = queue_.erase(it);
-      ++n;
-    } else {
-      ++it;
-    }
-  }
-  return n;
+  return queue_.remove_if([&](RxPacket& p) {
+    if (!p.source_alive || p.source_alive->load(std::memory_order_acquire)) return false;
+    QueueCounters::add(counters_.rx_dropped_source_gone);
+    queued_bytes_ -= p.len;
+    if (p.release) p.release();
+    return true;
+  });
 }
 
 bool RxPath::update_carrier(Clock::time_point now) {

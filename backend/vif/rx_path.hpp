@@ -13,13 +13,13 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <deque>
-#include <functional>
 #include <memory>
 #include <optional>
 
 #include "backend/vif/grant_copy_batch.hpp"
 #include "backend/vif/queue_counters.hpp"
+#include "backend/vif/ring_queue.hpp"
+#include "backend/vif/rx_release.hpp"
 #include "backend/vif/rx_slot_planner.hpp"
 #include "common/net/vnet_hdr.hpp"
 #include "common/ring/shared_ring.hpp"
@@ -38,7 +38,7 @@ struct RxPacket {
   std::uint32_t len = 0;
   net::GuestRxOffload offload{};  // netif flags + GSO extra for slot 0
   std::chrono::steady_clock::time_point expires{};
-  std::function<void()> release;  // returns the buffer (or answers the sender's TX slots)
+  RxRelease release;  // returns the buffer (or answers the sender's TX slots)
   /// VM->VM zerocopy: the sending queue's liveness. Once it stopped, its frontend may revoke
   /// the grants the frags name (and reuse the pages): the packet is dropped, not copied.
   std::shared_ptr<const std::atomic<bool>> source_alive;
@@ -104,10 +104,10 @@ class RxPath {
   QueueCounters& counters_;
   GrantCopyBatch batch_;
   RxPlan plan_;
-  std::deque<RxPacket> queue_;
+  RingQueue<RxPacket> queue_;
   std::uint32_t queued_bytes_ = 0;
   /// Packets whose copies sit in the batch: released after the flush.
-  std::vector<std::function<void()>> awaiting_flush_;
+  std::vector<RxRelease> awaiting_flush_;
   /// The responses written this pass, by ring slot, so a failed copy can rewrite the status.
   std::array<wire::RxResponse, ring::RxBackRing::kSize> rsp_shadow_{};
   std::optional<Clock::time_point> short_of_slots_since_;

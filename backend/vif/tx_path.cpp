@@ -50,6 +50,7 @@ TxPath::TxPath(ring::TxBackRing ring, hv::GrantTable& table, PacketSink& sink, T
   refs_.reserve(config_.max_packets_per_pass * kMaxTxSlots);
   parts_.reserve(config_.max_packets_per_pass * kMaxTxSlots);
   iov_.reserve(kMaxTxSlots + 2);
+  sink_results_.reserve(config_.max_packets_per_pass);
   if (config_.sw) {
     held_.resize(config_.zerocopy.ring_size);
     routes_.resize(config_.max_packets_per_pass);
@@ -247,6 +248,7 @@ void TxPath::finish_pass(Pass& pass) {
     }
   }
   for (Pending& p : pending_) deliver(p, mapped.empty() ? nullptr : &mapped);
+  flush_sink();    // the sink reads the mapped pages until here
   mapped.reset();  // unmapped before the responses tell the guest its pages are free
   push_and_recycle(pass);
 }
@@ -296,7 +298,7 @@ void TxPath::deliver(Pending& p, const hv::MappedGrants* mapped) {
     if (sink_error) {
       QueueCounters::add(counters_.tx_drop_sink);
     } else {
-      count_sent(counters_, pkt, p.zerocopy);
+      p.in_sink = true;
     }
   }
   for (std::uint32_t i = 1; i < pkt.nr_slots; ++i)
@@ -305,6 +307,23 @@ void TxPath::deliver(Pending& p, const hv::MappedGrants* mapped) {
   // The guest's slots were read successfully: OKAY, whatever the host side did with the
   // frame (netback answers by grant-op status too).
   respond(pkt, static_cast<std::int16_t>(wire::RspStatus::okay));
+}
+
+void TxPath::flush_sink() {
+  std::size_t n = 0;
+  for (const Pending& p : pending_) n += p.in_sink ? 1 : 0;
+  if (n == 0) return;
+  sink_results_.assign(n, std::error_code{});
+  sink_.flush(sink_results_);
+  std::size_t i = 0;
+  for (Pending& p : pending_) {
+    if (!std::exchange(p.in_sink, false)) continue;
+    if (sink_results_[i++]) {
+      QueueCounters::add(counters_.tx_drop_sink);
+    } else {
+      count_sent(counters_, p.pkt, p.zerocopy);
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -357,9 +376,12 @@ bool TxPath::forward_zerocopy(Pending& p, const net::VirtioNetHdr& vh, const Swi
   rp.offload = *off;
   rp.source_alive = config_.sw->alive;
   // Run by the receiver once its copy from our grants is done (or the packet dropped).
-  rp.release = [self = config_.sw->self, idx = token->index()] {
-    self->tx_done(QueueLink::TxDone{idx, true});
-  };
+  rp.release = RxRelease(
+      [](void* link, std::uintptr_t idx) noexcept {
+        static_cast<QueueLink*>(link)->tx_done(
+            QueueLink::TxDone{static_cast<std::uint16_t>(idx), true});
+      },
+      config_.sw->self.get(), token->index(), config_.sw->self);
   Held& h = held_[token->index() % held_.size()];
   h.pkt = pkt;
   h.token = *token;
@@ -414,7 +436,7 @@ void TxPath::forward_copied(Pending& p, const net::VirtioNetHdr& vh, const VSwit
     rp.nr_frags = 1;
     rp.len = pkt.total_len;
     rp.offload = *off;
-    rp.release = [mine] {};
+    rp.release = RxRelease::holding(std::move(mine));
     QueueCounters::add(counters_.tx_switched);
     (void)to->queues[hash % to->queues.size()]->deliver(std::move(rp));
   }

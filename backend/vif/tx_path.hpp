@@ -109,6 +109,7 @@ class TxPath {
     enum class Fate : std::uint8_t { undecided, answered, held, copy } fate = Fate::undecided;
     net::VirtioNetHdr vh{};
     std::uint32_t hash = 0;
+    bool in_sink = false;  // taken by the sink: its outcome comes with the sink's flush
   };
 
   /// Handles one parsed packet of verdict ok: queues its copy segments (and map refs).
@@ -119,6 +120,8 @@ class TxPath {
   void respond(const TxPacket& pkt, std::int16_t status);
   void finish_pass(Pass& pass);
   void deliver(Pending& p, const hv::MappedGrants* mapped);
+  /// Completes the frames the sink took this pass and counts each one sent or dropped.
+  void flush_sink();
   // Switch mode (stage_switched copies only the headers; finish_switched routes each packet,
   // forwards unicast guest packets zerocopy as grant refs when the limiter allows and copies
   // the others into backend memory).
@@ -144,6 +147,7 @@ class TxPath {
   std::vector<GrantRef> refs_;
   std::vector<SlotPart> parts_;
   std::vector<iovec> iov_;
+  std::vector<std::error_code> sink_results_;
   // Switch mode: zerocopy packets waiting for their receiver, by token index (ring-size slots).
   struct Held {
     std::optional<TxPacket> pkt;

@@ -2,6 +2,7 @@
 
 #include <array>
 #include <boost/asio/post.hpp>
+#include <cstdlib>
 #include <fcntl.h>
 #include <future>
 #include <thread>
@@ -21,6 +22,13 @@ constexpr std::size_t kRxPoolBuffers = 256;
 constexpr int kTapReadBudget = 64;
 constexpr auto kHousekeepingPeriod = std::chrono::milliseconds(100);
 
+/// io_uring for the TAP unless UNETBACK_NO_IO_URING is set (an operator's way out, and the
+/// A/B of the batching; the kernel's own refusal is probed by the writer and reader).
+bool io_uring_wanted() {
+  static const bool wanted = std::getenv("UNETBACK_NO_IO_URING") == nullptr;
+  return wanted;
+}
+
 /// Makes `sd` wait on a duplicate of `fd` (the queue keeps `fd`; `sd` closes its duplicate).
 /// Throws SetupError with the errno (EMFILE, or epoll_ctl's ENOMEM/ENOSPC); nothing leaks.
 void watch_duplicate(boost::asio::posix::stream_descriptor& sd, int fd) {
@@ -37,17 +45,6 @@ void watch_duplicate(boost::asio::posix::stream_descriptor& sd, int fd) {
 
 }  // namespace
 
-std::error_code VifQueue::TapSink::deliver(const net::VirtioNetHdr& hdr,
-                                           std::span<const iovec> frame) {
-  std::array<iovec, kMaxTxSlots + 4> iov{};
-  if (frame.size() + 1 > iov.size()) return std::make_error_code(std::errc::message_size);
-  iov[0] = iovec{const_cast<net::VirtioNetHdr*>(&hdr), net::kVnetHdrLen};
-  for (std::size_t i = 0; i < frame.size(); ++i) iov[i + 1] = frame[i];
-  const ssize_t n = ::writev(fd_, iov.data(), static_cast<int>(frame.size() + 1));
-  if (n < 0) return last_errno();
-  return {};
-}
-
 VifQueue::VifQueue(boost::asio::io_context& io, QueueResources res, std::string log_prefix,
                    std::function<void(std::string)> on_fatal, std::function<void(bool)> on_carrier)
     : io_(io),
@@ -56,7 +53,7 @@ VifQueue::VifQueue(boost::asio::io_context& io, QueueResources res, std::string 
       on_fatal_(std::move(on_fatal)),
       on_carrier_(std::move(on_carrier)),
       counters_(std::make_unique<QueueCounters>()),
-      sink_(res_.tap_fd.get()),
+      sink_(res_.tap_fd.get(), io_uring_wanted()),
       rx_pool_(kRxPoolBuffers),
       evtchn_sd_(io),
       tap_sd_(io),
@@ -77,6 +74,10 @@ VifQueue::~VifQueue() {
 }
 
 void VifQueue::start() {
+  log::write(log::Level::debug, prefix_,
+             sink_.writer().mode() == net::FrameBatchWriter::Mode::io_uring
+                 ? "TAP writes: one io_uring_enter per TX pass"
+                 : "TAP writes: one writev per frame (io_uring unavailable)");
   if (res_.tx.sw) res_.tx.sw->self->attach([this] { post([this] { drain_switch(); }); });
   post([this] {
     do_wait_event();
@@ -119,6 +120,9 @@ daemon::QueueReport VifQueue::report() {
     r.rx_ring = rx_->ring().indices();
     r.counters.emplace_back("rx_queued_bytes", rx_->queued_bytes());
     r.counters.emplace_back("tx_zerocopy_in_flight", tx_->limiter().in_flight());
+    r.counters.emplace_back("tx_tap_io_uring",
+                            sink_.writer().mode() == net::FrameBatchWriter::Mode::io_uring ? 1 : 0);
+    r.counters.emplace_back("tx_tap_syscalls", sink_.writer().syscalls());
     done.set_value(std::move(r));
   });
   return done.get_future().get();
@@ -256,33 +260,13 @@ void VifQueue::read_tap_frames() {
     if (!tap_has_room()) return;
     const int buf = rx_pool_.take();
     if (buf < 0) return;
-    std::byte* frame = rx_pool_.frame(buf);
-    std::byte* hdr = frame - net::kVnetHdrLen;
+    std::byte* hdr = rx_pool_.frame(buf) - net::kVnetHdrLen;
     const ssize_t n = ::read(res_.tap_fd.get(), hdr, net::kVnetHdrLen + PacketPool::kMaxFrame);
     if (n <= static_cast<ssize_t>(net::kVnetHdrLen)) {
       rx_pool_.give_back(buf);
       return;  // EAGAIN (drained), or an empty read
     }
-    const std::size_t len = static_cast<std::size_t>(n) - net::kVnetHdrLen;
-    const auto vh = net::load_vnet_hdr(std::span(hdr, net::kVnetHdrLen));
-    auto offload = net::map_tap_rx(*vh, res_.offloads, std::span(frame, len), len);
-    if (offload && offload->complete_checksum) {
-      std::array<std::span<std::byte>, 1> parts{std::span(frame, len)};
-      if (net::complete_checksum(parts, offload->csum_start, offload->csum_offset))
-        offload = std::make_error_code(std::errc::invalid_argument);
-    }
-    if (!offload) {
-      QueueCounters::add(counters_->rx_dropped_offload);
-      rx_pool_.give_back(buf);
-      continue;
-    }
-    RxPacket p;
-    p.frags[0] = RxFrag{hv::GrantCopyPtr::local(frame), static_cast<std::uint32_t>(len)};
-    p.nr_frags = 1;
-    p.len = static_cast<std::uint32_t>(len);
-    p.offload = *offload;
-    p.release = [this, buf] { rx_pool_.give_back(buf); };
-    (void)rx_->enqueue(std::move(p), now);
+    take_tap_frame(buf, static_cast<std::size_t>(n) - net::kVnetHdrLen, now);
   }
   // Budget used up with frames left: come back after serving the ring.
   post([this] {
@@ -291,6 +275,34 @@ void VifQueue::read_tap_frames() {
       run_rx();
     }
   });
+}
+
+void VifQueue::take_tap_frame(int buf, std::size_t len, Clock::time_point now) {
+  std::byte* frame = rx_pool_.frame(buf);
+  std::byte* hdr = frame - net::kVnetHdrLen;
+  const auto vh = net::load_vnet_hdr(std::span(hdr, net::kVnetHdrLen));
+  auto offload = net::map_tap_rx(*vh, res_.offloads, std::span(frame, len), len);
+  if (offload && offload->complete_checksum) {
+    std::array<std::span<std::byte>, 1> parts{std::span(frame, len)};
+    if (net::complete_checksum(parts, offload->csum_start, offload->csum_offset))
+      offload = std::make_error_code(std::errc::invalid_argument);
+  }
+  if (!offload) {
+    QueueCounters::add(counters_->rx_dropped_offload);
+    rx_pool_.give_back(buf);
+    return;
+  }
+  RxPacket p;
+  p.frags[0] = RxFrag{hv::GrantCopyPtr::local(frame), static_cast<std::uint32_t>(len)};
+  p.nr_frags = 1;
+  p.len = static_cast<std::uint32_t>(len);
+  p.offload = *offload;
+  p.release = RxRelease(
+      [](void* pool, std::uintptr_t i) noexcept {
+        static_cast<PacketPool*>(pool)->give_back(static_cast<int>(i));
+      },
+      &rx_pool_, static_cast<std::uintptr_t>(buf));
+  (void)rx_->enqueue(std::move(p), now);
 }
 
 void VifQueue::arm_housekeeping() {

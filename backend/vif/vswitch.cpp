@@ -246,7 +246,7 @@ void VSwitch::uplink_frame(std::span<std::byte> frame, const net::VirtioNetHdr& 
     p.nr_frags = 1;
     p.len = static_cast<std::uint32_t>(frame.size());
     p.offload = *off;
-    p.release = [bytes] {};
+    p.release = RxRelease::holding(bytes);
     (void)port->queues[hash % port->queues.size()]->deliver(std::move(p));
   }
 }

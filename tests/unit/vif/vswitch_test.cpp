@@ -74,7 +74,8 @@ TEST(QueueLink, PacketToAStoppedQueueIsReleasedAtOnce) {
   QueueLink link;
   int released = 0;
   RxPacket p;
-  p.release = [&] { ++released; };
+  auto count = [&] { ++released; };
+  p.release = RxRelease::calling(&count);
   EXPECT_FALSE(link.deliver(std::move(p)));
   EXPECT_EQ(released, 1);
 }
@@ -101,7 +102,8 @@ TEST(QueueLink, DetachReleasesWhatTheInboxStillHolds) {
   link.attach([] {});
   int released = 0;
   RxPacket p;
-  p.release = [&] { ++released; };
+  auto count = [&] { ++released; };
+  p.release = RxRelease::calling(&count);
   EXPECT_TRUE(link.deliver(std::move(p)));
   link.detach();
   EXPECT_EQ(released, 1);
