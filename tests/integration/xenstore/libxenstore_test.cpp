@@ -315,6 +315,13 @@ TEST_F(LibxenstoreSmallQueue, DomZeroNotReadingAGuestsStateFloodKeepsItsConnecti
     if (srv.call([](XenstoreServer& s) { return s.core().watches().size(); }) == 1) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  // The toolstack made the frontend's state node and gave it to the guest.
+  ASSERT_FALSE(srv.call([](XenstoreServer& s) {
+    const std::string node = "/local/domain/1/device/vif/0/state";
+    if (auto ec = s.write(node, "1")) return ec;
+    const hv::XsPerm perms[] = {{DomId{1}, hv::XsPerm::Kind::none}};
+    return s.set_perms(node, perms);
+  }));
   auto guest = open_as(srv, 1);
   ASSERT_TRUE(guest);
   for (int i = 0; i < 5000; ++i)

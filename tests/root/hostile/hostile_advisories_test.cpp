@@ -333,7 +333,7 @@ TEST_F(HostileFrontend, Xsa349_StateWriteFloodCostsNoMemoryAndDelaysNoOtherGuest
 
   // Another guest's device appears mid-flood: InitWait must come as quickly as ever
   // (libxl gives up after 10 s).
-  auto other = std::make_unique<HostileFrontend>(world_->dir(), "other", dom0_.get());
+  auto other = std::make_unique<Rogue>(world_->dir(), "other", dom0_.get());
   other->attach();
   toolstack::VifSpec spec;
   spec.mac = "00:16:3e:00:00:77";
