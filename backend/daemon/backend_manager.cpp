@@ -75,7 +75,8 @@ bool BackendManager::process_events(std::size_t max_events) {
   for (std::size_t n = 0; n < max_events; ++n) {
     auto ev = xs_.read_watch();
     if (!ev) return false;
-    if (shut_down_) continue;  // drain: nothing reacts any more
+    if (xs_.connection_error()) return false;  // nothing can be answered any more
+    if (shut_down_) continue;                  // drain: nothing reacts any more
     // The vif layer turns its own failures into that vif's error (Vif::connect); what is
     // left (memory running out while a handler builds a string) must not unwind the
     // daemon's loop and take every guest down: that event is dropped, and said so.
@@ -220,11 +221,33 @@ void BackendManager::run_hotplug(const VifId& id) {
   } else {
     return;
   }
+  report_hotplug_failure(id, why);
+}
+
+void BackendManager::report_hotplug_failure(const VifId& id, const std::string& why) {
   // As the script itself would on failure: the device then waits in Closed/InitWait, and the
   // operator sees why in xenstore and the log.
+  const std::string be = root_ + "/" + format_vif_id(id);
   log::write(log::Level::error, kLog, "vif " + format_vif_id(id) + ": hotplug: " + why);
   (void)xs_.write(be + "/hotplug-error", why);
   (void)xs_.write(be + "/hotplug-status", "error");
+}
+
+void BackendManager::reap_hotplug() {
+  if (hotplug_ == nullptr) return;
+  for (const auto& f : hotplug_->reap()) {
+    const VifId id{f.domid, f.devid};
+    const auto it = vifs_.find(id);
+    // Gone or going: writing would re-create nodes the toolstack removed.
+    if (it == vifs_.end() || it->second.xenbus->finished()) continue;
+    const std::string be = root_ + "/" + format_vif_id(id);
+    // A script that failed through its own `fatal` wrote its reason: keep it. One that timed
+    // out (killed), died of a signal or exited without a word leaves the device in InitWait
+    // with nothing to show: say why.
+    if (const auto status = xs_.read(be + "/hotplug-status"); status && *status == "error")
+      continue;
+    report_hotplug_failure(id, f.reason);
+  }
 }
 
 void BackendManager::on_release_domain() {
@@ -237,7 +260,7 @@ void BackendManager::on_release_domain() {
 }
 
 void BackendManager::check_vifs() {
-  if (hotplug_ != nullptr) hotplug_->reap();
+  reap_hotplug();
   for (auto it = vifs_.begin(); it != vifs_.end();) {
     Vif& vif = it->second;
     if (!vif.xenbus->finished() && vif.xenbus->view().rings == xenbus::RingsState::up &&

@@ -69,9 +69,16 @@ class BackendManager {
   /// wait for someone else to run the script.
   void set_hotplug_launcher(HotplugLauncher* launcher) { hotplug_ = launcher; }
 
-  /// Handles every queued watch event, then check_vifs(). Bounded per call so a flood of
-  /// events cannot starve the control socket; returns true if events may remain.
-  bool process_events(std::size_t max_events = 1024);
+  /// Handles queued watch events (each followed by check_vifs()), at most `max_events`, so a
+  /// flood cannot starve the control socket or the other guests: the connection merges an
+  /// event into an identical pending one (XSA-349), so a guest rewriting its F:state holds one
+  /// place in the queue however fast it writes. Returns true if events remain: call again
+  /// (the watch fd may not be readable for them).
+  bool process_events(std::size_t max_events = kEventsPerRound);
+  static constexpr std::size_t kEventsPerRound = 64;
+  /// The XenStore connection's error once it is gone for good (nothing will ever be
+  /// watched or written again: the daemon must exit), else none.
+  [[nodiscard]] std::error_code xenstore_error() const { return xs_.connection_error(); }
   /// Reports disabled vifs fatal and destroys finished ones.
   void check_vifs();
 
@@ -101,6 +108,10 @@ class BackendManager {
   void consider(const std::string& dom_name, DomId domid, const std::string& dev_name);
   void add_vif(const VifId& id, bool adopt);
   void run_hotplug(const VifId& id);
+  /// As a hotplug script's `fatal` does (and what libxl then shows): B:hotplug-error = why,
+  /// B:hotplug-status = error, which the vif's xenbus machine handles as any script failure.
+  void report_hotplug_failure(const VifId& id, const std::string& why);
+  void reap_hotplug();
   void on_release_domain();
   void warn_junk(const std::string& msg);
 

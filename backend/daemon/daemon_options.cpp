@@ -13,9 +13,16 @@ std::string default_control_path(std::string_view hypervisor) {
   return "/run/unetback/unetbackd.sock";
 }
 
+std::string default_lock_path(std::string_view hypervisor, DomId backend) {
+  if (hypervisor.starts_with("sim:") && hypervisor.size() > 4)
+    return std::string(hypervisor.substr(4)) + "/unetbackd-dom" + std::to_string(backend.value()) +
+           ".lock";
+  return "/run/unetbackd.lock";
+}
+
 std::variant<DaemonOptions, std::string> parse_daemon_args(std::span<const std::string_view> args) {
   DaemonOptions o;
-  std::optional<std::string> control;
+  std::optional<std::string> control, lock;
   for (std::size_t i = 0; i < args.size(); ++i) {
     std::string_view a = args[i];
     if (a == "--help" || a == "-h") {
@@ -32,7 +39,7 @@ std::variant<DaemonOptions, std::string> parse_daemon_args(std::span<const std::
       value = args[++i];
     }
     static constexpr std::string_view kOwn[] = {"hypervisor", "backend-domid", "control",
-                                                "log-level", "switch-uplink"};
+                                                "log-level",  "switch-uplink", "lock-file"};
     bool known = find_tunable(name) != nullptr;
     for (auto k : kOwn) known = known || k == name;
     if (!known) return "unknown option --" + std::string(name);
@@ -60,6 +67,9 @@ std::variant<DaemonOptions, std::string> parse_daemon_args(std::span<const std::
     } else if (name == "control") {
       if (value->empty()) return "--control needs a path";
       control = *value;
+    } else if (name == "lock-file") {
+      if (value->empty()) return "--lock-file needs a path";
+      lock = *value;
     } else if (name == "log-level") {
       if (*value == "debug") {
         o.log_level = log::Level::debug;
@@ -80,24 +90,31 @@ std::variant<DaemonOptions, std::string> parse_daemon_args(std::span<const std::
   }
   if (o.hypervisor.empty()) return std::string("--hypervisor is required (xen or sim:<world-dir>)");
   o.control_path = control ? *control : default_control_path(o.hypervisor);
+  o.lock_path = lock ? *lock : default_lock_path(o.hypervisor, o.backend_domid.value_or(kDom0));
   return o;
 }
 
 std::string daemon_usage() {
   std::string s =
       "usage: unetbackd --hypervisor xen|sim:<world-dir> [--backend-domid N] [--control PATH]\n"
-      "                 [--log-level debug|info|warn|error] [--switch-uplink NAME=TAP ...]\n"
+      "                 [--lock-file PATH] [--log-level debug|info|warn|error]\n"
+      "                 [--switch-uplink NAME=TAP ...]\n"
       "                 [--<tunable> VALUE ...]\n"
       "\n"
       "The userspace Xen netback daemon. It serves every vif under\n"
       "/local/domain/<self>/backend/vif, logs to stderr, and stops on SIGTERM or SIGINT after\n"
-      "closing every vif (backend state 6).\n"
+      "closing every vif (backend state 6). SIGHUP re-reads the tunables from xenstore,\n"
+      "SIGUSR1 logs every vif's state and counters, SIGUSR2 and SIGPIPE are ignored. One\n"
+      "daemon serves a backend domain: a second one exits 1 before it touches any vif.\n"
       "\n"
       "  --hypervisor xen       the real Xen hypervisor (libxen*, xenstored)\n"
       "  --hypervisor sim:DIR   the xensim world running in DIR\n"
       "  --backend-domid N      xensim: run as domain N (default: dom0)\n"
       "  --control PATH         control socket for unetback-ctl (default\n"
       "                         /run/unetback/unetbackd.sock, or DIR/unetbackd.sock on xensim)\n"
+      "  --lock-file PATH       the lock held while serving (default /run/unetbackd.lock, or\n"
+      "                         DIR/unetbackd-dom<N>.lock on xensim); xenstore's\n"
+      "                         /local/domain/<self>/unetback/owner names the daemon's pid\n"
       "  --log-level LEVEL      debug, info (default), warn or error\n"
       "  --switch-uplink NAME=TAP\n"
       "                         internal switch NAME (vifs with bridge=unetback:NAME) gets the\n"
@@ -120,8 +137,11 @@ std::string daemon_usage() {
   s += "\n"
        "Exit status:\n"
        "  0  stopped cleanly (SIGTERM/SIGINT), or --help\n"
-       "  1  setup failed (hypervisor or xenstore missing, control socket in use, ...)\n"
-       "  2  bad command line\n";
+       "  1  setup failed (hypervisor or xenstore missing, control socket in use, another\n"
+       "     unetbackd serves this backend domain, ...)\n"
+       "  2  bad command line\n"
+       "  3  the xenstore connection was lost (a supervisor restarts the daemon, which\n"
+       "     adopts the running vifs)\n";
   return s;
 }
 

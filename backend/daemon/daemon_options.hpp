@@ -19,11 +19,13 @@ namespace unetback::daemon {
 inline constexpr int kExitOk = 0;     // stopped cleanly (SIGTERM/SIGINT), or --help
 inline constexpr int kExitSetup = 1;  // setup failed (hypervisor missing, socket in use, ...)
 inline constexpr int kExitUsage = 2;  // bad command line
+inline constexpr int kExitXenstoreLost = 3;  // the xenstore connection died: restart me
 
 struct DaemonOptions {
   std::string hypervisor;              // "xen" or "sim:<world-dir>"
   std::optional<DomId> backend_domid;  // xensim: register as this domain (default dom0)
   std::string control_path;            // default_control_path(hypervisor) unless given
+  std::string lock_path;               // default_lock_path(hypervisor, domid) unless given
   log::Level log_level = log::Level::info;
   Tunables tunables;                           // the defaults with --<tunable> applied
   std::vector<std::string> explicit_tunables;  // names given on the command line
@@ -35,6 +37,11 @@ struct DaemonOptions {
 
 /// `/run/unetback/unetbackd.sock` for "xen", `<world-dir>/unetbackd.sock` for "sim:<dir>".
 [[nodiscard]] std::string default_control_path(std::string_view hypervisor);
+
+/// The lock that lets one daemon serve a backend domain: `/run/unetbackd.lock` for "xen"
+/// (one backend domain per host), `<world-dir>/unetbackd-dom<N>.lock` for "sim:<dir>" (a
+/// world may hold several backend domains).
+[[nodiscard]] std::string default_lock_path(std::string_view hypervisor, DomId backend);
 
 /// The options, or the message explaining what is wrong (exit kExitUsage).
 [[nodiscard]] std::variant<DaemonOptions, std::string> parse_daemon_args(

@@ -30,15 +30,20 @@ std::error_code HotplugLauncher::launch(const std::string& script, DomId domid, 
   return {};
 }
 
-void HotplugLauncher::reap() {
-  std::erase_if(runs_, [](Run& r) {
+std::vector<HotplugLauncher::Failure> HotplugLauncher::reap() {
+  std::vector<Failure> failed;
+  std::erase_if(runs_, [&](Run& r) {
     const auto outcome = r.process.poll();
     if (!outcome) return false;
-    const std::string what =
-        vif_name(r.domid, r.devid) + ": " + r.script + " online " + outcome->describe();
-    log::write(outcome->ok() ? log::Level::info : log::Level::error, kLog, what);
+    std::string what = r.script + " online " + outcome->describe();
+    if (outcome->kind == hotplug::HotplugOutcome::Kind::timed_out)
+      what += " after " + std::to_string(timeout_.count()) + " ms (killed)";
+    log::write(outcome->ok() ? log::Level::info : log::Level::error, kLog,
+               vif_name(r.domid, r.devid) + ": " + what);
+    if (!outcome->ok()) failed.push_back(Failure{r.domid, r.devid, what});
     return true;
   });
+  return failed;
 }
 
 }  // namespace unetback::daemon

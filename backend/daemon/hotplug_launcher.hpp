@@ -27,8 +27,16 @@ class HotplugLauncher {
   /// Starts `script online type_if=vif` for vif<domid>.<devid>; a run still going for that vif
   /// is killed first. An error when it cannot be started (missing or not executable).
   std::error_code launch(const std::string& script, DomId domid, DevId devid);
-  /// Logs and forgets the runs that have ended; kills those over their time.
-  void reap();
+  /// A run that failed: timed out (and killed), killed by a signal, or exited non-zero.
+  struct Failure {
+    DomId domid;
+    DevId devid;
+    std::string reason;  // "<script> online timed out after 40 s", ...
+  };
+  /// Logs and forgets the runs that have ended; kills those over their time. Returns the
+  /// failed ones: libxl would fail the device then, and a killed script wrote nothing, so
+  /// the caller reports the failure in xenstore (hotplug-error, hotplug-status).
+  std::vector<Failure> reap();
   [[nodiscard]] std::size_t running() const { return runs_.size(); }
 
  private:

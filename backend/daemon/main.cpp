@@ -18,10 +18,12 @@
 #include "backend/daemon/control_handler.hpp"
 #include "backend/daemon/control_server.hpp"
 #include "backend/daemon/daemon_options.hpp"
+#include "backend/daemon/instance_lock.hpp"
 #include "backend/daemon/manager_loop.hpp"
 #include "backend/daemon/tunables.hpp"
 #include "backend/vif/event_loop_pool.hpp"
 #include "backend/vif/vif.hpp"
+#include "backend/xenbus/xenbus_state.hpp"
 #include "common/hv/hypervisor.hpp"
 #include "common/util/fd_reserve.hpp"
 #include "common/util/log.hpp"
@@ -34,6 +36,62 @@ using namespace unetback::daemon;
 
 constexpr std::string_view kLog = "unetbackd";
 
+/// SIGUSR1: one line per vif (states and summed counters), for an operator without
+/// unetback-ctl at hand.
+void log_vif_summary(const BackendManager& manager) {
+  const auto vifs = manager.list();
+  log::write(
+      log::Level::info, kLog,
+      "SIGUSR1: " + std::to_string(vifs.size()) + " vif(s), serving " + manager.backend_root());
+  for (const auto& v : vifs) {
+    std::uint64_t rx = 0, tx = 0;
+    for (const auto& q : v.report.queues)
+      for (const auto& [name, value] : q.counters) {
+        if (name == "rx_packets") rx += value;
+        if (name == "tx_packets") tx += value;
+      }
+    std::string line =
+        "vif " + format_vif_id(v.id) + ": backend " +
+        std::string(xenbus::state_name(v.view.backend)) + ", frontend " +
+        (v.view.frontend ? std::string(xenbus::state_name(*v.view.frontend)) : std::string("?")) +
+        ", " + (v.report.connected ? "connected" : "not connected") + ", " +
+        std::to_string(v.report.queues.size()) + " queue(s), rx_packets " + std::to_string(rx) +
+        ", tx_packets " + std::to_string(tx);
+    log::write(log::Level::info, kLog, line);
+  }
+}
+
+/// SIGHUP (a logrotate-style reload): re-read the tunables; the log is stderr, which the
+/// supervisor rotates, so there is nothing to reopen. SIGUSR1: the vif summary. Waits again
+/// after each, for the daemon's life.
+void serve_operator_signals(boost::asio::signal_set& signals, TunableStore& tunables,
+                            BackendManager& manager, DomId self) {
+  signals.async_wait(
+      [&signals, &tunables, &manager, self](const boost::system::error_code& ec, int signo) {
+        if (ec) return;
+        if (signo == SIGHUP) {
+          const std::size_t changed = tunables.reload();
+          log::write(log::Level::info, kLog,
+                     "SIGHUP: tunables re-read from " + tunables_dir(self) + " (" +
+                         std::to_string(changed) + " changed)");
+        } else if (signo == SIGUSR1) {
+          log_vif_summary(manager);
+        }
+        serve_operator_signals(signals, tunables, manager, self);
+      });
+}
+
+/// Signals that must not kill the daemon before its handlers are installed (or at all).
+void ignore_stray_signals() {
+  // A control client that hangs up must cost an EPIPE, not the daemon.
+  std::signal(SIGPIPE, SIG_IGN);
+  // SIGUSR2 has no meaning; SIGHUP and SIGUSR1 are served once running (serve_operator_signals)
+  // and must not kill a daemon still starting up.
+  std::signal(SIGUSR2, SIG_IGN);
+  std::signal(SIGHUP, SIG_IGN);
+  std::signal(SIGUSR1, SIG_IGN);
+}
+
 int run(const DaemonOptions& opts) {
   hv::HypervisorOptions hv_opts;
   hv_opts.role = hv::Role::backend;
@@ -42,6 +100,9 @@ int run(const DaemonOptions& opts) {
   auto hypervisor = hv::open_hypervisor(opts.hypervisor, hv_opts);
   const DomId self = hypervisor->self();
   auto xs = hypervisor->open_xenstore();
+  // One daemon per backend domain, claimed before anything reads or writes a vif.
+  const InstanceLock lock = InstanceLock::acquire(opts.lock_path);
+  claim_owner_node(*xs, self);
 
   boost::asio::io_context io;
   TunableStore tunables(*xs, self, opts.tunables, opts.explicit_tunables);
@@ -79,6 +140,17 @@ int run(const DaemonOptions& opts) {
   HotplugLauncher hotplug(xenstored_path);
   manager.set_hotplug_launcher(&hotplug);
   ManagerLoop loop(io, manager, xs->watch_fd());
+  bool xenstore_lost = false;
+  loop.set_lost_handler([&](std::error_code ec) {
+    // Deaf for good: no new vif, no removal, no tunable would ever reach us. Exit, so that a
+    // supervisor restarts us; the new daemon adopts the vifs still online.
+    log::write(log::Level::error, kLog,
+               "lost the xenstore connection (" + ec.message() + "): exiting with status " +
+                   std::to_string(kExitXenstoreLost) +
+                   " so that a supervisor restarts unetbackd, which adopts the vifs");
+    xenstore_lost = true;
+    io.stop();
+  });
 
   boost::asio::signal_set signals(io, SIGTERM, SIGINT);
   signals.async_wait([&](const boost::system::error_code& ec, int signo) {
@@ -90,11 +162,16 @@ int run(const DaemonOptions& opts) {
     io.stop();
   });
 
+  boost::asio::signal_set operator_signals(io, SIGHUP, SIGUSR1);
+  serve_operator_signals(operator_signals, tunables, manager, self);
+
   loop.start();
   log::write(log::Level::info, kLog,
              "serving " + manager.backend_root() + " as domain " + std::to_string(self.value()) +
-                 ", control socket " + control.path());
+                 ", control socket " + control.path() + ", lock " + lock.path());
   io.run();
+  if (xenstore_lost) return kExitXenstoreLost;
+  release_owner_node(*xs, self);
   log::write(log::Level::info, kLog, "stopped");
   return kExitOk;
 }
@@ -124,8 +201,7 @@ void install_crash_handler() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // A control client that hangs up must cost an EPIPE, not the daemon.
-  std::signal(SIGPIPE, SIG_IGN);
+  ignore_stray_signals();
   install_crash_handler();
   std::vector<std::string_view> args(argv + 1, argv + argc);
   auto parsed = parse_daemon_args(args);

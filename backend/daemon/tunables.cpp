@@ -167,6 +167,16 @@ void TunableStore::handle_watch(const hv::XsWatchEvent& ev) {
   for (const auto& spec : kSpecs) reconcile(spec);
 }
 
+std::size_t TunableStore::reload() {
+  std::size_t changed = 0;
+  for (const auto& spec : kSpecs) {
+    const std::string before = format_tunable(current_, spec);
+    reconcile(spec);
+    if (format_tunable(current_, spec) != before) ++changed;
+  }
+  return changed;
+}
+
 std::optional<std::string> TunableStore::set(std::string_view name, std::string_view value) {
   const auto* spec = find_tunable(name);
   if (spec == nullptr) return "unknown tunable '" + printable(name) + "'";

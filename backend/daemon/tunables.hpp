@@ -66,6 +66,10 @@ class TunableStore {
   /// A key (or the directory) changed: adopt valid values, rewrite rejected or removed ones.
   void handle_watch(const hv::XsWatchEvent& ev);
 
+  /// Reads every key again (SIGHUP), as for the directory's own event: valid values are
+  /// adopted, rejected or missing ones rewritten. Returns how many values changed.
+  std::size_t reload();
+
   [[nodiscard]] const Tunables& current() const { return current_; }
 
   /// The control socket's `set`: validates, writes the key and adopts the value at once (the

@@ -65,8 +65,13 @@ class XenStore {
   virtual std::error_code watch(std::string_view path, std::string_view token) = 0;
   virtual std::error_code unwatch(std::string_view path, std::string_view token) = 0;
   [[nodiscard]] virtual int watch_fd() const = 0;
-  /// The next queued watch event, without blocking; nullopt when none is queued.
+  /// The next queued watch event, without blocking; nullopt when none is queued. An event
+  /// identical (same token and path) to one still queued may be merged into it (XSA-349).
   virtual std::optional<XsWatchEvent> read_watch() = 0;
+  /// Why the connection to xenstored is gone for good (it closed, or a request broke it),
+  /// or no error while it works. Checked after read_watch(): a connection that died sends
+  /// no event to say so.
+  [[nodiscard]] virtual std::error_code connection_error() const { return {}; }
 
   virtual Result<std::string> get_domain_path(DomId domid) = 0;
 };

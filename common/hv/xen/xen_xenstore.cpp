@@ -223,28 +223,47 @@ std::error_code LibXenStore::watch(std::string_view path, std::string_view token
 std::error_code LibXenStore::unwatch(std::string_view path, std::string_view token) {
   if (has_nul(path) || has_nul(token)) return std::make_error_code(std::errc::invalid_argument);
   errno = 0;
-  return status_of(
-      xs_unwatch(handle_.get(), std::string(path).c_str(), std::string(token).c_str()));
+  auto ec =
+      status_of(xs_unwatch(handle_.get(), std::string(path).c_str(), std::string(token).c_str()));
+  // libxenstore filtered its own queue (XS_UNWATCH_FILTER); events already moved to ours
+  // go the same way.
+  queue_.remove_watch(path, token);
+  return ec;
 }
 
 int LibXenStore::watch_fd() const {
   return watch_fd_;
 }
 
-std::optional<XsWatchEvent> LibXenStore::read_watch() {
-  errno = 0;
-  Malloced<char*> event(xs_check_watch(handle_.get()));
-  if (!event) {
-    // EAGAIN: nothing queued. Anything else means the connection is gone (libxenstore
-    // reports EINVAL then); the owner notices through its next request's error.
-    const int err = errno;
-    std::uint64_t suppressed = 0;
-    if (err != EAGAIN && g_watch_error_rate.allow(suppressed))
-      log::write(log::Level::warn, "xenstore",
-                 "reading watch events: " + errno_code(err).message());
-    return std::nullopt;
+void LibXenStore::drain_library_queue() {
+  for (std::size_t n = 0; n < kDrainBatch; ++n) {
+    errno = 0;
+    Malloced<char*> event(xs_check_watch(handle_.get()));
+    if (!event) {
+      // EAGAIN: nothing queued. EINVAL: libxenstore's reader thread (or a failed request)
+      // closed the socket, and nothing will ever arrive again. Anything else (ENOMEM) is
+      // passing.
+      const int err = errno;
+      if (err == EINVAL) {
+        if (!lost_) {
+          lost_ = errno_code(EPIPE);
+          log::write(log::Level::error, "xenstore", "the connection to xenstored is gone");
+        }
+      } else if (err != EAGAIN) {
+        std::uint64_t suppressed = 0;
+        if (g_watch_error_rate.allow(suppressed))
+          log::write(log::Level::warn, "xenstore",
+                     "reading watch events: " + errno_code(err).message());
+      }
+      return;
+    }
+    queue_.push(XsWatchEvent{event.get()[XS_WATCH_PATH], event.get()[XS_WATCH_TOKEN]});
   }
-  return XsWatchEvent{event.get()[XS_WATCH_PATH], event.get()[XS_WATCH_TOKEN]};
+}
+
+std::optional<XsWatchEvent> LibXenStore::read_watch() {
+  drain_library_queue();
+  return queue_.pop();
 }
 
 Result<std::string> LibXenStore::get_domain_path(DomId domid) {

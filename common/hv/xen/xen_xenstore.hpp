@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "common/hv/watch_event_queue.hpp"
 #include "common/hv/xenstore.hpp"
 
 struct xs_handle;
@@ -48,9 +49,19 @@ class LibXenStore final : public XenStore {
   /// Also drops events of this watch still queued (libxenstore's XS_UNWATCH_FILTER), so no
   /// event arrives for a watch that is gone.
   std::error_code unwatch(std::string_view path, std::string_view token) override;
-  /// A pipe libxenstore's reader thread makes readable while events are queued.
+  /// A pipe libxenstore's reader thread makes readable while it holds events. read_watch()
+  /// moves them into our own queue, so after a bounded read_watch() loop events may remain
+  /// queued here with the pipe empty: call read_watch() until it returns nullopt.
   [[nodiscard]] int watch_fd() const override;
+  /// libxenstore's reader thread queues every event it reads, without bound; this takes what
+  /// it holds (at most kDrainBatch per call) into a WatchEventQueue, which merges an event
+  /// into an identical pending one (XSA-349), and returns the oldest.
   std::optional<XsWatchEvent> read_watch() override;
+  /// EPIPE once libxenstore closed the socket (xenstored went away or a reply was garbled).
+  [[nodiscard]] std::error_code connection_error() const override { return lost_; }
+  [[nodiscard]] std::size_t queued_watch_events() const { return queue_.size(); }
+
+  static constexpr std::size_t kDrainBatch = 4096;
 
   Result<std::string> get_domain_path(DomId domid) override;
 
@@ -58,8 +69,12 @@ class LibXenStore final : public XenStore {
   struct Closer {
     void operator()(xs_handle* h) const noexcept;
   };
+  void drain_library_queue();
+
   std::unique_ptr<xs_handle, Closer> handle_;
   int watch_fd_ = -1;
+  WatchEventQueue queue_;
+  std::error_code lost_;
 };
 
 /// Where libxenstore will look when no socket path is given, as a readable list for error

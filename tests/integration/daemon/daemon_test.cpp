@@ -8,8 +8,11 @@
 #include <csignal>
 #include <fcntl.h>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <gtest/gtest.h>
+#include <iterator>
+#include <optional>
 #include <poll.h>
 #include <spawn.h>
 #include <sys/stat.h>
@@ -21,8 +24,10 @@
 #include "backend/daemon/backend_manager.hpp"
 #include "backend/daemon/control_handler.hpp"
 #include "backend/daemon/control_server.hpp"
+#include "backend/daemon/hotplug_launcher.hpp"
 #include "backend/daemon/manager_loop.hpp"
 #include "common/hv/sim/sim_hypervisor.hpp"
+#include "common/hv/xen/xen_xenstore.hpp"
 #include "tests/integration/xensim/xensim_process.hpp"
 #include "tests/unit/daemon/fake_vif_factory.hpp"
 
@@ -332,6 +337,39 @@ TEST_F(DaemonWorld, OperatorWritingABadTunableSeesThePreviousValueBack) {
   EXPECT_EQ(tunables_->current().fatal_skb_slots, 25U);
 }
 
+// A daemon restarted under a running guest re-runs the vif's hotplug script (adoption). A
+// script that hangs past the limit is killed, and, as libxl would report a failed script, the
+// device shows why: B:hotplug-error and B:hotplug-status=error (it wrote nothing itself).
+TEST_F(DaemonWorld, HotplugScriptTimingOutAtAdoptionWritesHotplugError) {
+  const std::string script = world_.dir() + "/vif-hangs";
+  {
+    std::ofstream f(script);
+    f << "#!/bin/sh\nexec sleep 30\n";
+  }
+  ASSERT_EQ(::chmod(script.c_str(), 0755), 0);
+  bring_up();
+  ASSERT_FALSE(toolstack_->write(be() + "/script", script));
+  // The daemon dies (no Closed written: a crash), a new one starts and adopts the device.
+  loop_.reset();
+  manager_.reset();
+  factory_.destroyed = 0;
+  tunables_ = std::make_unique<daemon::TunableStore>(*xs_, hv_->self(), daemon::Tunables{});
+  manager_ = std::make_unique<daemon::BackendManager>(
+      *xs_, hv_->self(), factory_, *tunables_, [this](DomId d) { return hv_->domain_exists(d); });
+  daemon::HotplugLauncher hotplug(world_.dir() + "/dom0.sock", 300ms);
+  manager_->set_hotplug_launcher(&hotplug);
+  ASSERT_FALSE(manager_->start());
+  loop_ = std::make_unique<daemon::ManagerLoop>(io_, *manager_, xs_->watch_fd(), 20ms);
+  loop_->start();
+  ASSERT_TRUE(run_until([&] { return hotplug.running() == 1; })) << "the script was not re-run";
+  ASSERT_TRUE(run_until([&] { return read(be() + "/hotplug-status") == "error"; }, 5s))
+      << "hotplug-status " << read(be() + "/hotplug-status");
+  EXPECT_NE(read(be() + "/hotplug-error").find("timed out"), std::string::npos)
+      << read(be() + "/hotplug-error");
+  EXPECT_NE(read(be() + "/state"), "4") << "Connected without the script";
+  manager_->set_hotplug_launcher(nullptr);  // `hotplug` goes first
+}
+
 TEST(Ctl, SaysSoWhenTheDaemonIsNotRunning) {
   char tmpl[] = "/tmp/unetback-ctl-XXXXXX";
   ASSERT_NE(::mkdtemp(tmpl), nullptr);
@@ -354,6 +392,170 @@ TEST(Unetbackd, ExitCodes) {
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("/nonexistent-world/hv.sock"), std::string::npos) << r.err;
   EXPECT_EQ(run_program({bin, "--help"}, idle).status, 0);
+}
+
+/// A real unetbackd serving `world`, its stderr (the log) in a file of the world. The
+/// destructor kills (by pid) and reaps it if it still runs.
+class SpawnedDaemon {
+ public:
+  SpawnedDaemon(const XensimProcess& world, std::vector<std::string> extra = {},
+                const std::string& log_name = "unetbackd.log")
+      : log_path_(world.dir() + "/" + log_name) {
+    const std::string bin = env_or("UNETBACKD_BIN", UNETBACKD_BIN_DEFAULT);
+    std::vector<std::string> argv{bin, "--hypervisor", world.spec()};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 2, log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (::posix_spawn(&pid_, bin.c_str(), &fa, nullptr, args.data(), environ) != 0) pid_ = -1;
+    posix_spawn_file_actions_destroy(&fa);
+  }
+  ~SpawnedDaemon() {
+    if (pid_ > 0 && !status_) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  SpawnedDaemon(const SpawnedDaemon&) = delete;
+  SpawnedDaemon& operator=(const SpawnedDaemon&) = delete;
+
+  [[nodiscard]] pid_t pid() const { return pid_; }
+  [[nodiscard]] std::string log() const {
+    std::ifstream f(log_path_);
+    return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+  }
+  /// Waits (bounded) until the log holds `text`; false if it does not, or the daemon exited.
+  bool wait_log(std::string_view text, std::chrono::milliseconds t = 10s) {
+    const auto deadline = std::chrono::steady_clock::now() + t;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (log().find(text) != std::string::npos) return true;
+      if (exited(0ms)) return log().find(text) != std::string::npos;
+      std::this_thread::sleep_for(10ms);
+    }
+    return false;
+  }
+  /// The exit status (128+N for signal N) once it exited within `t`, else nullopt.
+  std::optional<int> exited(std::chrono::milliseconds t) {
+    const auto deadline = std::chrono::steady_clock::now() + t;
+    while (!status_) {
+      int st = 0;
+      if (::waitpid(pid_, &st, WNOHANG) == pid_) {
+        status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        break;
+      }
+      if (std::chrono::steady_clock::now() >= deadline) break;
+      std::this_thread::sleep_for(10ms);
+    }
+    return status_;
+  }
+  void signal(int signo) const { ::kill(pid_, signo); }
+
+ private:
+  std::string log_path_;
+  pid_t pid_ = -1;
+  std::optional<int> status_;
+};
+
+std::string xs_read_or(hv::XenStore& xs, const std::string& path) {
+  auto v = xs.read(path);
+  return v ? *v : "<absent>";
+}
+
+// XSA-349's last step: with its xenstore connection gone (xensim dropped it, xenstored
+// died) the daemon would stay alive but deaf: no new vif, no removal, no tunable. It exits
+// with status 3 and says why, so that a supervisor restarts it (the new daemon adopts).
+TEST(Unetbackd, LostXenstoreConnectionEndsTheDaemonWithStatusThree) {
+  auto world = std::make_unique<XensimProcess>();
+  SpawnedDaemon d(*world);
+  ASSERT_TRUE(d.wait_log("serving ")) << d.log();
+  ASSERT_EQ(::kill(world->pid(), SIGKILL), 0);  // xenstored (and the broker) gone at once
+  const auto st = d.exited(5s);
+  ASSERT_TRUE(st) << "unetbackd stayed alive without xenstore:\n" << d.log();
+  EXPECT_EQ(*st, 3) << d.log();
+  EXPECT_NE(d.log().find("lost the xenstore connection"), std::string::npos) << d.log();
+}
+
+// A logrotate-style reload must not take every guest down: SIGHUP re-reads the tunables and
+// says so, SIGUSR1 logs the vifs, SIGUSR2 is ignored; the daemon serves on throughout.
+TEST(Unetbackd, SighupReReadsTheTunablesAndUsrSignalsDoNotStopIt) {
+  XensimProcess world;
+  const std::string ctl_bin = env_or("UNETBACK_CTL_BIN", UNETBACK_CTL_BIN_DEFAULT);
+  const auto idle = [] { std::this_thread::sleep_for(5ms); };
+  SpawnedDaemon d(world);
+  ASSERT_TRUE(d.wait_log("serving ")) << d.log();
+  hv::LibXenStore xs(world.dir() + "/dom0.sock");
+  ASSERT_FALSE(xs.write("/local/domain/0/unetback/max-queues", "3"));
+
+  d.signal(SIGHUP);
+  ASSERT_TRUE(d.wait_log("SIGHUP: tunables re-read from /local/domain/0/unetback")) << d.log();
+  d.signal(SIGUSR1);
+  ASSERT_TRUE(d.wait_log("SIGUSR1: 0 vif(s)")) << d.log();
+  d.signal(SIGUSR2);
+  d.signal(SIGHUP);
+  EXPECT_FALSE(d.exited(300ms)) << d.log();
+  auto r = run_program({ctl_bin, "--world", world.dir(), "get", "max-queues"}, idle);
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "max-queues = 3\n");
+
+  d.signal(SIGTERM);
+  EXPECT_EQ(d.exited(10s), std::optional<int>(0)) << d.log();
+}
+
+// Only one daemon may serve a backend domain. A second one, with another control socket,
+// must not adopt the first one's vifs (its failure would write Closing, which the first takes
+// for the toolstack's): it exits 1 naming the first, before it reads any vif. The lock file
+// catches it; the xenstore owner node catches one that uses another lock file. A daemon that
+// died (SIGKILL) leaves a stale owner node that does not block its restart.
+TEST(Unetbackd, SecondDaemonOnTheSameBackendDomainExitsBeforeTouchingAnyVif) {
+  XensimProcess world;
+  const std::string bin = env_or("UNETBACKD_BIN", UNETBACKD_BIN_DEFAULT);
+  const auto idle = [] { std::this_thread::sleep_for(5ms); };
+  hv::LibXenStore xs(world.dir() + "/dom0.sock");
+  auto first = std::make_unique<SpawnedDaemon>(world);
+  ASSERT_TRUE(first->wait_log("serving ")) << first->log();
+  const std::string owner = "/local/domain/0/unetback/owner";
+  EXPECT_EQ(xs_read_or(xs, owner), std::to_string(first->pid()));
+
+  auto r = run_program(
+      {bin, "--hypervisor", world.spec(), "--control", world.dir() + "/second.sock"}, idle);
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("another unetbackd (pid " + std::to_string(first->pid()) +
+                       ") already serves this backend domain"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("vif "), std::string::npos) << "it looked at vifs:\n" << r.err;
+
+  r = run_program({bin, "--hypervisor", world.spec(), "--control", world.dir() + "/third.sock",
+                   "--lock-file", world.dir() + "/third.lock"},
+                  idle);
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("another unetbackd (pid " + std::to_string(first->pid()) +
+                       ") already serves domain 0 (xenstore " + owner + ")"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("vif "), std::string::npos) << "it looked at vifs:\n" << r.err;
+
+  EXPECT_FALSE(first->exited(0ms)) << first->log();
+  EXPECT_EQ(xs_read_or(xs, owner), std::to_string(first->pid()));
+  r = run_program(
+      {env_or("UNETBACK_CTL_BIN", UNETBACK_CTL_BIN_DEFAULT), "--world", world.dir(), "list"}, idle);
+  EXPECT_EQ(r.status, 0) << r.err;
+
+  // A crash: the kernel drops the lock, the owner node stays behind.
+  first->signal(SIGKILL);
+  ASSERT_TRUE(first->exited(5s));
+  const std::string stale = std::to_string(first->pid());
+  first.reset();
+  ASSERT_EQ(xs_read_or(xs, owner), stale);
+  SpawnedDaemon restarted(world, {}, "restarted.log");
+  ASSERT_TRUE(restarted.wait_log("serving ")) << restarted.log();
+  EXPECT_EQ(xs_read_or(xs, owner), std::to_string(restarted.pid()));
+  restarted.signal(SIGTERM);
+  EXPECT_EQ(restarted.exited(10s), std::optional<int>(0)) << restarted.log();
+  EXPECT_EQ(xs_read_or(xs, owner), "<absent>") << "an orderly exit removes the owner node";
 }
 
 TEST(Unetbackd, ServesTheControlSocketAndStopsCleanlyOnSigterm) {

@@ -251,27 +251,88 @@ class LibxenstoreSmallQueue : public Libxenstore {
   LibxenstoreSmallQueue() : Libxenstore(small()) {}
 };
 
-TEST_F(LibxenstoreSmallQueue, ClientThatNeverReadsEventsIsDisconnected) {
-  int fd = connect_raw(srv.sock(0));
-  ASSERT_GE(fd, 0);
-  const std::string token(3000, 't');
-  std::string payload = std::string("/flood") + '\0' + token + '\0';
+/// Registers a watch over a raw connection (no reader: nothing is ever read from `fd`).
+void raw_watch(int fd, const std::string& path, const std::string& token) {
+  std::string payload = path + '\0' + token + '\0';
   wire::XsMsgHeader hdr{static_cast<std::uint32_t>(wire::XsType::watch), 1, 0,
                         static_cast<std::uint32_t>(payload.size())};
   ASSERT_EQ(::write(fd, &hdr, sizeof(hdr)), static_cast<ssize_t>(sizeof(hdr)));
   ASSERT_EQ(::write(fd, payload.data(), payload.size()), static_cast<ssize_t>(payload.size()));
+}
+
+/// Reads what `fd` has buffered (without blocking) and counts the WATCH_EVENT messages.
+std::size_t count_buffered_events(int fd) {
+  std::string in;
+  char buf[65536];
+  for (;;) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 200) != 1) break;
+    const auto n = ::read(fd, buf, sizeof buf);
+    if (n <= 0) break;
+    in.append(buf, static_cast<std::size_t>(n));
+  }
+  std::size_t events = 0;
+  for (std::size_t off = 0; off + sizeof(wire::XsMsgHeader) <= in.size();) {
+    wire::XsMsgHeader h{};
+    std::memcpy(&h, in.data() + off, sizeof h);
+    if (h.type == static_cast<std::uint32_t>(wire::XsType::watch_event)) ++events;
+    off += sizeof h + h.len;
+  }
+  return events;
+}
+
+TEST_F(LibxenstoreSmallQueue, GuestThatNeverReadsEventsOnManyNodesIsDisconnected) {
+  int fd = connect_raw(srv.sock(1));
+  ASSERT_GE(fd, 0);
+  raw_watch(fd, "/local/domain/1/flood", std::string(3000, 't'));
   for (int i = 0; i < 50; ++i) {
     if (srv.call([](XenstoreServer& s) { return s.core().watches().size(); }) == 1) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   std::size_t before = srv.call([](XenstoreServer& s) { return s.connection_count(); });
   EXPECT_EQ(before, 1u);
+  // Distinct nodes: no event is a duplicate of a queued one.
   for (int i = 0; i < 2000; ++i) {
-    srv.call([i](XenstoreServer& s) { return s.write("/flood", std::to_string(i)); });
+    srv.call([i](XenstoreServer& s) {
+      return s.write("/local/domain/1/flood/n" + std::to_string(i), "x");
+    });
     if (srv.call([](XenstoreServer& s) { return s.connection_count(); }) == 0) break;
   }
   EXPECT_EQ(srv.call([](XenstoreServer& s) { return s.connection_count(); }), 0u);
   EXPECT_EQ(srv.call([](XenstoreServer& s) { return s.core().watches().size(); }), 0u);
+  ::close(fd);
+}
+
+// XSA-349, and Xen 4.17's xenstored: an event identical to one still queued is dropped, and
+// the privileged domain is never disconnected for output it does not read. A dom0 backend
+// busy elsewhere while a guest rewrites its state 5000 times keeps its connection, and finds
+// a bounded number of events waiting, not 5000.
+TEST_F(LibxenstoreSmallQueue, DomZeroNotReadingAGuestsStateFloodKeepsItsConnection) {
+  int fd = connect_raw(srv.sock(0));
+  ASSERT_GE(fd, 0);
+  raw_watch(fd, "/local/domain/1/device/vif/0/state", std::string(3000, 't'));
+  for (int i = 0; i < 50; ++i) {
+    if (srv.call([](XenstoreServer& s) { return s.core().watches().size(); }) == 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  // The toolstack made the frontend's state node and gave it to the guest.
+  ASSERT_FALSE(srv.call([](XenstoreServer& s) {
+    const std::string node = "/local/domain/1/device/vif/0/state";
+    if (auto ec = s.write(node, "1")) return ec;
+    const hv::XsPerm perms[] = {{DomId{1}, hv::XsPerm::Kind::none}};
+    return s.set_perms(node, perms);
+  }));
+  auto guest = open_as(srv, 1);
+  ASSERT_TRUE(guest);
+  for (int i = 0; i < 5000; ++i)
+    ASSERT_TRUE(write_str(guest.get(), "/local/domain/1/device/vif/0/state", i % 2 ? "1" : "2"));
+  EXPECT_EQ(srv.call([](XenstoreServer& s) { return s.connection_count(); }), 2u)
+      << "dom0's connection was dropped";
+  EXPECT_EQ(srv.call([](XenstoreServer& s) { return s.core().watches().size(); }), 1u);
+  // What the socket buffer took before the queue filled, plus one pending event.
+  const std::size_t events = count_buffered_events(fd);
+  EXPECT_GE(events, 2u);
+  EXPECT_LT(events, 500u) << "duplicates of a queued event were not dropped";
   ::close(fd);
 }
 

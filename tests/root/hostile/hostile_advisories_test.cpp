@@ -3,9 +3,13 @@
 // traffic measured in the same test (hostile_fixture.hpp says what every test checks).
 #include <algorithm>
 #include <cstring>
+#include <fstream>
 #include <iostream>
 #include <sys/resource.h>
+#include <thread>
+#include <vector>
 
+#include "common/hv/xen/xen_xenstore.hpp"
 #include "tests/root/hostile/hostile_fixture.hpp"
 
 // The fixture is named HostileFrontend (the gtest names read HostileFrontend.Xsa39_…); the
@@ -293,6 +297,73 @@ TEST_F(HostileFrontend, Xsa332_EventStormDoesNotStarveOtherGuests) {
   EXPECT_EQ(counter(bad->dom(), "spurious_events") - spurious_before, events)
       << "a storm carries no work";
   EXPECT_EQ(backend_state(bad->dom()), "4") << "netback does not disable a vif for a storm";
+  finish(bad, base);
+}
+
+// ---------------------------------------------------------------------------------------
+// XSA-349 (CVE-2020-29568): a guest that writes a node dom0 watches in a loop queues watch
+// events in dom0 without bound. Pending events are merged per (watch, node), so the flood
+// holds one place in the queue: memory stays flat and another guest's handshake is not
+// delayed behind it.
+
+/// VmRSS of this process (the daemon's control plane runs in it), in KiB.
+long vm_rss_kib() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmRSS:", 0) == 0) return std::stol(line.substr(6));
+  return -1;
+}
+
+TEST_F(HostileFrontend, Xsa349_StateWriteFloodCostsNoMemoryAndDelaysNoOtherGuest) {
+  const auto base = resources();
+  auto bad = connected_hostile();
+  ASSERT_FALSE(HasFatalFailure());
+  const std::string state = bad->fe_dir() + "/state";
+  const std::string sock = world_->dir() + "/dom" + std::to_string(bad->dom().value()) + ".sock";
+  std::atomic<bool> stop{false};
+  std::atomic<std::uint64_t> writes{0};
+  std::vector<std::thread> writers;
+  for (int i = 0; i < 4; ++i)  // four connections, as many as one guest's vCPUs might use
+    writers.emplace_back([&] {
+      hv::LibXenStore xs(sock);
+      while (!stop.load(std::memory_order_relaxed) && !xs.write(state, "4")) ++writes;
+    });
+  ASSERT_TRUE(wait_for([&] { return writes.load() > 5000; }, 10s)) << "the flood did not start";
+  const long rss_start = vm_rss_kib();
+
+  // Another guest's device appears mid-flood: InitWait must come as quickly as ever
+  // (libxl gives up after 10 s).
+  auto other = std::make_unique<Rogue>(world_->dir(), "other", dom0_.get());
+  other->attach();
+  toolstack::VifSpec spec;
+  spec.mac = "00:16:3e:00:00:77";
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_FALSE(toolstack::add_vif(*toolstack_xs_, kDom0, other->dom(), spec));
+  ASSERT_FALSE(wait_backend(other->dom(), "2", 10s)) << "no InitWait within libxl's 10 s";
+  const auto initwait = std::chrono::steady_clock::now() - t0;
+
+  const auto tr = good_traffic(64);
+  long rss_peak = rss_start;
+  const auto flood_end = std::chrono::steady_clock::now() + 8s;
+  while (std::chrono::steady_clock::now() < flood_end) {
+    rss_peak = std::max(rss_peak, vm_rss_kib());
+    std::this_thread::sleep_for(50ms);
+  }
+  stop = true;
+  for (auto& w : writers) w.join();
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(initwait).count();
+  std::cout << "[ flood    ] " << writes.load() << " F:state writes; other guest's InitWait after "
+            << ms << " ms; RSS " << rss_start << " -> peak " << rss_peak << " KiB\n";
+  EXPECT_GT(writes.load(), 20000u) << "the flood was too small to mean anything";
+  EXPECT_LT(ms, 2000) << "the flood delayed another guest's handshake";
+  EXPECT_EQ(tr.received, tr.sent) << "the flood cost the well-behaved guest traffic";
+  EXPECT_LT(rss_peak - rss_start, 16 * 1024) << "watch events queued without bound";
+  EXPECT_EQ(backend_state(bad->dom()), "4") << "writing Connected again changes nothing";
+  EXPECT_EQ(backend_xs_->connection_error(), std::error_code{}) << "xenstore dropped dom0";
+
+  remove_device(other->dom());
+  other.reset();
   finish(bad, base);
 }
 

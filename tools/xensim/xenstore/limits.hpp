@@ -22,8 +22,9 @@ struct XenstoreLimits {
   std::uint32_t max_entry_size = 2048;
   /// Entries in a permission list set by a domain (quota_nb_perms_per_node); more: ENOSPC.
   std::uint32_t max_perms_per_node = 5;
-  /// Messages queued for one connection that it has not read yet. A client that stops
-  /// reading its watch events is disconnected beyond this, so it cannot grow the daemon.
+  /// Messages queued for one connection of an unprivileged domain that it has not read yet.
+  /// A guest that stops reading its watch events is disconnected beyond this, so it cannot
+  /// grow the daemon. dom0 is exempt, as on Xen (server.hpp says why that stays bounded).
   std::uint32_t max_queued_messages_per_connection = 2048;
 };
 

@@ -4,8 +4,10 @@
 #include <boost/asio/local/stream_protocol.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
+#include <cstring>
 #include <deque>
 #include <sys/stat.h>
+#include <unordered_set>
 #include <utility>
 
 #include "common/util/log.hpp"
@@ -48,6 +50,8 @@ struct XenstoreServer::Connection {
   XsStreamParser parser;
   std::array<char, 4096 + sizeof(wire::XsMsgHeader)> rbuf{};
   std::deque<std::string> outq;
+  // The watch events in outq not yet being written (whole messages), for the duplicate check.
+  std::unordered_set<std::string> queued_events;
   bool writing = false;
   bool closing = false;  // output is dropped, a close is scheduled
   bool closed = false;
@@ -177,23 +181,50 @@ void XenstoreServer::start_read(const std::shared_ptr<Connection>& c) {
       });
 }
 
+namespace {
+
+/// True for a WATCH_EVENT whose path is a node (not "@introduceDomain"/"@releaseDomain").
+bool is_node_event(const std::string& msg) {
+  wire::XsMsgHeader hdr{};
+  if (msg.size() <= sizeof hdr) return false;
+  std::memcpy(&hdr, msg.data(), sizeof hdr);
+  return hdr.type == static_cast<std::uint32_t>(wire::XsType::watch_event) &&
+         msg[sizeof hdr] != '@';
+}
+
+}  // namespace
+
 void XenstoreServer::queue_output(ConnId id, std::string msg) {
   auto it = conns_.find(id);
   if (it == conns_.end()) return;
   auto& c = it->second;
   if (c->closing || c->closed) return;
-  if (c->outq.size() >= limits_.max_queued_messages_per_connection) {
+  // As Xen's xenstored (4.17, tools/xenstore/xenstored_core.c send_event(): "Check whether an
+  // identical event is pending already. Special events are excluded from that check."): an
+  // event equal to one still queued for this connection is dropped, for every domain. The
+  // client reads the node when the queued one arrives, so it misses nothing (XSA-349).
+  const bool node_event = is_node_event(msg);
+  if (node_event && c->queued_events.contains(msg)) return;
+  // Xen limits what it queues for an unprivileged domain only (send_event's
+  // domain_memory_add_chk quota and the 20 s timeout_watch_event_msec, both checked with
+  // domain_is_unprivileged()); the privileged domain's connection is never dropped for
+  // unread output. With duplicates merged, what waits for dom0 is bounded by the distinct
+  // nodes the guests may create (their node quota), not by their write rate.
+  if (c->dom != kDom0 && c->outq.size() >= limits_.max_queued_messages_per_connection) {
     guest_log("dom" + std::to_string(c->dom.value()) +
               ": client does not read its replies/events, connection closed");
     close_connection_later(c);
     return;
   }
+  if (node_event) c->queued_events.insert(msg);
   c->outq.push_back(std::move(msg));
   if (!c->writing) start_write(c);
 }
 
 void XenstoreServer::start_write(const std::shared_ptr<Connection>& c) {
   c->writing = true;
+  // Once its first byte may be on the wire, a message is no longer "pending".
+  c->queued_events.erase(c->outq.front());
   asio::async_write(c->sock, asio::buffer(c->outq.front()),
                     [this, c](boost::system::error_code ec, std::size_t) {
                       c->writing = false;

@@ -5,10 +5,13 @@
 //
 // Threading: single-threaded. Every method must be called on the thread running the
 // io_context (or before it runs). Replies go through a per-connection output queue
-// (async_write chained), so a slow client never blocks the loop; a client with more than
-// XenstoreLimits::max_queued_messages_per_connection unread messages (typically watch events
-// it does not read) is disconnected. A message announcing more than XENSTORE_PAYLOAD_MAX
-// bytes closes that connection only, as on Xen.
+// (async_write chained), so a slow client never blocks the loop. As on Xen, a watch event
+// identical to one still queued for the connection is dropped (XSA-349; Xen 4.17
+// xenstored_core.c send_event()), and the privileged domain is never disconnected for
+// output it does not read; a guest's connection with more than
+// XenstoreLimits::max_queued_messages_per_connection unread messages (watch events on many
+// distinct nodes it does not read) is disconnected. A message announcing more than
+// XENSTORE_PAYLOAD_MAX bytes closes that connection only, as on Xen.
 #pragma once
 
 #include <boost/asio/io_context.hpp>

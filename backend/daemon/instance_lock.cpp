@@ -1,0 +1,97 @@
+#include "backend/daemon/instance_lock.hpp"
+
+#include <cerrno>
+#include <csignal>
+#include <fcntl.h>
+#include <fstream>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include "backend/daemon/tunables.hpp"
+#include "common/util/log.hpp"
+
+namespace unetback::daemon {
+namespace {
+
+/// /proc/<pid>/comm, or "" when the process is gone or unreadable.
+std::string comm_of(const std::string& pid) {
+  std::ifstream f("/proc/" + pid + "/comm");
+  std::string name;
+  std::getline(f, name);
+  return name;
+}
+
+std::string read_small_file(int fd) {
+  char buf[32] = {};
+  const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+  std::string s(buf, n > 0 ? static_cast<std::size_t>(n) : 0);
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+}  // namespace
+
+InstanceLock InstanceLock::acquire(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644));
+  if (!fd.valid())
+    throw SetupError("cannot open the lock file " + path + ": " + last_errno().message() +
+                     " (--lock-file chooses another)");
+  if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    if (err == EWOULDBLOCK) {
+      const std::string holder = read_small_file(fd.get());
+      throw SetupError("another unetbackd" + (holder.empty() ? "" : " (pid " + holder + ")") +
+                       " already serves this backend domain: " + path +
+                       " is locked; not touching any vif");
+    }
+    throw SetupError("cannot lock " + path + ": " + errno_code(err).message());
+  }
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd.get(), 0) != 0 ||
+      ::pwrite(fd.get(), pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size()))
+    log::write(log::Level::warn, "unetbackd",
+               "cannot write our pid into " + path + ": " + last_errno().message());
+  return InstanceLock(path, std::move(fd));
+}
+
+std::string owner_node(DomId self) {
+  return tunables_dir(self) + "/owner";
+}
+
+bool is_live_daemon(pid_t pid) {
+  if (pid <= 0) return false;
+  if (::kill(pid, 0) != 0 && errno != EPERM) return false;  // EPERM: alive, not ours
+  const std::string theirs = comm_of(std::to_string(pid));
+  return !theirs.empty() && theirs == comm_of("self");
+}
+
+void claim_owner_node(hv::XenStore& xs, DomId self) {
+  const std::string node = owner_node(self);
+  const pid_t me = ::getpid();
+  std::optional<std::string> holder;
+  const auto ec = hv::transact(xs, [&](hv::XsTx tx) -> std::error_code {
+    holder.reset();
+    if (auto cur = xs.read(node, tx)) {
+      const auto pid = hv::parse_xs_uint<std::uint32_t>(*cur);
+      if (pid && static_cast<pid_t>(*pid) != me && is_live_daemon(static_cast<pid_t>(*pid))) {
+        holder = *cur;
+        return std::make_error_code(std::errc::device_or_resource_busy);
+      }
+      // Absent, garbage, or a daemon that died without removing it: ours now.
+    }
+    return xs.write(node, std::to_string(me), tx);
+  });
+  if (holder)
+    throw SetupError("another unetbackd (pid " + *holder + ") already serves domain " +
+                     std::to_string(self.value()) + " (xenstore " + node +
+                     "); not touching any vif");
+  if (ec) throw SetupError("cannot write " + node + ": " + ec.message());
+}
+
+void release_owner_node(hv::XenStore& xs, DomId self) {
+  const std::string node = owner_node(self);
+  const auto cur = xs.read(node);
+  if (cur && *cur == std::to_string(::getpid())) (void)xs.rm(node);
+}
+
+}  // namespace unetback::daemon
