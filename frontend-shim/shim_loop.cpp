@@ -281,6 +281,7 @@ bool ShimLoop::setup_tap() {
   cfg.offloads = tap_offloads(negotiated_);
   cfg.non_blocking = true;
   cfg.multi_queue = nf_->num_queues() > 1;
+  cfg.queues = nf_->num_queues();
   cfg.mac = *mac;
   cfg.mtu = opts_.mtu;
   std::string what;
@@ -295,7 +296,7 @@ bool ShimLoop::setup_tap() {
   }
   tap_ = std::move(*tap);
   for (std::uint32_t i = 1; i < nf_->num_queues(); ++i) {
-    auto fd = tap_->attach_queue();
+    auto fd = tap_->queue_fd(i);
     if (!fd) {
       error("attach TAP queue " + std::to_string(i) + ": " + fd.error().message());
       return false;

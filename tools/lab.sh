@@ -31,6 +31,10 @@ PACKAGES=(
   libgtest-dev libgmock-dev googletest
   iperf3 iproute2 ethtool bridge-utils iputils-ping strace
   clang-format clang-tidy python3
+  # The e2e suite's stock-script tests: Debian's vif-route needs ifconfig; vif-openvswitch
+  # needs OVS (run privately by the test). xen-utils-common itself is fetched at test time
+  # with `apt-get download` (apt and dpkg-deb only), never installed.
+  net-tools openvswitch-switch
 )
 
 log() { printf '[lab] %s\n' "$*" >&2; }

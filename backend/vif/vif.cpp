@@ -1,5 +1,6 @@
 #include "backend/vif/vif.hpp"
 
+#include <algorithm>
 #include <boost/system/system_error.hpp>
 #include <fcntl.h>
 #include <new>
@@ -46,6 +47,10 @@ std::error_code error_of_current_exception(std::string& what) {
 
 }  // namespace
 
+std::string tap_alias(const std::string& backend_path) {
+  return "unetbackd " + backend_path;
+}
+
 Vif::Vif(hv::Hypervisor& hv, EventLoopPool& loops, DomId frontend, DevId devid,
          daemon::Tunables tunables, std::function<void()> on_disabled, SwitchRegistry* switches,
          const FdReserve* fd_reserve)
@@ -70,6 +75,9 @@ std::error_code Vif::create_tap(const xenbus::BackendConfig& be) {
   cfg.name = be.tap_name;
   cfg.vnet_hdr = true;
   cfg.multi_queue = true;
+  // Every queue a frontend may ask for, now: the hotplug script may rename the TAP before the
+  // frontend connects, and a queue cannot be attached by name after that.
+  cfg.queues = std::max<std::uint32_t>(1, tunables_.max_queues);
   cfg.non_blocking = true;
   // Until a frontend says what it takes, the host hands us plain frames.
   cfg.offloads = {};
@@ -85,8 +93,20 @@ std::error_code Vif::create_tap(const xenbus::BackendConfig& be) {
                "cannot create TAP " + be.tap_name + ": " + tap.error().message());
     return tap.error();
   }
+  // Until a frontend connects only queue 0 is attached (the kernel would queue host traffic
+  // for nobody on the others). The ifalias marks the TAP as this vif's: vif-unetback checks it
+  // before any offline action, so it never takes down a device someone else made.
+  std::error_code ec = tap->set_active_queues(1);
+  if (!ec) ec = tap->set_alias(tap_alias(be.backend_path));
+  if (ec) {
+    log::write(log::Level::error, prefix_,
+               "cannot set up TAP " + be.tap_name + " (queues, ifalias): " + ec.message());
+    return ec;
+  }
   tap_.emplace(std::move(*tap));
-  log::write(log::Level::info, prefix_, "created TAP " + tap_->name());
+  log::write(log::Level::info, prefix_,
+             "created TAP " + tap_->name() + " (ifindex " + std::to_string(tap_->ifindex()) + ", " +
+                 std::to_string(tap_->queue_count()) + " queues)");
   return {};
 }
 
@@ -132,15 +152,11 @@ Result<std::unique_ptr<VifQueue>> Vif::make_queue(const xenbus::FrontendConfig& 
     res.rx_port = hv::BoundPort(*res.evtchn, *rx_port);
   }
 
-  if (index == 0) {
-    const int fd = ::fcntl(tap_->fd(), F_DUPFD_CLOEXEC, 0);
-    if (fd < 0) return last_errno();
-    res.tap_fd.reset(fd);
-  } else {
-    auto fd = tap_->attach_queue();
-    if (!fd) return fd.error();
-    res.tap_fd = std::move(*fd);
-  }
+  // The queue fds were opened with the TAP (a rename by the hotplug script cannot misdirect
+  // them); this attaches queue `index` and hands the queue its own descriptor.
+  auto tap_fd = tap_->queue_fd(index);
+  if (!tap_fd) return tap_fd.error();
+  res.tap_fd = std::move(*tap_fd);
 
   res.offloads.sg = fe.sg;
   res.offloads.gso_tcpv4 = fe.sg && fe.gso_tcpv4;
@@ -322,6 +338,7 @@ void Vif::disconnect() {
   if (!queues.empty()) log_guest(log::Level::info, "disconnected");
   queues.clear();  // unbinds the ports, unmaps the rings, detaches the TAP queues
   if (stalled_queues_.exchange(0) != 0 && tap_) (void)tap_->set_carrier(true);
+  if (tap_) (void)tap_->set_active_queues(1);
 }
 
 void Vif::rate_changed(const xenbus::Rate& rate) {

@@ -1,7 +1,8 @@
 // Vif: one virtual interface of one guest, as the daemon drives it (daemon::VifHandle).
 //
-// create_tap() makes the host side `vif<domid>.<devid>` (multi-queue, vnet_hdr, offloads)
-// before the backend announces InitWait, so the hotplug script finds it; connect() maps each
+// create_tap() makes the host side `vif<domid>.<devid>` (multi-queue, vnet_hdr, offloads,
+// every queue fd opened at once, marked by its ifalias) before the backend announces InitWait,
+// so the hotplug script finds it (and may rename it to B:vifname); connect() maps each
 // queue's rings, binds its event channels and starts it on an event-loop thread;
 // disconnect() stops and releases everything; destroy_tap() removes the host side.
 // All of these run on the daemon's thread; the data paths run on the queues' threads.
@@ -26,6 +27,10 @@
 #include "common/util/log.hpp"
 
 namespace unetback::vif {
+
+/// The ifalias of a vif's TAP: "unetbackd <backend path>". vif-unetback (tools/hotplug)
+/// compares it with its own B before it renames, unbridges or downs a device.
+[[nodiscard]] std::string tap_alias(const std::string& backend_path);
 
 class Vif final : public daemon::VifHandle {
  public:

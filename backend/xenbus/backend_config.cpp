@@ -78,12 +78,13 @@ KeyResult<BackendConfig> parse_backend_config(const KeyReader& read, DomId front
     if (!h || *h != devid.value())
       return KeyError{"handle", "is not the device id " + std::to_string(devid.value()), EINVAL};
   }
+  // The name libxl passes to the hotplug script as $vif, vifname or not: as with the kernel
+  // netback, the script (vif-common.sh) renames vif<domid>.<devid> to B:vifname itself, and
+  // refuses a name that is taken.
+  cfg.tap_name = "vif" + dom(frontend) + "." + std::to_string(devid.value());
   if (const auto raw = read("vifname")) {
     if (!net::valid_ifname(*raw)) return KeyError{"vifname", "not a valid interface name", EINVAL};
-    cfg.tap_name = *raw;
-  } else {
-    // The name libxl passes to the hotplug script as $vif.
-    cfg.tap_name = "vif" + dom(frontend) + "." + std::to_string(devid.value());
+    cfg.vifname = *raw;
   }
   if (const auto raw = read("mac")) {
     auto mac = net::parse_mac(*raw);

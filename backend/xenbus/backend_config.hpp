@@ -61,8 +61,14 @@ inline constexpr std::uint32_t kMaxMtu = 65535;
 struct BackendConfig {
   DomId frontend_id{};
   DevId devid{};
-  std::string frontend_path;           // validated: frontend_dir_path(frontend_id, devid)
-  std::string tap_name;                // B:vifname, or vif<domid>.<devid>
+  std::string frontend_path;  // validated: frontend_dir_path(frontend_id, devid)
+  /// The TAP's name at creation: always vif<domid>.<devid> (libxl's $vif); the hotplug script
+  /// may rename it to `vifname` afterwards.
+  std::string tap_name;
+  std::optional<std::string> vifname;  // B:vifname (validated; the script's business)
+  /// The backend directory (set by the xenbus adapter): the TAP's ifalias names it, so a
+  /// hotplug script can tell the TAP unetbackd made for this vif from any other device.
+  std::string backend_path;
   std::optional<net::MacAddress> mac;  // the guest's MAC (bookkeeping only)
   std::optional<std::uint32_t> mtu;    // kMinMtu..kMaxMtu
   /// B:bridge "unetback:<name>": the vif joins unetbackd's internal switch <name> (the hotplug

@@ -225,6 +225,7 @@ bool BackendXenbus::prepare_probe() {
     return false;
   }
   config_ = *cfg;
+  config_->backend_path = backend_path_;
   frontend_watch_.reset();
   if (auto ec = add_watch(frontend_watch_, config_->frontend_path + "/state", kFrontendState)) {
     dispatch(ProbeFailed{ec.value(), "watching " + config_->frontend_path + "/state"});

@@ -8,6 +8,8 @@
 #include <linux/if.h>
 #include <linux/if_arp.h>
 #include <linux/if_tun.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -109,34 +111,56 @@ bool valid_ifname(std::string_view name) {
 }
 
 TapDevice::TapDevice(UniqueFd fd, std::string name, int ifindex, std::size_t vnet_hdr_len,
-                     TapOffloads offloads, bool multi_queue, bool non_blocking)
+                     TapOffloads offloads)
     : fd_(std::move(fd)),
-      name_(std::move(name)),
+      created_name_(std::move(name)),
       ifindex_(ifindex),
       vnet_hdr_len_(vnet_hdr_len),
-      offloads_(offloads),
-      multi_queue_(multi_queue),
-      non_blocking_(non_blocking) {}
+      offloads_(offloads) {}
 
-Result<UniqueFd> TapDevice::attach_queue() const {
-  if (!multi_queue_) return make_error_code(TapError::invalid_config);
-  int open_flags = O_RDWR | O_CLOEXEC;
-  if (non_blocking_) open_flags |= O_NONBLOCK;
-  UniqueFd fd(::open("/dev/net/tun", open_flags));
+std::string TapDevice::name() const {
+  ifreq ifr{};
+  if (::ioctl(fd_.get(), TUNGETIFF, &ifr) < 0) return created_name_;
+  return std::string(ifr.ifr_name, ::strnlen(ifr.ifr_name, IFNAMSIZ));
+}
+
+std::error_code TapDevice::set_queue_attached(std::uint32_t index, bool attached) {
+  ExtraQueue& q = extra_queues_[index - 1];
+  if (q.attached == attached) return {};
+  ifreq ifr{};
+  ifr.ifr_flags = static_cast<short>(attached ? IFF_ATTACH_QUEUE : IFF_DETACH_QUEUE);
+  if (::ioctl(q.fd.get(), TUNSETQUEUE, &ifr) < 0) return last_errno();
+  q.attached = attached;
+  return {};
+}
+
+Result<UniqueFd> TapDevice::queue_fd(std::uint32_t index) {
+  if (index >= queue_count()) return errno_code(EINVAL);
+  if (index > 0) {
+    if (auto ec = set_queue_attached(index, true)) return ec;
+  }
+  const int src = index == 0 ? fd_.get() : extra_queues_[index - 1].fd.get();
+  UniqueFd fd(::fcntl(src, F_DUPFD_CLOEXEC, 0));
   if (!fd) return last_errno();
-  ifreq ifr = make_ifreq(name_);
-  // The same flags as the first queue (the kernel refuses a mismatch), without
-  // IFF_TUN_EXCL: this attaches to our own device.
-  int tun_flags = IFF_TAP | IFF_NO_PI | IFF_MULTI_QUEUE;
-  if (vnet_hdr_len_ != 0) tun_flags |= IFF_VNET_HDR;
-  ifr.ifr_flags = static_cast<short>(tun_flags);
-  if (::ioctl(fd.get(), TUNSETIFF, &ifr) < 0) return last_errno();
   return fd;
+}
+
+std::error_code TapDevice::set_active_queues(std::uint32_t n) {
+  if (n == 0 || n > queue_count()) return errno_code(EINVAL);
+  for (std::uint32_t i = 1; i < queue_count(); ++i)
+    if (auto ec = set_queue_attached(i, i < n)) return ec;
+  return {};
 }
 
 Result<TapDevice> TapDevice::create(const TapConfig& config) {
   if (!valid_ifname(config.name)) return make_error_code(TapError::invalid_name);
   if (!offloads_valid(config.offloads, config.vnet_hdr)) {
+    return make_error_code(TapError::invalid_config);
+  }
+  // MAX_TAP_QUEUES in the kernel's tun.c.
+  constexpr std::uint32_t kMaxQueues = 256;
+  if (config.queues == 0 || config.queues > kMaxQueues ||
+      (!config.multi_queue && config.queues != 1)) {
     return make_error_code(TapError::invalid_config);
   }
 
@@ -189,8 +213,21 @@ Result<TapDevice> TapDevice::create(const TapConfig& config) {
   ifreq idx = make_ifreq(config.name);
   if (auto ec = ifreq_ioctl(SIOCGIFINDEX, idx)) return ec;
 
-  TapDevice tap(std::move(fd), config.name, idx.ifr_ifindex, hdr_len, config.offloads,
-                config.multi_queue, config.non_blocking);
+  TapDevice tap(std::move(fd), config.name, idx.ifr_ifindex, hdr_len, config.offloads);
+  // Every queue now, while the name is the one we just made (nobody has seen it yet): a queue
+  // attached by name after a rename would make a new TAP under the old name instead.
+  for (std::uint32_t i = 1; i < config.queues; ++i) {
+    UniqueFd q(::open("/dev/net/tun", open_flags));
+    if (!q) return last_errno();
+    ifreq qr = make_ifreq(config.name);
+    // The first queue's flags (the kernel refuses a mismatch), without IFF_TUN_EXCL: this
+    // attaches to our own device.
+    int qflags = IFF_TAP | IFF_NO_PI | IFF_MULTI_QUEUE;
+    if (config.vnet_hdr) qflags |= IFF_VNET_HDR;
+    qr.ifr_flags = static_cast<short>(qflags);
+    if (::ioctl(q.get(), TUNSETIFF, &qr) < 0) return last_errno();
+    tap.extra_queues_.push_back(ExtraQueue{std::move(q), true});
+  }
   if (config.mac) {
     if (auto ec = tap.set_mac(*config.mac)) return ec;
   }
@@ -201,7 +238,7 @@ Result<TapDevice> TapDevice::create(const TapConfig& config) {
 }
 
 std::error_code TapDevice::set_up(bool up) {
-  ifreq ifr = make_ifreq(name_);
+  ifreq ifr = make_ifreq(name());
   if (auto ec = ifreq_ioctl(SIOCGIFFLAGS, ifr)) return ec;
   if (up) {
     ifr.ifr_flags = static_cast<short>(ifr.ifr_flags | IFF_UP);
@@ -213,13 +250,13 @@ std::error_code TapDevice::set_up(bool up) {
 
 std::error_code TapDevice::set_mtu(std::uint32_t mtu) {
   if (mtu > 0x7FFFFFFF) return errno_code(EINVAL);
-  ifreq ifr = make_ifreq(name_);
+  ifreq ifr = make_ifreq(name());
   ifr.ifr_mtu = static_cast<int>(mtu);
   return ifreq_ioctl(SIOCSIFMTU, ifr);
 }
 
 std::error_code TapDevice::set_mac(const MacAddress& mac) {
-  ifreq ifr = make_ifreq(name_);
+  ifreq ifr = make_ifreq(name());
   ifr.ifr_hwaddr.sa_family = ARPHRD_ETHER;
   std::memcpy(ifr.ifr_hwaddr.sa_data, mac.octets.data(), mac.octets.size());
   return ifreq_ioctl(SIOCSIFHWADDR, ifr);
@@ -237,6 +274,48 @@ std::error_code TapDevice::set_carrier(bool on) {
   int value = on ? 1 : 0;
   if (::ioctl(fd_.get(), TUNSETCARRIER, &value) < 0) return last_errno();
   return {};
+}
+
+std::error_code TapDevice::set_alias(std::string_view alias) {
+  if (alias.size() >= IFALIASZ) return errno_code(EINVAL);
+  UniqueFd nl(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE));
+  if (!nl) return last_errno();
+  // RTM_SETLINK by ifindex, so the alias lands on this TAP whatever its name is now.
+  struct {
+    nlmsghdr nh;
+    ifinfomsg ifi;
+    char attrs[RTA_SPACE(IFALIASZ)];
+  } req{};
+  req.nh.nlmsg_type = RTM_SETLINK;
+  req.nh.nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK;
+  req.nh.nlmsg_seq = 1;
+  req.ifi.ifi_family = AF_UNSPEC;
+  req.ifi.ifi_index = ifindex_;
+  auto* rta = reinterpret_cast<rtattr*>(req.attrs);
+  rta->rta_type = IFLA_IFALIAS;
+  rta->rta_len = static_cast<unsigned short>(RTA_LENGTH(alias.size()));
+  std::memcpy(req.attrs + RTA_LENGTH(0), alias.data(), alias.size());  // RTA_DATA(rta)
+  req.nh.nlmsg_len = NLMSG_LENGTH(sizeof(ifinfomsg)) + RTA_ALIGN(rta->rta_len);
+  sockaddr_nl kernel{};
+  kernel.nl_family = AF_NETLINK;
+  if (::sendto(nl.get(), &req, req.nh.nlmsg_len, 0, reinterpret_cast<sockaddr*>(&kernel),
+               sizeof kernel) < 0)
+    return last_errno();
+  alignas(nlmsghdr) char buf[1024];
+  for (;;) {
+    const ssize_t n = ::recv(nl.get(), buf, sizeof buf, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return last_errno();
+    }
+    const auto* h = reinterpret_cast<const nlmsghdr*>(buf);
+    if (!NLMSG_OK(h, static_cast<unsigned>(n))) return errno_code(EPROTO);
+    if (h->nlmsg_type != NLMSG_ERROR) continue;
+    nlmsgerr e{};  // NLMSG_DATA(h), copied out (the buffer is only nlmsghdr-aligned)
+    if (h->nlmsg_len < NLMSG_LENGTH(sizeof e)) return errno_code(EPROTO);
+    std::memcpy(&e, buf + NLMSG_LENGTH(0), sizeof e);
+    return e.error == 0 ? std::error_code{} : errno_code(-e.error);
+  }
 }
 
 Result<std::size_t> TapDevice::read(std::span<std::byte> buf) {

@@ -5,8 +5,13 @@
 // closing the last fd removes the interface (and with it any bridge membership).
 //
 // The interface lives in the network namespace of the thread that called create(); the
-// ioctls set_up/set_mtu/set_mac open a socket in the *calling* thread's namespace, so call
-// them from the same namespace (the fd itself keeps working after `ip link set … netns`).
+// ioctls set_up/set_mtu/set_mac and set_alias open a socket in the *calling* thread's
+// namespace, so call them from the same namespace (the fd itself keeps working after
+// `ip link set … netns`).
+//
+// The TAP is tracked by its file descriptors and ifindex, never by the name it was made with:
+// a hotplug script may rename it (vif-common.sh renames vif<domid>.<devid> to B:vifname), and
+// every later operation must still reach this TAP and no other. name() asks the kernel.
 #pragma once
 
 #include <cstddef>
@@ -18,6 +23,7 @@
 #include <sys/uio.h>
 #include <system_error>
 #include <type_traits>
+#include <vector>
 
 #include "common/net/frame.hpp"
 #include "common/util/result.hpp"
@@ -51,9 +57,13 @@ struct TapConfig {
   bool vnet_hdr = true;
   TapOffloads offloads{};
   bool non_blocking = true;
-  /// IFF_MULTI_QUEUE: the TAP can have one fd per queue (attach_queue()); the kernel spreads
-  /// host->TAP traffic over the queues by flow hash.
+  /// IFF_MULTI_QUEUE: the TAP can have one fd per queue (queue_fd()); the kernel spreads
+  /// host->TAP traffic over the attached queues by flow hash.
   bool multi_queue = false;
+  /// With multi_queue: how many queue fds create() opens (1..256), all attached. They are
+  /// opened at once, by the name the TAP was just made with: attaching a queue by name later,
+  /// after a rename, would create a second TAP under the old name instead.
+  std::uint32_t queues = 1;
   std::optional<MacAddress> mac;
   std::optional<std::uint32_t> mtu;
 };
@@ -75,10 +85,16 @@ class TapDevice {
   TapDevice& operator=(const TapDevice&) = delete;
   ~TapDevice() = default;  // UniqueFd closes the fd: the non-persistent TAP disappears
 
-  [[nodiscard]] const std::string& name() const { return name_; }
+  /// The TAP's current name (TUNGETIFF on our own fd: it follows a rename).
+  [[nodiscard]] std::string name() const;
+  /// The fd of queue 0 (always attached).
   [[nodiscard]] int fd() const { return fd_.get(); }
-  /// The ifindex in the namespace the TAP was created in.
+  /// The ifindex in the namespace the TAP was created in (a rename keeps it).
   [[nodiscard]] int ifindex() const { return ifindex_; }
+  /// Queue fds opened at creation (TapConfig::queues; 1 without multi_queue).
+  [[nodiscard]] std::uint32_t queue_count() const {
+    return static_cast<std::uint32_t>(1 + extra_queues_.size());
+  }
   [[nodiscard]] bool vnet_hdr() const { return vnet_hdr_len_ != 0; }
   /// Bytes of virtio_net_hdr before every frame read or written (0 without vnet_hdr).
   [[nodiscard]] std::size_t vnet_hdr_len() const { return vnet_hdr_len_; }
@@ -92,14 +108,20 @@ class TapDevice {
   [[nodiscard]] std::error_code set_offloads(const TapOffloads& offloads);
   /// TUNSETCARRIER: the link's carrier as the host sees it (off: the host stops sending).
   std::error_code set_carrier(bool on);
+  /// The interface's ifalias (IFLA_IFALIAS over rtnetlink, by ifindex): a mark a hotplug
+  /// script can check (`/sys/class/net/<dev>/ifalias`) before it touches a device.
+  [[nodiscard]] std::error_code set_alias(std::string_view alias);
+
+  /// A new fd (F_DUPFD_CLOEXEC) for queue `index` < queue_count(), which is attached first if
+  /// it was detached. Closing the returned fd does not detach the queue.
+  [[nodiscard]] Result<UniqueFd> queue_fd(std::uint32_t index);
+  /// Queues 0..n-1 attached, the others detached (TUNSETQUEUE): the kernel hands host->TAP
+  /// traffic only to attached queues, so a queue nobody reads must not be attached. 1 <= n.
+  [[nodiscard]] std::error_code set_active_queues(std::uint32_t n);
 
   /// Reads one frame (with its vnet header when enabled). A buffer shorter than the frame
   /// truncates it; use at least vnet_hdr_len() + 65535 + 18 bytes with TSO on.
   /// EAGAIN on a non-blocking fd is std::errc::resource_unavailable_try_again.
-  /// Opens one more queue of a multi_queue TAP: the returned fd reads/writes frames like
-  /// fd() (same vnet_hdr and offload settings); closing it detaches the queue.
-  [[nodiscard]] Result<UniqueFd> attach_queue() const;
-
   [[nodiscard]] Result<std::size_t> read(std::span<std::byte> buf);
   /// Writes one frame gathered from `iov` (vnet header first when enabled). The TAP takes
   /// whole frames: the result is the full length or an error.
@@ -107,15 +129,20 @@ class TapDevice {
 
  private:
   TapDevice(UniqueFd fd, std::string name, int ifindex, std::size_t vnet_hdr_len,
-            TapOffloads offloads, bool multi_queue, bool non_blocking);
+            TapOffloads offloads);
+  [[nodiscard]] std::error_code set_queue_attached(std::uint32_t index, bool attached);
 
-  UniqueFd fd_;
-  std::string name_;
+  struct ExtraQueue {
+    UniqueFd fd;
+    bool attached = true;
+  };
+
+  UniqueFd fd_;                           // queue 0
+  std::vector<ExtraQueue> extra_queues_;  // queues 1.., opened at creation
+  std::string created_name_;              // only if TUNGETIFF ever fails
   int ifindex_ = 0;
   std::size_t vnet_hdr_len_ = 0;
   TapOffloads offloads_{};
-  bool multi_queue_ = false;
-  bool non_blocking_ = true;
 };
 
 }  // namespace unetback::net

@@ -268,10 +268,14 @@ class XlWorld {
   };
   /// `unetback-xl create` guest number `n` (address subnet.<10+n>) in a namespace of its own;
   /// `shim_args` go to netfront-shim; `bridge` is the vif's bridge= (a Linux bridge in dom0's
-  /// namespace, or "unetback:<name>"). nullopt (and why()) when the create fails.
+  /// namespace, or "unetback:<name>"); `script` the vif's script= (empty: bins().script);
+  /// `vif_extra` more ",key=value" items of the vif spec. nullopt (and why()) when the create
+  /// fails; last_create() has its output.
   std::optional<Guest> create_guest(int n, const std::vector<std::string>& shim_args = {},
                                     const std::vector<std::string>& xl_args = {},
-                                    const std::string& bridge = kBridge) {
+                                    const std::string& bridge = kBridge,
+                                    const std::string& script = "",
+                                    const std::string& vif_extra = "") {
     Guest g;
     g.name = "g" + std::to_string(n);
     g.ns = tag_ + "g" + std::to_string(n) + "-" + std::to_string(::getpid());
@@ -281,23 +285,24 @@ class XlWorld {
       return std::nullopt;
     char mac[32];
     std::snprintf(mac, sizeof mac, "00:16:3e:00:%02x:%02x", n / 256, n % 256);
-    std::vector<std::string> args = {
-        "create",
-        g.name,
-        "--vif",
-        std::string("mac=") + mac + ",bridge=" + bridge + ",script=" + bins_.script,
-        "--guest-netns",
-        g.ns,
-        "--address",
-        g.ip + "/24",
-        "--shim",
-        bins_.shim};
+    std::vector<std::string> args = {"create",
+                                     g.name,
+                                     "--vif",
+                                     std::string("mac=") + mac + ",bridge=" + bridge + ",script=" +
+                                         (script.empty() ? bins_.script : script) + vif_extra,
+                                     "--guest-netns",
+                                     g.ns,
+                                     "--address",
+                                     g.ip + "/24",
+                                     "--shim",
+                                     bins_.shim};
     args.insert(args.end(), xl_args.begin(), xl_args.end());
     if (!shim_args.empty()) {
       args.push_back("--");
       args.insert(args.end(), shim_args.begin(), shim_args.end());
     }
     const RunResult r = xl(args);
+    last_create_ = r;
     if (r.status != 0 || !r.out.starts_with("domid ")) {
       why_ = "create " + g.name + " exited " + std::to_string(r.status) + ": " + r.err;
       return std::nullopt;
@@ -306,6 +311,7 @@ class XlWorld {
     return g;
   }
   RunResult destroy_guest(const Guest& g) { return xl({"destroy", g.name}); }
+  [[nodiscard]] const RunResult& last_create() const { return last_create_; }
   /// The guest's netfront-shim pid (from unetback-xl's pid file), or -1.
   [[nodiscard]] pid_t guest_pid(const Guest& g) const {
     const std::string s = slurp(world() + "/guest-" + std::to_string(g.domid) + ".pid");
@@ -367,6 +373,7 @@ class XlWorld {
   std::vector<std::string> namespaces_;
   std::unique_ptr<Daemon> xensim_, daemon_;
   std::vector<std::unique_ptr<Daemon>> extra_;
+  RunResult last_create_;
 };
 
 /// iperf3 -J: the receiver's rate of the whole run in bits/s (0 when absent).

@@ -53,11 +53,15 @@ libxl's role for a xensim world (DIR is where `xensim --dir DIR` runs).
       [SHIM ARGS] in its own session, logging to DIR/guest-N.log, its pid in DIR/guest-N.pid.
       Waits for its ready line and prints "domid N". The guest drives the first vif.
       SPEC (xl's vif syntax): mac=xx:xx:..,bridge=BR,script=PATH,rate=10Mb/s@50ms,
-      vifname=NAME,mtu=N,ip=ADDR,devid=N,trusted=0|1. A script name without '/' is looked
-      up in /etc/xen/scripts (libxl's default is vif-bridge).
+      vifname=NAME,mtu=N,ip=ADDR[ ADDR...],gatewaydev=DEV,devid=N,trusted=0|1. A script name
+      without '/' is looked up in /etc/xen/scripts (libxl's default is vif-bridge). vifname:
+      the backend's TAP is made as vif<domid>.<devid> and the script renames it (as with the
+      kernel netback). ip and gatewaydev are for vif-route (gatewaydev reaches the script
+      as $netdev, as libxl passes it). Also writes libxl's /vm/<uuid> nodes (uuid, name).
   destroy NAME|DOMID
       For each vif: online=0 + state=5, wait up to 10 s for Closed (6), run the script
-      `offline`, delete the nodes; then SIGTERM the guest and destroy the domain.
+      `offline` (only for a vif whose `online` run succeeded: hotplug-status=connected),
+      delete the nodes; then SIGTERM the guest and destroy the domain and its /vm node.
   list
       Domains with their vifs: devid, backend state, hotplug-status, bridge, TAP, guest pid.
 
@@ -148,9 +152,11 @@ class World {
     return v ? *v : fallback;
   }
 
+  /// libxl's get_hotplug_env: `netdev` is the vif's B:gatewaydev ("" without one).
   hp::HotplugCall hotplug_call(const std::string& script, std::string action, DomId domid,
-                               DevId devid) const {
-    return hp::HotplugCall{script, std::move(action), domid, devid, "", dir_ + "/dom0.sock"};
+                               DevId devid) {
+    const std::string netdev = read_or(ts::backend_path(kDom0, domid, devid) + "/gatewaydev", "");
+    return hp::HotplugCall{script, std::move(action), domid, devid, netdev, dir_ + "/dom0.sock"};
   }
 
  private:
@@ -164,11 +170,15 @@ void remove_all_vifs(World& w, DomId domid) {
   for (DevId devid : w.vif_devids(domid)) {
     const std::string be = ts::backend_path(kDom0, domid, devid);
     const std::string script = w.read_or(be + "/script", "");
+    // `offline` undoes what `online` did; for a vif whose online run failed or never ran there
+    // is nothing to undo, and the device the script would name (e.g. a vifname that was
+    // taken) may be someone else's. Read before closing: the backend removes the key.
+    const bool went_online = w.read_or(be + "/hotplug-status", "") == "connected";
     if (auto ec = ts::close_vif(w.xs(), kDom0, domid, devid)) {
       err("libxl: error: " + be + ": backend did not reach Closed (6) within " +
           num(ts::kDestroyTimeout.count()) + " s: " + ec.message() + "; tearing down anyway");
     }
-    if (!script.empty()) {
+    if (!script.empty() && went_online) {
       auto r = hp::run_hotplug_script(w.hotplug_call(script, "offline", domid, devid),
                                       hp::kHotplugTimeout);
       if (!r)
@@ -189,6 +199,7 @@ void remove_all_vifs(World& w, DomId domid) {
 void destroy_domain(World& w, DomId domid, bool report) {
   if (auto ec = w.hv().destroy_domain(domid); ec && report && w.hv().domain_exists(domid))
     err("destroy domain " + num(domid.value()) + ": " + ec.message());
+  ts::remove_vm_nodes(w.xs(), domid);
   (void)w.xs().rm("/local/domain/" + num(domid.value()));
 }
 
@@ -220,6 +231,11 @@ int cmd_create(World& w, const CreateArgs& a) {
     return kExitError;
   }
   const DomId domid = *created;
+  if (auto ec = ts::add_vm_nodes(w.xs(), domid, a.name, ts::generate_uuid())) {
+    err("cannot write the /vm nodes of domain " + num(domid.value()) + ": " + ec.message());
+    undo_create(w, domid);
+    return kExitError;
+  }
 
   for (const ts::VifSpec& spec : a.vifs) {
     if (auto ec = ts::add_vif(w.xs(), kDom0, domid, spec)) {

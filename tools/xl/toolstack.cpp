@@ -1,6 +1,10 @@
 #include "tools/xl/toolstack.hpp"
 
+#include <array>
+#include <cstdio>
+#include <fstream>
 #include <poll.h>
+#include <random>
 #include <vector>
 
 namespace unetback::toolstack {
@@ -28,6 +32,46 @@ std::string frontend_path(DomId frontend, DevId devid) {
   return "/local/domain/" + num(frontend.value()) + "/device/vif/" + num(devid.value());
 }
 
+std::string generate_uuid() {
+  std::array<unsigned char, 16> b{};
+  std::ifstream urandom("/dev/urandom", std::ios::binary);
+  if (!urandom.read(reinterpret_cast<char*>(b.data()), b.size())) {
+    std::random_device rd;
+    for (auto& c : b) c = static_cast<unsigned char>(rd());
+  }
+  b[6] = static_cast<unsigned char>((b[6] & 0x0f) | 0x40);  // version 4
+  b[8] = static_cast<unsigned char>((b[8] & 0x3f) | 0x80);  // RFC 4122 variant
+  char text[37];
+  std::snprintf(text, sizeof text,
+                "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+                b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+                b[15]);
+  return text;
+}
+
+std::error_code add_vm_nodes(hv::XenStore& xs, DomId domid, const std::string& name,
+                             const std::string& uuid) {
+  const std::string vm = "/vm/" + uuid;
+  // libxl's roperm: owner dom0, the guest may read.
+  const hv::XsPerm roperm[] = {{DomId{0}, hv::XsPerm::Kind::none}, {domid, hv::XsPerm::Kind::read}};
+  return hv::transact(xs, [&](hv::XsTx tx) -> std::error_code {
+    (void)xs.rm(vm, tx);
+    if (auto ec = xs.mkdir(vm, tx)) return ec;
+    if (auto ec = xs.set_perms(vm, roperm, tx)) return ec;
+    if (auto ec = xs.write("/local/domain/" + num(domid.value()) + "/vm", vm, tx)) return ec;
+    if (auto ec = xs.write(vm + "/uuid", uuid, tx)) return ec;
+    return xs.write(vm + "/name", name, tx);
+  });
+}
+
+void remove_vm_nodes(hv::XenStore& xs, DomId domid) {
+  const auto vm = xs.read("/local/domain/" + num(domid.value()) + "/vm");
+  // Only ever a /vm/<uuid> directory, whatever the node says.
+  if (!vm || !vm->starts_with("/vm/") || vm->size() <= 4 || vm->find('/', 4) != std::string::npos)
+    return;
+  (void)xs.rm(*vm);
+}
+
 std::error_code add_vif(hv::XenStore& xs, DomId backend, DomId frontend, const VifSpec& spec) {
   const std::string be = backend_path(backend, frontend, spec.devid);
   const std::string fe = frontend_path(frontend, spec.devid);
@@ -49,6 +93,7 @@ std::error_code add_vif(hv::XenStore& xs, DomId backend, DomId frontend, const V
   if (!spec.bridge.empty()) be_keys.emplace_back("bridge", spec.bridge);
   if (spec.vifname) be_keys.emplace_back("vifname", *spec.vifname);
   if (spec.ip) be_keys.emplace_back("ip", *spec.ip);
+  if (spec.gatewaydev) be_keys.emplace_back("gatewaydev", *spec.gatewaydev);
   if (spec.rate) be_keys.emplace_back("rate", *spec.rate);
   if (spec.mtu) be_keys.emplace_back("mtu", num(*spec.mtu));
   const std::vector<std::pair<std::string, std::string>> fe_keys = {

@@ -26,7 +26,10 @@ struct VifSpec {
   std::string bridge;
   std::string script = "/etc/xen/scripts/vif-bridge";
   std::optional<std::string> vifname;
+  /// B:ip: the guest's addresses (space-separated) that vif-route routes to the vif.
   std::optional<std::string> ip;
+  /// B:gatewaydev: the dom0 device vif-route takes its address from (the script's $netdev).
+  std::optional<std::string> gatewaydev;
   /// B:rate as libxl writes it: "<bytes>,<usecs>" (only when an interval is set).
   std::optional<std::string> rate;
   std::optional<std::uint32_t> mtu;
@@ -34,6 +37,17 @@ struct VifSpec {
 };
 
 [[nodiscard]] std::string backend_path(DomId backend, DomId frontend, DevId devid);
+
+/// A random (version 4) UUID in libxl's text form, as libxl_uuid_generate gives a new domain.
+[[nodiscard]] std::string generate_uuid();
+
+/// libxl__domain_make's VM nodes, in one transaction: /vm/<uuid> (owned by dom0, readable by
+/// the guest) with `uuid` and `name`, and /local/domain/<domid>/vm = /vm/<uuid>. Scripts such
+/// as vif-openvswitch read the guest's name and uuid through them.
+std::error_code add_vm_nodes(hv::XenStore& xs, DomId domid, const std::string& name,
+                             const std::string& uuid);
+/// libxl's domain destroy: removes the /vm/<uuid> directory /local/domain/<domid>/vm names.
+void remove_vm_nodes(hv::XenStore& xs, DomId domid);
 [[nodiscard]] std::string frontend_path(DomId frontend, DevId devid);
 
 /// libxl__device_generic_add + libxl__set_xenstore_nic: in one transaction (retried on

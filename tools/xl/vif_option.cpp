@@ -73,7 +73,11 @@ std::variant<VifSpec, VifOptionError> parse_vif_option(std::string_view text, De
       if (!parse_u32(value, 68, 65535, mtu)) return fail("mtu must be 68..65535");
       spec.mtu = mtu;
     } else if (key == "ip") {
+      if (value.empty()) return fail("empty ip");
       spec.ip = value;
+    } else if (key == "gatewaydev") {
+      if (!net::valid_ifname(value)) return fail("invalid gatewaydev '" + value + "'");
+      spec.gatewaydev = value;
     } else if (key == "devid") {
       std::uint32_t d = 0;
       if (!parse_u32(value, 0, 255, d)) return fail("devid must be 0..255");

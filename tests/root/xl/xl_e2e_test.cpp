@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <gtest/gtest.h>
+#include <regex>
 #include <sstream>
 #include <sys/wait.h>
 #include <thread>
@@ -126,6 +127,25 @@ TEST_F(XlEndToEnd, CreateConnectsTheVifAndTheGuestAnswersPingThenDestroyRemovesE
   EXPECT_EQ(xs_->read(be + "/hotplug-status").value_or(""), "connected");
   EXPECT_EQ(xs_->read(be + "/bridge").value_or(""), "xlbr0");
   EXPECT_EQ(xs_->read(toolstack::frontend_path(domid, DevId{0}) + "/mtu").value_or(""), "1500");
+  // libxl__domain_make's VM nodes (vif-openvswitch reads the name and uuid through them):
+  // /vm/<uuid> owned by dom0 and readable by the guest, /local/domain/<D>/vm naming it.
+  const std::string vm =
+      xs_->read("/local/domain/" + std::to_string(domid.value()) + "/vm").value_or("");
+  ASSERT_TRUE(std::regex_match(vm, std::regex("/vm/[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-"
+                                              "[89ab][0-9a-f]{3}-[0-9a-f]{12}")))
+      << vm;
+  EXPECT_EQ(xs_->read(vm + "/uuid").value_or(""), vm.substr(4));
+  EXPECT_EQ(xs_->read(vm + "/name").value_or(""), "g1");
+  const auto vm_perms = xs_->get_perms(vm);
+  ASSERT_TRUE(vm_perms);
+  ASSERT_EQ(vm_perms->size(), 2U);
+  EXPECT_EQ((*vm_perms)[0].domid, DomId{0});
+  EXPECT_EQ((*vm_perms)[0].kind, hv::XsPerm::Kind::none);
+  EXPECT_EQ((*vm_perms)[1].domid, domid);
+  EXPECT_EQ((*vm_perms)[1].kind, hv::XsPerm::Kind::read);
+  // The TAP unetbackd made is marked as this vif's (vif-unetback checks it before offline).
+  const RunResult alias = run({"ip", "-n", ns0_, "-d", "-o", "link", "show", "dev", tap}, dir_);
+  EXPECT_NE(alias.out.find("alias unetbackd " + be), std::string::npos) << alias.out;
   EXPECT_FALSE(toolstack::wait_for_value(*xs_, be + "/state", "4", 10s))
       << xs_->read(be + "/state").value_or("?") << daemon_->log();
   const RunResult master = run({"ip", "-n", ns0_, "-o", "link", "show", "dev", tap}, dir_);
@@ -153,6 +173,7 @@ TEST_F(XlEndToEnd, CreateConnectsTheVifAndTheGuestAnswersPingThenDestroyRemovesE
   EXPECT_FALSE(xs_->read(be + "/state").has_value());
   EXPECT_FALSE(xs_->read(toolstack::frontend_path(domid, DevId{0}) + "/state").has_value());
   EXPECT_FALSE(xs_->read("/libxl/" + std::to_string(domid.value())).has_value());
+  EXPECT_FALSE(xs_->read(vm).has_value());
   EXPECT_FALSE(fs::exists(world() + "/guest-" + std::to_string(domid.value()) + ".pid"));
   // unetbackd deletes the TAP once Closed; give it a moment.
   bool gone = false;

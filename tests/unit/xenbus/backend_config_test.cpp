@@ -46,13 +46,15 @@ TEST(BackendConfig, ReadsWhatLibxlWrites) {
   EXPECT_FALSE(r->mtu.has_value());
 }
 
-TEST(BackendConfig, VifnameAndMtuWhenSet) {
+TEST(BackendConfig, VifnameIsKeptButTheTapIsStillMadeUnderLibxlsName) {
   Keys k = libxl_keys();
   k["vifname"] = "guest-web";
   k["mtu"] = "9000";
   auto r = parse_backend_config(reader(k), DomId{5}, DevId{0});
   ASSERT_TRUE(r);
-  EXPECT_EQ(r->tap_name, "guest-web");
+  // vif-common.sh renames $vif (vif5.0) to the vifname: the TAP must be made as vif5.0.
+  EXPECT_EQ(r->tap_name, "vif5.0");
+  EXPECT_EQ(r->vifname, "guest-web");
   EXPECT_EQ(r->mtu, 9000U);
 }
 

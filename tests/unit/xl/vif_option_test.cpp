@@ -39,6 +39,15 @@ TEST(VifOption, XlStyleSpecFillsLibxlKeys) {
   EXPECT_TRUE(s.trusted);
 }
 
+TEST(VifOption, VifRoutesKeysIpListAndGatewaydev) {
+  const VifSpec s = ok("bridge=,ip=10.0.0.2 10.0.1.0/24,gatewaydev=eth1,script=vif-route");
+  EXPECT_EQ(s.ip, "10.0.0.2 10.0.1.0/24");
+  EXPECT_EQ(s.gatewaydev, "eth1");
+  EXPECT_NE(fails("gatewaydev=a b").find("gatewaydev"), std::string::npos);
+  EXPECT_NE(fails("gatewaydev=").find("gatewaydev"), std::string::npos);
+  EXPECT_NE(fails("ip=").find("ip"), std::string::npos);
+}
+
 TEST(VifOption, DefaultsAreLibxls) {
   const VifSpec s = ok("bridge=xenbr0");
   EXPECT_EQ(s.script, "/etc/xen/scripts/vif-bridge");
