@@ -499,6 +499,18 @@ void TxPath::finish_switched(Pass& pass, Clock::time_point now) {
       p.fate = Pending::Fate::answered;
       continue;
     }
+    // A receiver whose RX queue is full would drop the packet: it is dropped here, before
+    // any copy or held grant (seed 000: copies past the pending limit, dropped at the
+    // receiver's cap, starved the sender's other flows). The uplink still gets it.
+    std::erase_if(route.guests, [&](const std::shared_ptr<const SwitchPort>& to) {
+      return !to->queues.empty() && to->queues[p.hash % to->queues.size()]->full(pkt.total_len);
+    });
+    if (route.guests.empty() && !route.uplink) {
+      QueueCounters::add(counters_.tx_switch_full);
+      respond(pkt, okay);
+      p.fate = Pending::Fate::answered;
+      continue;
+    }
     // Zerocopy only for one guest receiver: the grants are read once, by that receiver.
     if (route.guests.size() == 1 && !route.uplink &&
         forward_zerocopy(p, *vh, *route.guests.front(), p.hash)) {

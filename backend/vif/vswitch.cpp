@@ -37,6 +37,8 @@ bool QueueLink::deliver(RxPacket&& p) {
   {
     const std::lock_guard lock(mu_);
     if (schedule_) {
+      inbox_bytes_.store(inbox_bytes_.load(std::memory_order_relaxed) + p.len,
+                         std::memory_order_relaxed);
       rx_.push_back(std::move(p));
       if (!std::exchange(scheduled_, true)) schedule_();
       return true;
@@ -70,6 +72,7 @@ void QueueLink::detach() {
     schedule_ = nullptr;
     left.swap(rx_);
     done_.clear();
+    inbox_bytes_.store(0, std::memory_order_relaxed);
   }
   for (auto& p : left)
     if (p.release) p.release();
@@ -80,6 +83,14 @@ void QueueLink::take(std::vector<RxPacket>& rx, std::vector<TxDone>& done) {
   scheduled_ = false;
   rx.swap(rx_);
   done.swap(done_);
+  inbox_bytes_.store(0, std::memory_order_relaxed);
+}
+
+bool QueueLink::full(std::uint32_t len) const {
+  const std::uint64_t queued = std::uint64_t{backlog_.queued.load(std::memory_order_relaxed)} +
+                               inbox_bytes_.load(std::memory_order_relaxed);
+  // RxPath::enqueue's rule: an empty queue takes any packet.
+  return queued != 0 && queued + len > backlog_.cap.load(std::memory_order_relaxed);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -60,7 +60,19 @@ class QueueLink {
   /// On the queue's thread: takes the inbox (and allows the next schedule).
   void take(std::vector<RxPacket>& rx, std::vector<TxDone>& done);
 
+  /// Any thread, no lock: true if a packet of `len` bytes would find the queue's RX backlog
+  /// (its RxPath queue plus the inbox) past its byte cap, so the sender drops it before it
+  /// copies or holds it, as a full netdev queue drops (seed 000). A stale read only lets one
+  /// packet more or less through; the queue's own cap still holds.
+  [[nodiscard]] bool full(std::uint32_t len) const;
+  /// The queue's RxPath publishes its queued bytes and cap here (RxConfig::backlog).
+  [[nodiscard]] std::shared_ptr<RxBacklog> backlog(const std::shared_ptr<QueueLink>& self) {
+    return {self, &backlog_};
+  }
+
  private:
+  RxBacklog backlog_;
+  std::atomic<std::uint32_t> inbox_bytes_{0};  // written under mu_, read by full()
   std::mutex mu_;
   std::function<void()> schedule_;
   bool scheduled_ = false;
