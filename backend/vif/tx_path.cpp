@@ -54,6 +54,7 @@ TxPath::TxPath(ring::TxBackRing ring, hv::GrantTable& table, PacketSink& sink, T
   if (config_.sw) {
     held_.resize(config_.zerocopy.ring_size);
     routes_.resize(config_.max_packets_per_pass);
+    copies_ = std::make_shared<SwitchBuffers>();
   }
 }
 
@@ -392,6 +393,21 @@ bool TxPath::forward_zerocopy(Pending& p, const net::VirtioNetHdr& vh, const Swi
   return true;
 }
 
+std::byte* TxPath::copy_out(std::span<const std::byte> bytes, int& buf,
+                            std::shared_ptr<std::byte[]>& heap) {
+  buf = bytes.size() <= PacketPool::kMaxFrame ? copies_->take() : -1;
+  std::byte* to = nullptr;
+  if (buf >= 0) {
+    to = copies_->data(buf);
+  } else {
+    QueueCounters::add(counters_.tx_switch_heap);
+    heap.reset(new std::byte[bytes.size()]);
+    to = heap.get();
+  }
+  std::memcpy(to, bytes.data(), bytes.size());
+  return to;
+}
+
 void TxPath::forward_copied(Pending& p, const net::VirtioNetHdr& vh, const VSwitch::Route& route,
                             std::uint32_t hash) {
   const TxPacket& pkt = p.pkt;
@@ -405,8 +421,11 @@ void TxPath::forward_copied(Pending& p, const net::VirtioNetHdr& vh, const VSwit
       QueueCounters::add(counters_.tx_drop_sink);
     }
   }
-  // One copy in backend memory for every receiver that takes the packet as it is.
-  std::shared_ptr<std::byte[]> shared;
+  // One copy in backend memory for every receiver that takes the packet as it is, from the
+  // queue's recycled buffers (the heap only while every one of them is still read).
+  int shared = -1;
+  std::shared_ptr<std::byte[]> shared_heap;
+  std::byte* shared_bytes = nullptr;
   for (const auto& to : route.guests) {
     if (to->queues.empty()) continue;
     auto off = net::map_tap_rx(vh, to->offloads, bytes, bytes.size());
@@ -414,32 +433,37 @@ void TxPath::forward_copied(Pending& p, const net::VirtioNetHdr& vh, const VSwit
       QueueCounters::add(counters_.tx_drop_offload);
       continue;
     }
-    std::shared_ptr<std::byte[]> mine;
+    RxPacket rp;
     if (off->complete_checksum) {
       // This receiver cannot take a partial checksum: its own copy, completed.
-      mine.reset(new std::byte[bytes.size()]);
-      std::memcpy(mine.get(), bytes.data(), bytes.size());
-      std::array<std::span<std::byte>, 1> parts{std::span(mine.get(), bytes.size())};
+      int own = -1;
+      std::shared_ptr<std::byte[]> heap;
+      std::byte* mine = copy_out(bytes, own, heap);
+      std::array<std::span<std::byte>, 1> parts{std::span(mine, bytes.size())};
       if (net::complete_checksum(parts, off->csum_start, off->csum_offset)) {
+        if (own >= 0) copies_->unref(own);
         QueueCounters::add(counters_.tx_drop_offload);
         continue;
       }
-    } else {
-      if (!shared) {
-        shared.reset(new std::byte[bytes.size()]);
-        std::memcpy(shared.get(), bytes.data(), bytes.size());
+      rp.frags[0] = RxFrag{hv::GrantCopyPtr::local(mine), pkt.total_len};
+      if (own >= 0) {
+        rp.release = copies_->share(copies_, own);
+        copies_->unref(own);
+      } else {
+        rp.release = RxRelease::holding(std::move(heap));
       }
-      mine = shared;
+    } else {
+      if (shared_bytes == nullptr) shared_bytes = copy_out(bytes, shared, shared_heap);
+      rp.frags[0] = RxFrag{hv::GrantCopyPtr::local(shared_bytes), pkt.total_len};
+      rp.release = shared >= 0 ? copies_->share(copies_, shared) : RxRelease::holding(shared_heap);
     }
-    RxPacket rp;
-    rp.frags[0] = RxFrag{hv::GrantCopyPtr::local(mine.get()), pkt.total_len};
     rp.nr_frags = 1;
     rp.len = pkt.total_len;
     rp.offload = *off;
-    rp.release = RxRelease::holding(std::move(mine));
     QueueCounters::add(counters_.tx_switched);
     (void)to->queues[hash % to->queues.size()]->deliver(std::move(rp));
   }
+  if (shared >= 0) copies_->unref(shared);
   count_sent(counters_, pkt, false);
 }
 

@@ -94,6 +94,46 @@ bool QueueLink::full(std::uint32_t len) const {
 }
 
 // ---------------------------------------------------------------------------------------
+// SwitchBuffers
+
+SwitchBuffers::SwitchBuffers(std::size_t count)
+    : pool_(count),
+      refs_(std::make_unique<std::atomic<std::uint32_t>[]>(count)),
+      next_(std::make_unique<int[]>(count)) {}
+
+int SwitchBuffers::take() {
+  if (pool_.free_count() == 0) take_returned();
+  const int i = pool_.take();
+  if (i >= 0) refs_[i].store(1, std::memory_order_relaxed);
+  return i;
+}
+
+RxRelease SwitchBuffers::share(const std::shared_ptr<SwitchBuffers>& self, int i) {
+  refs_[i].fetch_add(1, std::memory_order_relaxed);
+  return RxRelease(
+      [](void* c, std::uintptr_t idx) noexcept {
+        static_cast<SwitchBuffers*>(c)->unref(static_cast<int>(idx));
+      },
+      this, static_cast<std::uintptr_t>(i), self);
+}
+
+void SwitchBuffers::unref(int i) noexcept {
+  if (refs_[i].fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  // The last reader: onto the return stack. Only the owner pops, and it takes the whole
+  // stack at once, so a node is never popped and pushed back under a pusher's feet (no ABA).
+  int top = returned_.load(std::memory_order_relaxed);
+  do {
+    next_[i] = top;
+  } while (!returned_.compare_exchange_weak(top, i, std::memory_order_release,
+                                            std::memory_order_relaxed));
+}
+
+void SwitchBuffers::take_returned() {
+  for (int i = returned_.exchange(-1, std::memory_order_acquire); i >= 0; i = next_[i])
+    pool_.give_back(i);
+}
+
+// ---------------------------------------------------------------------------------------
 
 std::uint32_t flow_hash(std::span<const std::byte> head) {
   std::uint32_t h = 2166136261u;
@@ -242,24 +282,38 @@ void VSwitch::uplink_frame(std::span<std::byte> frame, const net::VirtioNetHdr& 
   }
   route(kUplinkPort, mac_at(frame, 6), mac_at(frame, 0), Clock::now(), uplink_route_);
   if (uplink_route_.guests.empty()) return;
-  // One copy in backend memory shared by every receiver; each receiver's release drops its
-  // reference.
-  std::shared_ptr<std::byte[]> bytes(new std::byte[frame.size()]);
-  std::memcpy(bytes.get(), frame.data(), frame.size());
   const std::uint32_t hash = flow_hash(frame);
+  const auto len = static_cast<std::uint32_t>(frame.size());
+  // One copy in backend memory shared by every receiver (none for receivers whose RX queue
+  // is full); each receiver's release drops its reference.
+  int buf = -1;
+  std::shared_ptr<std::byte[]> heap;  // every pool buffer still read: the heap, as before
+  std::byte* bytes = nullptr;
   for (const auto& port : uplink_route_.guests) {
     if (port->queues.empty()) continue;
+    QueueLink& link = *port->queues[hash % port->queues.size()];
+    if (link.full(len)) continue;
     auto off = net::map_tap_rx(vh, port->offloads, frame, frame.size());
     if (!off) continue;
+    if (bytes == nullptr) {
+      buf = uplink_buffers_->take();
+      if (buf >= 0 && frame.size() <= PacketPool::kMaxFrame) {
+        bytes = uplink_buffers_->data(buf);
+      } else {
+        heap.reset(new std::byte[frame.size()]);
+        bytes = heap.get();
+      }
+      std::memcpy(bytes, frame.data(), frame.size());
+    }
     RxPacket p;
-    p.frags[0] =
-        RxFrag{hv::GrantCopyPtr::local(bytes.get()), static_cast<std::uint32_t>(frame.size())};
+    p.frags[0] = RxFrag{hv::GrantCopyPtr::local(bytes), len};
     p.nr_frags = 1;
-    p.len = static_cast<std::uint32_t>(frame.size());
+    p.len = len;
     p.offload = *off;
-    p.release = RxRelease::holding(bytes);
-    (void)port->queues[hash % port->queues.size()]->deliver(std::move(p));
+    p.release = heap ? RxRelease::holding(heap) : uplink_buffers_->share(uplink_buffers_, buf);
+    (void)link.deliver(std::move(p));
   }
+  if (buf >= 0) uplink_buffers_->unref(buf);
 }
 
 // ---------------------------------------------------------------------------------------
