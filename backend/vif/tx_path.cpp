@@ -54,6 +54,7 @@ TxPath::TxPath(ring::TxBackRing ring, hv::GrantTable& table, PacketSink& sink, T
   if (config_.sw) {
     held_.resize(config_.zerocopy.ring_size);
     routes_.resize(config_.max_packets_per_pass);
+    queries_.resize(config_.max_packets_per_pass);
     copies_ = std::make_shared<SwitchBuffers>();
   }
 }
@@ -471,7 +472,7 @@ void TxPath::finish_switched(Pass& pass, Clock::time_point now) {
   // 1. The headers of the whole pass, in one copy call.
   copy_counted(segs_);
   const auto okay = static_cast<std::int16_t>(wire::RspStatus::okay);
-  // 2. Route each packet; zerocopy where the limiter lets us, the rest queued for one copy.
+  // 2. Each packet's headers checked, its MACs read.
   const std::size_t rest_begin = segs_.size();
   for (std::size_t i = 0; i < pending_.size(); ++i) {
     Pending& p = pending_[i];
@@ -499,23 +500,33 @@ void TxPath::finish_switched(Pass& pass, Clock::time_point now) {
     }
     p.vh = *vh;
     p.hash = flow_hash(head);
-    net::MacAddress dst, src;
+    RouteQuery& q = queries_[i];
     for (std::size_t k = 0; k < 6; ++k) {
-      dst.octets[k] = static_cast<std::uint8_t>(head[k]);
-      src.octets[k] = static_cast<std::uint8_t>(head[6 + k]);
+      q.dst.octets[k] = static_cast<std::uint8_t>(head[k]);
+      q.src.octets[k] = static_cast<std::uint8_t>(head[6 + k]);
     }
     // A source MAC not the vif's own would take over another port's MAC (issue 15): dropped
     // before the switch learns from it, and answered OKAY as a host-side filter would.
     const auto& allow = config_.sw->allow_spoofing;
-    if (config_.sw->guest_mac && src != *config_.sw->guest_mac &&
+    if (config_.sw->guest_mac && q.src != *config_.sw->guest_mac &&
         !(allow && allow->load(std::memory_order_relaxed))) {
       QueueCounters::add(counters_.tx_dropped_spoofed);
       respond(pkt, okay);
       p.fate = Pending::Fate::answered;
       continue;
     }
+  }
+  // 3. The whole pass routed under one acquisition of the switch's lock.
+  for (std::size_t i = 0; i < pending_.size(); ++i)
+    queries_[i].skip = pending_[i].fate == Pending::Fate::answered;
+  config_.sw->sw->route_pass(config_.sw->port, std::span(queries_.data(), pending_.size()), now,
+                             std::span(routes_.data(), pending_.size()));
+  // 4. Zerocopy where the limiter lets us, the rest queued for one copy.
+  for (std::size_t i = 0; i < pending_.size(); ++i) {
+    Pending& p = pending_[i];
+    if (p.fate == Pending::Fate::answered) continue;
+    const TxPacket& pkt = p.pkt;
     VSwitch::Route& route = routes_[i];
-    config_.sw->sw->route(config_.sw->port, src, dst, now, route);
     if (route.flooded) QueueCounters::add(counters_.tx_switch_flooded);
     if (route.guests.empty() && !route.uplink) {
       QueueCounters::add(counters_.tx_switch_dropped);
@@ -537,7 +548,7 @@ void TxPath::finish_switched(Pass& pass, Clock::time_point now) {
     }
     // Zerocopy only for one guest receiver: the grants are read once, by that receiver.
     if (route.guests.size() == 1 && !route.uplink &&
-        forward_zerocopy(p, *vh, *route.guests.front(), p.hash)) {
+        forward_zerocopy(p, p.vh, *route.guests.front(), p.hash)) {
       continue;
     }
     p.fate = Pending::Fate::copy;
@@ -545,7 +556,7 @@ void TxPath::finish_switched(Pass& pass, Clock::time_point now) {
     add_copy_segments(p, p.linear_len);
     p.fallback_end = static_cast<std::uint32_t>(segs_.size());
   }
-  // 3. The copied packets' remaining bytes, in one call; then to their receivers, answered.
+  // 5. The copied packets' remaining bytes, in one call; then to their receivers, answered.
   std::span<hv::GrantCopySegment> rest(segs_.data() + rest_begin, segs_.size() - rest_begin);
   copy_counted(rest);
   for (std::size_t i = 0; i < pending_.size(); ++i) {

@@ -159,6 +159,7 @@ class TxPath {
   };
   std::vector<Held> held_;
   std::vector<VSwitch::Route> routes_;     // per pending packet of the pass
+  std::vector<RouteQuery> queries_;        // per pending packet of the pass
   std::shared_ptr<SwitchBuffers> copies_;  // switch mode: copied packets' bytes
 };
 

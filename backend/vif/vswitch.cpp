@@ -204,8 +204,28 @@ void VSwitch::remove_port(SwitchPortId id) {
 
 void VSwitch::route(SwitchPortId from, const net::MacAddress& src, const net::MacAddress& dst,
                     Clock::time_point now, Route& out) {
-  out.clear();
   const std::lock_guard lock(mu_);
+  ++stats_.route_locks;
+  route_locked(from, src, dst, now, out);
+}
+
+void VSwitch::route_pass(SwitchPortId from, std::span<const RouteQuery> queries,
+                         Clock::time_point now, std::span<Route> out) {
+  const std::lock_guard lock(mu_);
+  ++stats_.route_locks;
+  for (std::size_t i = 0; i < queries.size() && i < out.size(); ++i) {
+    if (queries[i].skip) {
+      out[i].clear();
+    } else {
+      route_locked(from, queries[i].src, queries[i].dst, now, out[i]);
+    }
+  }
+}
+
+void VSwitch::route_locked(SwitchPortId from, const net::MacAddress& src,
+                           const net::MacAddress& dst, Clock::time_point now, Route& out) {
+  out.clear();
+  ++stats_.routed;
   if (!macs_.learn(src, from, now)) ++stats_.not_learnt;
   if (!dst.is_multicast()) {
     if (const auto to = macs_.lookup(dst, now)) {

@@ -123,6 +123,12 @@ struct SwitchPort {
 /// spread a receiver's traffic over its queues while keeping each flow in order.
 [[nodiscard]] std::uint32_t flow_hash(std::span<const std::byte> head);
 
+/// One packet of a pass to route (VSwitch::route_pass); `skip`: already answered.
+struct RouteQuery {
+  net::MacAddress src, dst;
+  bool skip = false;
+};
+
 class VSwitch {
  public:
   using Clock = std::chrono::steady_clock;
@@ -146,6 +152,8 @@ class VSwitch {
     std::uint64_t dropped_same_port = 0;  // destination on the sender's own port
     std::uint64_t not_learnt = 0;         // MAC table full
     std::uint64_t uplink_tx = 0, uplink_rx = 0, uplink_errors = 0;
+    std::uint64_t routed = 0;       // packets routed (route() and route_pass())
+    std::uint64_t route_locks = 0;  // acquisitions of the switch's lock for them
   };
 
   explicit VSwitch(std::string name);
@@ -164,6 +172,10 @@ class VSwitch {
   /// when that is `from` itself), else every other port and the uplink.
   void route(SwitchPortId from, const net::MacAddress& src, const net::MacAddress& dst,
              Clock::time_point now, Route& out);
+  /// route() for each query of a pass (out[i] for queries[i]; a skipped one is left empty),
+  /// under one acquisition of the switch's lock instead of one per packet.
+  void route_pass(SwitchPortId from, std::span<const RouteQuery> queries, Clock::time_point now,
+                  std::span<Route> out);
 
   /// Writes one frame to the uplink TAP (any thread; false without an uplink or on error).
   bool send_uplink(const net::VirtioNetHdr& hdr, std::span<const iovec> frame);
@@ -173,6 +185,8 @@ class VSwitch {
   [[nodiscard]] std::size_t ports() const;
 
  private:
+  void route_locked(SwitchPortId from, const net::MacAddress& src, const net::MacAddress& dst,
+                    Clock::time_point now, Route& out);
   void uplink_loop();
   void uplink_frame(std::span<std::byte> frame, const net::VirtioNetHdr& vh);
 

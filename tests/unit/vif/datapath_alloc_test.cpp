@@ -459,5 +459,21 @@ TEST(DatapathAllocations, SwitchedGuestToGuestPacketsAllocateNothingPerPacket) {
   EXPECT_EQ(g_allocations.load(), 0u) << "allocations across 30000 switched packets";
 }
 
+// The switch's lock is taken once per TX pass to route all of its packets, not once per
+// packet (and so never by every packet of every sender on the switch).
+TEST(SwitchBackpressure, APassOfPacketsIsRoutedUnderOneLock) {
+  SwitchPair w(512 * 1024);
+  const auto before = w.sw->stats();
+  for (int pass = 0; pass < 10; ++pass) {
+    for (int k = 0; k < 48; ++k) w.post(64);
+    w.run_a();
+    w.drain(true);
+  }
+  const auto after = w.sw->stats();
+  EXPECT_EQ(after.routed - before.routed, 480u);
+  EXPECT_EQ(after.route_locks - before.route_locks, 10u);
+  EXPECT_EQ(w.b_received, 480u);
+}
+
 }  // namespace
 }  // namespace unetback::vif
