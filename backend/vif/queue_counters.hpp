@@ -57,6 +57,8 @@ namespace unetback::vif {
   X(tx_switch_flooded)  /* broadcast/multicast/unknown destination: to every port */      \
   X(tx_switch_uplink)   /* packets written to the switch's uplink TAP */                  \
   X(tx_switch_dropped)  /* no port to send to (destination behind the sender itself) */   \
+  X(tx_switch_full)     /* receiver's RX queue full: dropped before any copy, OKAY */     \
+  X(tx_switch_heap)     /* copied packets on the heap: every switch buffer in use */      \
   X(tx_dropped_spoofed) /* switch: source MAC not the vif's B:mac (answered OKAY) */      \
   X(tx_stalls)          /* zerocopy-fallback=0: passes stopped at the pending limit */    \
   X(events)             /* event-channel wakeups */                                       \

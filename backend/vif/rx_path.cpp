@@ -26,6 +26,7 @@ RxPath::RxPath(ring::RxBackRing ring, hv::GrantTable& table, RxConfig config,
   plan_.chunks.reserve(64);
   plan_.slot_bytes.reserve(32);
   awaiting_flush_.reserve(config_.max_packets_per_pass);
+  if (config_.backlog) config_.backlog->cap.store(config_.queue_bytes, std::memory_order_relaxed);
 }
 
 RxPath::~RxPath() {
@@ -35,6 +36,7 @@ RxPath::~RxPath() {
     if (p.release) p.release();
     return true;
   });
+  set_queued_bytes(0);
 }
 
 bool RxPath::enqueue(RxPacket&& p, Clock::time_point now) {
@@ -48,7 +50,7 @@ bool RxPath::enqueue(RxPacket&& p, Clock::time_point now) {
   if (queued_bytes_ + p.len > config_.queue_bytes && !queue_.empty())
     return reject(counters_.rx_dropped_queue_full);
   p.expires = now + config_.drain_timeout;
-  queued_bytes_ += p.len;
+  set_queued_bytes(queued_bytes_ + p.len);
   queue_.push_back(std::move(p));
   return true;
 }
@@ -56,7 +58,7 @@ bool RxPath::enqueue(RxPacket&& p, Clock::time_point now) {
 void RxPath::drop_head(std::atomic<std::uint64_t>& reason) {
   RxPacket& p = queue_.front();
   QueueCounters::add(reason);
-  queued_bytes_ -= p.len;
+  set_queued_bytes(queued_bytes_ - p.len);
   if (p.release) p.release();
   queue_.pop_front();
 }
@@ -103,7 +105,7 @@ RxPath::Pass RxPath::process(Clock::time_point now) {
 void RxPath::deliver_head() {
   RxPacket p = std::move(queue_.front());
   queue_.pop_front();
-  queued_bytes_ -= p.len;
+  set_queued_bytes(queued_bytes_ - p.len);
 
   const std::uint32_t nr_slots = plan_.nr_slots();
   const std::uint32_t extras = extras_for(p);
@@ -190,7 +192,7 @@ std::size_t RxPath::purge_dead_sources() {
   return queue_.remove_if([&](RxPacket& p) {
     if (!p.source_alive || p.source_alive->load(std::memory_order_acquire)) return false;
     QueueCounters::add(counters_.rx_dropped_source_gone);
-    queued_bytes_ -= p.len;
+    set_queued_bytes(queued_bytes_ - p.len);
     if (p.release) p.release();
     return true;
   });

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
 
@@ -44,6 +45,14 @@ struct RxPacket {
   std::shared_ptr<const std::atomic<bool>> source_alive;
 };
 
+/// A queue's RX backlog as other threads see it: VM->VM senders look before they copy or hold
+/// a packet for a queue that would drop it (seed 000). Relaxed reads: a stale value lets one
+/// packet more or less through, never more than the cap allows (RxPath::enqueue enforces it).
+struct RxBacklog {
+  std::atomic<std::uint32_t> queued{0};  // bytes in RxPath's queue, published by it
+  std::atomic<std::uint32_t> cap{std::numeric_limits<std::uint32_t>::max()};  // queue_bytes
+};
+
 struct RxConfig {
   DomId frontend{};
   RxCoalesce coalesce = RxCoalesce::full;
@@ -54,6 +63,8 @@ struct RxConfig {
   bool stall_detection = true;  // off without feature-rx-notify (Linux)
   std::size_t copy_batch = 64;
   std::uint32_t max_packets_per_pass = 64;  // RX_BATCH_SIZE
+  /// Where the queue publishes its queued bytes and cap (a queue on a switch); may be null.
+  std::shared_ptr<RxBacklog> backlog;
 };
 
 class RxPath {
@@ -97,6 +108,10 @@ class RxPath {
   /// queued in the batch). The caller checked the slots are there.
   void deliver_head();
   void flush();
+  void set_queued_bytes(std::uint32_t bytes) {
+    queued_bytes_ = bytes;
+    if (config_.backlog) config_.backlog->queued.store(bytes, std::memory_order_relaxed);
+  }
 
   ring::RxBackRing ring_;
   hv::GrantTable& table_;

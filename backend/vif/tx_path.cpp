@@ -54,6 +54,8 @@ TxPath::TxPath(ring::TxBackRing ring, hv::GrantTable& table, PacketSink& sink, T
   if (config_.sw) {
     held_.resize(config_.zerocopy.ring_size);
     routes_.resize(config_.max_packets_per_pass);
+    queries_.resize(config_.max_packets_per_pass);
+    copies_ = std::make_shared<SwitchBuffers>();
   }
 }
 
@@ -392,6 +394,21 @@ bool TxPath::forward_zerocopy(Pending& p, const net::VirtioNetHdr& vh, const Swi
   return true;
 }
 
+std::byte* TxPath::copy_out(std::span<const std::byte> bytes, int& buf,
+                            std::shared_ptr<std::byte[]>& heap) {
+  buf = bytes.size() <= PacketPool::kMaxFrame ? copies_->take() : -1;
+  std::byte* to = nullptr;
+  if (buf >= 0) {
+    to = copies_->data(buf);
+  } else {
+    QueueCounters::add(counters_.tx_switch_heap);
+    heap.reset(new std::byte[bytes.size()]);
+    to = heap.get();
+  }
+  std::memcpy(to, bytes.data(), bytes.size());
+  return to;
+}
+
 void TxPath::forward_copied(Pending& p, const net::VirtioNetHdr& vh, const VSwitch::Route& route,
                             std::uint32_t hash) {
   const TxPacket& pkt = p.pkt;
@@ -405,8 +422,11 @@ void TxPath::forward_copied(Pending& p, const net::VirtioNetHdr& vh, const VSwit
       QueueCounters::add(counters_.tx_drop_sink);
     }
   }
-  // One copy in backend memory for every receiver that takes the packet as it is.
-  std::shared_ptr<std::byte[]> shared;
+  // One copy in backend memory for every receiver that takes the packet as it is, from the
+  // queue's recycled buffers (the heap only while every one of them is still read).
+  int shared = -1;
+  std::shared_ptr<std::byte[]> shared_heap;
+  std::byte* shared_bytes = nullptr;
   for (const auto& to : route.guests) {
     if (to->queues.empty()) continue;
     auto off = net::map_tap_rx(vh, to->offloads, bytes, bytes.size());
@@ -414,32 +434,37 @@ void TxPath::forward_copied(Pending& p, const net::VirtioNetHdr& vh, const VSwit
       QueueCounters::add(counters_.tx_drop_offload);
       continue;
     }
-    std::shared_ptr<std::byte[]> mine;
+    RxPacket rp;
     if (off->complete_checksum) {
       // This receiver cannot take a partial checksum: its own copy, completed.
-      mine.reset(new std::byte[bytes.size()]);
-      std::memcpy(mine.get(), bytes.data(), bytes.size());
-      std::array<std::span<std::byte>, 1> parts{std::span(mine.get(), bytes.size())};
+      int own = -1;
+      std::shared_ptr<std::byte[]> heap;
+      std::byte* mine = copy_out(bytes, own, heap);
+      std::array<std::span<std::byte>, 1> parts{std::span(mine, bytes.size())};
       if (net::complete_checksum(parts, off->csum_start, off->csum_offset)) {
+        if (own >= 0) copies_->unref(own);
         QueueCounters::add(counters_.tx_drop_offload);
         continue;
       }
-    } else {
-      if (!shared) {
-        shared.reset(new std::byte[bytes.size()]);
-        std::memcpy(shared.get(), bytes.data(), bytes.size());
+      rp.frags[0] = RxFrag{hv::GrantCopyPtr::local(mine), pkt.total_len};
+      if (own >= 0) {
+        rp.release = copies_->share(copies_, own);
+        copies_->unref(own);
+      } else {
+        rp.release = RxRelease::holding(std::move(heap));
       }
-      mine = shared;
+    } else {
+      if (shared_bytes == nullptr) shared_bytes = copy_out(bytes, shared, shared_heap);
+      rp.frags[0] = RxFrag{hv::GrantCopyPtr::local(shared_bytes), pkt.total_len};
+      rp.release = shared >= 0 ? copies_->share(copies_, shared) : RxRelease::holding(shared_heap);
     }
-    RxPacket rp;
-    rp.frags[0] = RxFrag{hv::GrantCopyPtr::local(mine.get()), pkt.total_len};
     rp.nr_frags = 1;
     rp.len = pkt.total_len;
     rp.offload = *off;
-    rp.release = RxRelease::holding(std::move(mine));
     QueueCounters::add(counters_.tx_switched);
     (void)to->queues[hash % to->queues.size()]->deliver(std::move(rp));
   }
+  if (shared >= 0) copies_->unref(shared);
   count_sent(counters_, pkt, false);
 }
 
@@ -447,7 +472,7 @@ void TxPath::finish_switched(Pass& pass, Clock::time_point now) {
   // 1. The headers of the whole pass, in one copy call.
   copy_counted(segs_);
   const auto okay = static_cast<std::int16_t>(wire::RspStatus::okay);
-  // 2. Route each packet; zerocopy where the limiter lets us, the rest queued for one copy.
+  // 2. Each packet's headers checked, its MACs read.
   const std::size_t rest_begin = segs_.size();
   for (std::size_t i = 0; i < pending_.size(); ++i) {
     Pending& p = pending_[i];
@@ -475,23 +500,33 @@ void TxPath::finish_switched(Pass& pass, Clock::time_point now) {
     }
     p.vh = *vh;
     p.hash = flow_hash(head);
-    net::MacAddress dst, src;
+    RouteQuery& q = queries_[i];
     for (std::size_t k = 0; k < 6; ++k) {
-      dst.octets[k] = static_cast<std::uint8_t>(head[k]);
-      src.octets[k] = static_cast<std::uint8_t>(head[6 + k]);
+      q.dst.octets[k] = static_cast<std::uint8_t>(head[k]);
+      q.src.octets[k] = static_cast<std::uint8_t>(head[6 + k]);
     }
     // A source MAC not the vif's own would take over another port's MAC (issue 15): dropped
     // before the switch learns from it, and answered OKAY as a host-side filter would.
     const auto& allow = config_.sw->allow_spoofing;
-    if (config_.sw->guest_mac && src != *config_.sw->guest_mac &&
+    if (config_.sw->guest_mac && q.src != *config_.sw->guest_mac &&
         !(allow && allow->load(std::memory_order_relaxed))) {
       QueueCounters::add(counters_.tx_dropped_spoofed);
       respond(pkt, okay);
       p.fate = Pending::Fate::answered;
       continue;
     }
+  }
+  // 3. The whole pass routed under one acquisition of the switch's lock.
+  for (std::size_t i = 0; i < pending_.size(); ++i)
+    queries_[i].skip = pending_[i].fate == Pending::Fate::answered;
+  config_.sw->sw->route_pass(config_.sw->port, std::span(queries_.data(), pending_.size()), now,
+                             std::span(routes_.data(), pending_.size()));
+  // 4. Zerocopy where the limiter lets us, the rest queued for one copy.
+  for (std::size_t i = 0; i < pending_.size(); ++i) {
+    Pending& p = pending_[i];
+    if (p.fate == Pending::Fate::answered) continue;
+    const TxPacket& pkt = p.pkt;
     VSwitch::Route& route = routes_[i];
-    config_.sw->sw->route(config_.sw->port, src, dst, now, route);
     if (route.flooded) QueueCounters::add(counters_.tx_switch_flooded);
     if (route.guests.empty() && !route.uplink) {
       QueueCounters::add(counters_.tx_switch_dropped);
@@ -499,9 +534,21 @@ void TxPath::finish_switched(Pass& pass, Clock::time_point now) {
       p.fate = Pending::Fate::answered;
       continue;
     }
+    // A receiver whose RX queue is full would drop the packet: it is dropped here, before
+    // any copy or held grant (seed 000: copies past the pending limit, dropped at the
+    // receiver's cap, starved the sender's other flows). The uplink still gets it.
+    std::erase_if(route.guests, [&](const std::shared_ptr<const SwitchPort>& to) {
+      return !to->queues.empty() && to->queues[p.hash % to->queues.size()]->full(pkt.total_len);
+    });
+    if (route.guests.empty() && !route.uplink) {
+      QueueCounters::add(counters_.tx_switch_full);
+      respond(pkt, okay);
+      p.fate = Pending::Fate::answered;
+      continue;
+    }
     // Zerocopy only for one guest receiver: the grants are read once, by that receiver.
     if (route.guests.size() == 1 && !route.uplink &&
-        forward_zerocopy(p, *vh, *route.guests.front(), p.hash)) {
+        forward_zerocopy(p, p.vh, *route.guests.front(), p.hash)) {
       continue;
     }
     p.fate = Pending::Fate::copy;
@@ -509,7 +556,7 @@ void TxPath::finish_switched(Pass& pass, Clock::time_point now) {
     add_copy_segments(p, p.linear_len);
     p.fallback_end = static_cast<std::uint32_t>(segs_.size());
   }
-  // 3. The copied packets' remaining bytes, in one call; then to their receivers, answered.
+  // 5. The copied packets' remaining bytes, in one call; then to their receivers, answered.
   std::span<hv::GrantCopySegment> rest(segs_.data() + rest_begin, segs_.size() - rest_begin);
   copy_counted(rest);
   for (std::size_t i = 0; i < pending_.size(); ++i) {

@@ -132,6 +132,10 @@ class TxPath {
   void forward_copied(Pending& p, const net::VirtioNetHdr& vh, const VSwitch::Route& route,
                       std::uint32_t hash);
   void push_and_recycle(Pass& pass);
+  /// A copy of `bytes` in one of copies_' buffers (`buf`, holding our reference), or on the
+  /// heap (`heap`) while every buffer is still read by some receiver.
+  std::byte* copy_out(std::span<const std::byte> bytes, int& buf,
+                      std::shared_ptr<std::byte[]>& heap);
 
   ring::TxBackRing ring_;
   hv::GrantTable& table_;
@@ -154,7 +158,9 @@ class TxPath {
     std::optional<zerocopy::Token> token;
   };
   std::vector<Held> held_;
-  std::vector<VSwitch::Route> routes_;  // per pending packet of the pass
+  std::vector<VSwitch::Route> routes_;     // per pending packet of the pass
+  std::vector<RouteQuery> queries_;        // per pending packet of the pass
+  std::shared_ptr<SwitchBuffers> copies_;  // switch mode: copied packets' bytes
 };
 
 }  // namespace unetback::vif

@@ -37,6 +37,8 @@ bool QueueLink::deliver(RxPacket&& p) {
   {
     const std::lock_guard lock(mu_);
     if (schedule_) {
+      inbox_bytes_.store(inbox_bytes_.load(std::memory_order_relaxed) + p.len,
+                         std::memory_order_relaxed);
       rx_.push_back(std::move(p));
       if (!std::exchange(scheduled_, true)) schedule_();
       return true;
@@ -70,6 +72,7 @@ void QueueLink::detach() {
     schedule_ = nullptr;
     left.swap(rx_);
     done_.clear();
+    inbox_bytes_.store(0, std::memory_order_relaxed);
   }
   for (auto& p : left)
     if (p.release) p.release();
@@ -80,6 +83,54 @@ void QueueLink::take(std::vector<RxPacket>& rx, std::vector<TxDone>& done) {
   scheduled_ = false;
   rx.swap(rx_);
   done.swap(done_);
+  inbox_bytes_.store(0, std::memory_order_relaxed);
+}
+
+bool QueueLink::full(std::uint32_t len) const {
+  const std::uint64_t queued = std::uint64_t{backlog_.queued.load(std::memory_order_relaxed)} +
+                               inbox_bytes_.load(std::memory_order_relaxed);
+  // RxPath::enqueue's rule: an empty queue takes any packet.
+  return queued != 0 && queued + len > backlog_.cap.load(std::memory_order_relaxed);
+}
+
+// ---------------------------------------------------------------------------------------
+// SwitchBuffers
+
+SwitchBuffers::SwitchBuffers(std::size_t count)
+    : pool_(count),
+      refs_(std::make_unique<std::atomic<std::uint32_t>[]>(count)),
+      next_(std::make_unique<int[]>(count)) {}
+
+int SwitchBuffers::take() {
+  if (pool_.free_count() == 0) take_returned();
+  const int i = pool_.take();
+  if (i >= 0) refs_[i].store(1, std::memory_order_relaxed);
+  return i;
+}
+
+RxRelease SwitchBuffers::share(const std::shared_ptr<SwitchBuffers>& self, int i) {
+  refs_[i].fetch_add(1, std::memory_order_relaxed);
+  return RxRelease(
+      [](void* c, std::uintptr_t idx) noexcept {
+        static_cast<SwitchBuffers*>(c)->unref(static_cast<int>(idx));
+      },
+      this, static_cast<std::uintptr_t>(i), self);
+}
+
+void SwitchBuffers::unref(int i) noexcept {
+  if (refs_[i].fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  // The last reader: onto the return stack. Only the owner pops, and it takes the whole
+  // stack at once, so a node is never popped and pushed back under a pusher's feet (no ABA).
+  int top = returned_.load(std::memory_order_relaxed);
+  do {
+    next_[i] = top;
+  } while (!returned_.compare_exchange_weak(top, i, std::memory_order_release,
+                                            std::memory_order_relaxed));
+}
+
+void SwitchBuffers::take_returned() {
+  for (int i = returned_.exchange(-1, std::memory_order_acquire); i >= 0; i = next_[i])
+    pool_.give_back(i);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -153,8 +204,28 @@ void VSwitch::remove_port(SwitchPortId id) {
 
 void VSwitch::route(SwitchPortId from, const net::MacAddress& src, const net::MacAddress& dst,
                     Clock::time_point now, Route& out) {
-  out.clear();
   const std::lock_guard lock(mu_);
+  ++stats_.route_locks;
+  route_locked(from, src, dst, now, out);
+}
+
+void VSwitch::route_pass(SwitchPortId from, std::span<const RouteQuery> queries,
+                         Clock::time_point now, std::span<Route> out) {
+  const std::lock_guard lock(mu_);
+  ++stats_.route_locks;
+  for (std::size_t i = 0; i < queries.size() && i < out.size(); ++i) {
+    if (queries[i].skip) {
+      out[i].clear();
+    } else {
+      route_locked(from, queries[i].src, queries[i].dst, now, out[i]);
+    }
+  }
+}
+
+void VSwitch::route_locked(SwitchPortId from, const net::MacAddress& src,
+                           const net::MacAddress& dst, Clock::time_point now, Route& out) {
+  out.clear();
+  ++stats_.routed;
   if (!macs_.learn(src, from, now)) ++stats_.not_learnt;
   if (!dst.is_multicast()) {
     if (const auto to = macs_.lookup(dst, now)) {
@@ -231,24 +302,38 @@ void VSwitch::uplink_frame(std::span<std::byte> frame, const net::VirtioNetHdr& 
   }
   route(kUplinkPort, mac_at(frame, 6), mac_at(frame, 0), Clock::now(), uplink_route_);
   if (uplink_route_.guests.empty()) return;
-  // One copy in backend memory shared by every receiver; each receiver's release drops its
-  // reference.
-  std::shared_ptr<std::byte[]> bytes(new std::byte[frame.size()]);
-  std::memcpy(bytes.get(), frame.data(), frame.size());
   const std::uint32_t hash = flow_hash(frame);
+  const auto len = static_cast<std::uint32_t>(frame.size());
+  // One copy in backend memory shared by every receiver (none for receivers whose RX queue
+  // is full); each receiver's release drops its reference.
+  int buf = -1;
+  std::shared_ptr<std::byte[]> heap;  // every pool buffer still read: the heap, as before
+  std::byte* bytes = nullptr;
   for (const auto& port : uplink_route_.guests) {
     if (port->queues.empty()) continue;
+    QueueLink& link = *port->queues[hash % port->queues.size()];
+    if (link.full(len)) continue;
     auto off = net::map_tap_rx(vh, port->offloads, frame, frame.size());
     if (!off) continue;
+    if (bytes == nullptr) {
+      buf = uplink_buffers_->take();
+      if (buf >= 0 && frame.size() <= PacketPool::kMaxFrame) {
+        bytes = uplink_buffers_->data(buf);
+      } else {
+        heap.reset(new std::byte[frame.size()]);
+        bytes = heap.get();
+      }
+      std::memcpy(bytes, frame.data(), frame.size());
+    }
     RxPacket p;
-    p.frags[0] =
-        RxFrag{hv::GrantCopyPtr::local(bytes.get()), static_cast<std::uint32_t>(frame.size())};
+    p.frags[0] = RxFrag{hv::GrantCopyPtr::local(bytes), len};
     p.nr_frags = 1;
-    p.len = static_cast<std::uint32_t>(frame.size());
+    p.len = len;
     p.offload = *off;
-    p.release = RxRelease::holding(bytes);
-    (void)port->queues[hash % port->queues.size()]->deliver(std::move(p));
+    p.release = heap ? RxRelease::holding(heap) : uplink_buffers_->share(uplink_buffers_, buf);
+    (void)link.deliver(std::move(p));
   }
+  if (buf >= 0) uplink_buffers_->unref(buf);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -194,7 +194,10 @@ TEST_F(OneThreadSwitchEndToEnd,
     std::this_thread::sleep_for(200ms);
   }
   const std::string s = stats();
-  EXPECT_GT(sum_counter(s, "rx_dropped_queue_full"), 0U) << "no packet dropped: " << s;
+  // A full receiver's packets are dropped at its cap or, mostly, by the sender before it
+  // copies them (seed 000).
+  EXPECT_GT(sum_counter(s, "rx_dropped_queue_full") + sum_counter(s, "tx_switch_full"), 0U)
+      << "no packet dropped: " << s;
   EXPECT_GT(sum_counter(s, "tx_zerocopy"), 1000U) << s;
   // Both go while their floods still run: completions in flight on the one thread.
   ASSERT_EQ(w().destroy_guest(*g1).status, 0);
