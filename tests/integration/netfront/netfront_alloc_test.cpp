@@ -17,74 +17,7 @@
 #include "frontend-shim/tap_rx_writer.hpp"
 #include "tests/integration/netfront/test_backend.hpp"
 #include "tests/integration/xensim/xensim_process.hpp"
-
-namespace {
-
-std::atomic<std::uint64_t> g_counted{0};
-thread_local bool t_counting = false;
-
-void* allocate(std::size_t n, std::size_t align = 0) {
-  if (t_counting) g_counted.fetch_add(1, std::memory_order_relaxed);
-  if (n == 0) n = 1;
-  void* p = align > alignof(std::max_align_t)
-                ? std::aligned_alloc(align, (n + align - 1) / align * align)
-                : std::malloc(n);
-  if (p == nullptr) throw std::bad_alloc();
-  return p;
-}
-
-}  // namespace
-
-void* operator new(std::size_t n) {
-  return allocate(n);
-}
-void* operator new[](std::size_t n) {
-  return allocate(n);
-}
-void* operator new(std::size_t n, std::align_val_t a) {
-  return allocate(n, static_cast<std::size_t>(a));
-}
-void* operator new[](std::size_t n, std::align_val_t a) {
-  return allocate(n, static_cast<std::size_t>(a));
-}
-void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
-  try {
-    return allocate(n);
-  } catch (...) {
-    return nullptr;
-  }
-}
-void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {
-  try {
-    return allocate(n);
-  } catch (...) {
-    return nullptr;
-  }
-}
-void operator delete(void* p) noexcept {
-  std::free(p);
-}
-void operator delete[](void* p) noexcept {
-  std::free(p);
-}
-void operator delete(void* p, std::size_t) noexcept {
-  std::free(p);
-}
-void operator delete[](void* p, std::size_t) noexcept {
-  std::free(p);
-}
-void operator delete(void* p, std::align_val_t) noexcept {
-  std::free(p);
-}
-void operator delete[](void* p, std::align_val_t) noexcept {
-  std::free(p);
-}
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept {
-  std::free(p);
-}
-void operator delete[](void* p, std::size_t, std::align_val_t) noexcept {
-  std::free(p);
-}
+#include "tests/support/counting_allocator.hpp"
 
 namespace unetback::test {
 namespace {
@@ -94,14 +27,7 @@ using netfront::Netfront;
 using netfront::RxGso;
 using netfront::TxMeta;
 
-/// Counts the allocations made on this thread while it lives.
-class Counting {
- public:
-  Counting() { t_counting = true; }
-  ~Counting() { t_counting = false; }
-  Counting(const Counting&) = delete;
-  Counting& operator=(const Counting&) = delete;
-};
+using Counting = alloc_count::ThisThread;
 
 /// One guest-RX pass of the shim (a function of its own: callgrind --toggle-collect counts
 /// the instructions per packet in it).
@@ -181,9 +107,9 @@ TEST_F(SteadyStream, GuestRxAllocatesNothingPerPacketAfterWarmUp) {
     }
   };
   stream(kWarmUp);
-  g_counted = 0;
+  alloc_count::reset();
   stream(kPackets);
-  const std::uint64_t allocs = g_counted;
+  const std::uint64_t allocs = alloc_count::count();
   EXPECT_EQ(writer.written(), delivered);
   EXPECT_EQ(writer.dropped(), 0U);
   EXPECT_EQ(allocs, 0U) << static_cast<double>(allocs) / kPackets << " allocations per packet";
@@ -231,9 +157,9 @@ TEST_F(SteadyStream, GuestTxAllocatesNothingPerPacketAfterWarmUp) {
     }
   };
   stream(kWarmUp);
-  g_counted = 0;
+  alloc_count::reset();
   stream(kPackets);
-  const std::uint64_t allocs = g_counted;
+  const std::uint64_t allocs = alloc_count::count();
   const auto st = nf_->stats();
   EXPECT_EQ(st.tx_completed, answered);
   EXPECT_GT(st.tx_zerocopy, 0U);

@@ -14,58 +14,7 @@
 #include "backend/vif/rx_path.hpp"
 #include "backend/vif/tx_path.hpp"
 #include "common/wire/grant.hpp"
-
-namespace {
-std::atomic<bool> g_counting{false};
-std::atomic<std::size_t> g_allocations{0};
-
-void* counted(std::size_t n, std::size_t align) {
-  if (g_counting.load(std::memory_order_relaxed))
-    g_allocations.fetch_add(1, std::memory_order_relaxed);
-  void* p = align <= alignof(std::max_align_t)
-                ? std::malloc(n == 0 ? 1 : n)
-                : std::aligned_alloc(align, (n + align - 1) / align * align);
-  if (p == nullptr) throw std::bad_alloc();
-  return p;
-}
-}  // namespace
-
-void* operator new(std::size_t n) {
-  return counted(n, 0);
-}
-void* operator new[](std::size_t n) {
-  return counted(n, 0);
-}
-void* operator new(std::size_t n, std::align_val_t a) {
-  return counted(n, static_cast<std::size_t>(a));
-}
-void* operator new[](std::size_t n, std::align_val_t a) {
-  return counted(n, static_cast<std::size_t>(a));
-}
-void operator delete(void* p) noexcept {
-  std::free(p);
-}
-void operator delete[](void* p) noexcept {
-  std::free(p);
-}
-void operator delete(void* p, std::size_t) noexcept {
-  std::free(p);
-}
-void operator delete[](void* p, std::size_t) noexcept {
-  std::free(p);
-}
-void operator delete(void* p, std::align_val_t) noexcept {
-  std::free(p);
-}
-void operator delete[](void* p, std::align_val_t) noexcept {
-  std::free(p);
-}
-void operator delete(void* p, std::size_t, std::align_val_t) noexcept {
-  std::free(p);
-}
-void operator delete[](void* p, std::size_t, std::align_val_t) noexcept {
-  std::free(p);
-}
+#include "tests/support/counting_allocator.hpp"
 
 namespace unetback::vif {
 namespace {
@@ -182,13 +131,13 @@ TEST(DatapathAllocations, GuestTxOfSmallCopiedAndMappedPacketsAllocatesNothingPe
   };
   run(3000);  // warm-up
   const std::size_t frames_before = sink.frames, maps_before = table.maps;
-  g_allocations = 0;
-  g_counting = true;
+  test::alloc_count::reset();
+  test::alloc_count::all_threads(true);
   run(30000);
-  g_counting = false;
+  test::alloc_count::all_threads(false);
   EXPECT_EQ(sink.frames - frames_before, 30000u);
   EXPECT_GT(table.maps, maps_before) << "the mapped (zerocopy) path ran too";
-  EXPECT_EQ(g_allocations.load(), 0u) << "allocations across 30000 guest-TX packets";
+  EXPECT_EQ(test::alloc_count::count(), 0u) << "allocations across 30000 guest-TX packets";
 }
 
 TEST(DatapathAllocations, GuestRxOfTapFramesAllocatesNothingPerPacket) {
@@ -250,13 +199,13 @@ TEST(DatapathAllocations, GuestRxOfTapFramesAllocatesNothingPerPacket) {
   };
   run(3000);
   const std::size_t before = delivered;
-  g_allocations = 0;
-  g_counting = true;
+  test::alloc_count::reset();
+  test::alloc_count::all_threads(true);
   run(30000);
-  g_counting = false;
+  test::alloc_count::all_threads(false);
   EXPECT_EQ(delivered - before, 30000u);
   EXPECT_EQ(released, pool.count()) << "every buffer back in the pool";
-  EXPECT_EQ(g_allocations.load(), 0u) << "allocations across 30000 guest-RX packets";
+  EXPECT_EQ(test::alloc_count::count(), 0u) << "allocations across 30000 guest-RX packets";
 }
 
 // ---------------------------------------------------------------------------------------
@@ -447,16 +396,16 @@ TEST(DatapathAllocations, SwitchedGuestToGuestPacketsAllocateNothingPerPacket) {
   const std::size_t b_before = w.b_received, c_before = w.c_received;
   const std::uint64_t zc_before = w.a_counters.tx_zerocopy.load();
   answered = 0;
-  g_allocations = 0;
-  g_counting = true;
+  test::alloc_count::reset();
+  test::alloc_count::all_threads(true);
   run(30000);
-  g_counting = false;
+  test::alloc_count::all_threads(false);
   EXPECT_EQ(w.b_received - b_before, 30000u);
   EXPECT_EQ(w.c_received - c_before, 10000u) << "the broadcasts reached C too";
   EXPECT_GT(w.a_counters.tx_zerocopy.load(), zc_before) << "the zerocopy path ran too";
   EXPECT_EQ(answered, 30000u);
   EXPECT_EQ(w.a_counters.tx_switch_heap.load(), 0u);
-  EXPECT_EQ(g_allocations.load(), 0u) << "allocations across 30000 switched packets";
+  EXPECT_EQ(test::alloc_count::count(), 0u) << "allocations across 30000 switched packets";
 }
 
 // The switch's lock is taken once per TX pass to route all of its packets, not once per
