@@ -21,7 +21,9 @@
 # fault of this emulated machine: boot again). --quick: one round of 3 s iperf3 runs (CI); a
 # full run is 3 rounds of 10 s. --no-shim leaves out 2. --b-arg ARG (repeatable) adds a third
 # backend to every round of 1: unetbackd with ARG on its command line ("unetbackd_b" in the
-# figures and ratios; an A/B of a tunable in one boot). --host-hog N runs N busy loops on this
+# figures and ratios; an A/B of a tunable in one boot); --b-env NAME=VALUE (repeatable) sets
+# an environment variable for that third backend (e.g. UNETBACK_NO_IO_URING=1), alone or with
+# --b-arg. --host-hog N runs N busy loops on this
 # host (not in dom0) for the whole boot, each ended by its PID afterwards: the figures under
 # host load.
 # Debugging: --only kernel|unetbackd|shim|mq|umq|kmq runs one part (mq: 3 on both backends;
@@ -39,7 +41,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=$(cd "${1:?usage: xenlab.sh BUILD_DIR [--quick] [--json FILE] [--no-shim]}" && pwd)
 shift
-QUICK=0 JSON='' SHIM=1 ONLY='' DAEMON_ARGS='' DAEMON_WRAP='' FROM_SHARE=0 B_ARGS='' HOST_HOG=0
+QUICK=0 JSON='' SHIM=1 ONLY='' DAEMON_ARGS='' DAEMON_WRAP='' FROM_SHARE=0 B_ARGS='' B_ENV='' HOST_HOG=0
 while (($#)); do
   case $1 in
     --host-hog)
@@ -50,6 +52,9 @@ while (($#)); do
     --daemon-wrap) DAEMON_WRAP=${2:?--daemon-wrap needs a command}; shift ;;
     --programs-from-share) FROM_SHARE=1 ;;
     --b-arg) B_ARGS+=" ${2:?--b-arg needs a value}"; shift ;;
+    --b-env)
+      [[ ${2:-} =~ ^[A-Z_][A-Z0-9_]*=[A-Za-z0-9_.,:/-]*$ ]] || { echo "xenlab: --b-env takes NAME=VALUE (no spaces)" >&2; exit 2; }
+      B_ENV+="$2 "; shift ;;
     --quick) QUICK=1 ;;
     --only) ONLY=${2:?--only needs kernel, unetbackd, shim, mq, umq or kmq}; shift ;;
     --json) JSON=${2:?--json needs a file}; shift ;;
@@ -96,8 +101,8 @@ if ((QUICK)); then
 else
   ROUNDS=3 SECS=10 LIMIT=${XENLAB_TIMEOUT:-3600}
 fi
-printf 'ROUNDS=%s\nSECS=%s\nSHIM=%s\nONLY=%s\nDAEMON_ARGS="%s"\nDAEMON_WRAP="%s"\nFROM_SHARE=%s\nB_ARGS="%s"\n' \
-  "$ROUNDS" "$SECS" "$SHIM" "$ONLY" "$DAEMON_ARGS" "$DAEMON_WRAP" "$FROM_SHARE" "$B_ARGS" >"$SHARE/lab.conf"
+printf 'ROUNDS=%s\nSECS=%s\nSHIM=%s\nONLY=%s\nDAEMON_ARGS="%s"\nDAEMON_WRAP="%s"\nFROM_SHARE=%s\nB_ARGS="%s"\nB_ENV="%s"\n' \
+  "$ROUNDS" "$SECS" "$SHIM" "$ONLY" "$DAEMON_ARGS" "$DAEMON_WRAP" "$FROM_SHARE" "$B_ARGS" "$B_ENV" >"$SHARE/lab.conf"
 
 # Boot. -nic none: all traffic stays on xenbr0 inside the emulated machine. smap=0: Xen's
 # 64-bit PV guests die at their first instruction under QEMU 7.2 TCG's SMAP emulation (-cpu max).
@@ -240,7 +245,7 @@ for be in ("unetbackd", "unetbackd_b"):
                            ("domu_to_domu", ("domu_to_domu", "domu_to_domu_reverse"), r"\.r\d+"),
                            ("mq_guest_tx", ("guest_tx",), r"\.mq"), ("mq_guest_rx", ("guest_rx",), r"\.mq")):
         e = {}
-        for what in ("syscalls_per_packet", "wakeups_per_packet"):
+        for what in ("syscalls_per_packet", "wakeups_per_packet", "unetbackd_cpu_pct"):
             xs = [v for d in dirs for v in series(be + tag, d, what)]
             if xs:
                 e[what] = round(mean(xs), 3)

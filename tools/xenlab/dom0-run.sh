@@ -14,7 +14,7 @@ OUT=$H/out
 mkdir -p "$OUT"
 RES=$OUT/results.txt
 : >"$RES"
-ROUNDS=1 SECS=3 SHIM=1 ONLY= DAEMON_ARGS= DAEMON_WRAP= FROM_SHARE=0 B_ARGS=
+ROUNDS=1 SECS=3 SHIM=1 ONLY= DAEMON_ARGS= DAEMON_WRAP= FROM_SHARE=0 B_ARGS= B_ENV=
 . "$H/lab.conf"
 
 up() { cut -d' ' -f1 /proc/uptime; }
@@ -146,10 +146,10 @@ mkcfg /tmp/shim.cfg labshim 1 10.99.0.4 00:16:3e:00:00:04 domU-shim-initrd.cpio.
 # ---------------------------------------------------------------------------------------------
 # helpers
 
-start_unetbackd() { # [ARG...]: added to the command line (the B variant's)
+start_unetbackd() { # [ARG...]: added to the command line (the B variant's); env: START_ENV
   rm -f /run/unetback/unetbackd.sock
-  # shellcheck disable=SC2086 # DAEMON_WRAP, DAEMON_ARGS: words (xenlab.sh --daemon-wrap/-arg)
-  $DAEMON_WRAP "$BIN/unetbackd" --hypervisor xen --log-level info $DAEMON_ARGS "$@" >>"$OUT/unetbackd.log" 2>&1 &
+  # shellcheck disable=SC2086 # DAEMON_WRAP, DAEMON_ARGS, START_ENV: words (xenlab.sh --daemon-wrap/-arg, --b-env)
+  ${START_ENV:+env $START_ENV} $DAEMON_WRAP "$BIN/unetbackd" --hypervisor xen --log-level info $DAEMON_ARGS "$@" >>"$OUT/unetbackd.log" 2>&1 &
   UNETBACKD_PID=$!
   wait_for 30 "$CTL" list
   local st=$?
@@ -217,17 +217,19 @@ ub_switches() {
     awk '/^(non)?voluntary_ctxt_switches:/ {s += $2} END {printf "%d", s}'
 }
 per_packet() { awk -v a="$1" -v p="$2" 'BEGIN{if (p > 0) printf "%.3f", a / p}'; }
+# unetbackd's CPU time so far (user + system, clock ticks, all threads: /proc/PID/stat 14, 15).
+ub_ticks() { awk '{print $14 + $15}' /proc/"$UNETBACKD_PID"/stat 2>/dev/null || echo 0; }
 
 # iperf_once TAG DIRECTION -- COMMAND...: runs one iperf3 client command (which must time out
 # by itself), logs it, records
 # TAG.DIRECTION.mbps (the receiver's figure) and its check; with unetbackd running also
 # unetbackd's wake-ups per packet moved over the run (TAG.DIRECTION.wakeups_per_packet).
 iperf_once() {
-  local tag=$1 dir=$2 out mbps p0 s0 p1 s1
+  local tag=$1 dir=$2 out mbps p0 s0 p1 s1 c0 c1 t0 t1
   shift 3
-  if [ -n "$UNETBACKD_PID" ]; then p0=$(ub_packets); s0=$(ub_switches); fi
+  if [ -n "$UNETBACKD_PID" ]; then p0=$(ub_packets); s0=$(ub_switches); c0=$(ub_ticks); t0=$(up); fi
   out=$("$@" 2>&1)
-  if [ -n "$UNETBACKD_PID" ]; then p1=$(ub_packets); s1=$(ub_switches); fi
+  if [ -n "$UNETBACKD_PID" ]; then p1=$(ub_packets); s1=$(ub_switches); c1=$(ub_ticks); t1=$(up); fi
   echo "$out" >>"$OUT/iperf3-$tag.log"
   mbps=$(echo "$out" | awk '/receiver/{for(i=1;i<=NF;i++) if($i=="Mbits/sec") v=$(i-1)} END{print v}')
   if [ -n "$mbps" ]; then
@@ -236,6 +238,13 @@ iperf_once() {
     if [ -n "$UNETBACKD_PID" ] && [ $((p1 - p0)) -gt 0 ]; then
       fig "$tag.$dir.packets" $((p1 - p0))
       fig "$tag.$dir.wakeups_per_packet" "$(per_packet $((s1 - s0)) $((p1 - p0)))"
+      # unetbackd's share of one dom0 vCPU over the run: near 100 it is CPU-bound, far
+      # below it waits (for wake-ups, for the guest).
+      fig "$tag.$dir.unetbackd_cpu_pct" "$(awk -v c=$((c1 - c0)) -v hz="$(getconf CLK_TCK)" \
+        -v a="$t0" -v b="$t1" 'BEGIN{if (b > a) printf "%.1f", 100 * c / hz / (b - a)}')"
+      { echo "== $tag.$dir: threads (tid psr %cpu), evtchn interrupts per vCPU"
+        ps -L -o tid=,psr=,pcpu=,comm= -p "$UNETBACKD_PID"
+        grep -E 'evtchn:unetbackd|xen-pirq|CPU' /proc/interrupts; } >>"$OUT/sched-$tag.txt" 2>&1
     fi
   else
     check "$tag.iperf3.$dir" 1 "$(echo "$out" | tail -2 | tr '\n' ' ')"
@@ -430,13 +439,14 @@ kernel_round() { # ROUND
   integrity "$tag"
 }
 
-unetbackd_round() { # ROUND [b]: b runs unetbackd with B_ARGS added (xenlab.sh --b-arg)
-  local tag=unetbackd.r$1 extra=()
+unetbackd_round() { # ROUND [b]: b runs unetbackd with B_ARGS added and B_ENV set (xenlab.sh --b-arg, --b-env)
+  local tag=unetbackd.r$1 extra=() START_ENV=
   if [ "${2:-}" = b ]; then
     tag=unetbackd_b.r$1
     read -r -a extra <<<"$B_ARGS"
+    START_ENV=$B_ENV
   fi
-  say "=== round $1: unetbackd${2:+ ($B_ARGS)}"
+  say "=== round $1: unetbackd${2:+ ($B_ENV$B_ARGS)}"
   start_unetbackd "${extra[@]}" || return
   if xl_create "$tag" /tmp/u1.cfg labu 10.99.0.2; then
     check "$tag.netback_not_loaded" "$(lsmod | grep -q '^xen_netback' && echo 1 || echo 0)" \
@@ -549,7 +559,7 @@ want() { [ -z "$ONLY" ] || [ "$ONLY" = "$1" ]; }
 for r in $(seq 1 "$ROUNDS"); do
   want kernel && kernel_round "$r"
   want unetbackd && unetbackd_round "$r"
-  want unetbackd && [ -n "$B_ARGS" ] && unetbackd_round "$r" b
+  want unetbackd && [ -n "$B_ARGS$B_ENV" ] && unetbackd_round "$r" b
 done
 if [ "$SHIM" = 1 ] && want shim; then
   shim_round kernel
