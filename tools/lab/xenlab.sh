@@ -23,7 +23,8 @@
 # backend to every round of 1: unetbackd with ARG on its command line ("unetbackd_b" in the
 # figures and ratios; an A/B of a tunable in one boot); --b-env NAME=VALUE (repeatable) sets
 # an environment variable for that third backend (e.g. UNETBACK_NO_IO_URING=1), alone or with
-# --b-arg. --host-hog N runs N busy loops on this
+# --b-arg. --profile: in each unetbackd round one more iperf3 run per direction under perf record
+# (out/profile-TAG.DIRECTION.txt: where unetbackd's time goes in dom0). --host-hog N runs N busy loops on this
 # host (not in dom0) for the whole boot, each ended by its PID afterwards: the figures under
 # host load.
 # Debugging: --only kernel|unetbackd|shim|mq|umq|kmq runs one part (mq: 3 on both backends;
@@ -41,7 +42,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=$(cd "${1:?usage: xenlab.sh BUILD_DIR [--quick] [--json FILE] [--no-shim]}" && pwd)
 shift
-QUICK=0 JSON='' SHIM=1 ONLY='' DAEMON_ARGS='' DAEMON_WRAP='' FROM_SHARE=0 B_ARGS='' B_ENV='' HOST_HOG=0
+QUICK=0 JSON='' SHIM=1 ONLY='' DAEMON_ARGS='' DAEMON_WRAP='' FROM_SHARE=0 B_ARGS='' B_ENV='' HOST_HOG=0 PROFILE=0
 while (($#)); do
   case $1 in
     --host-hog)
@@ -59,6 +60,7 @@ while (($#)); do
     --only) ONLY=${2:?--only needs kernel, unetbackd, shim, mq, umq or kmq}; shift ;;
     --json) JSON=${2:?--json needs a file}; shift ;;
     --no-shim) SHIM=0 ;;
+    --profile) PROFILE=1 ;;
     *) echo "xenlab: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
@@ -101,8 +103,8 @@ if ((QUICK)); then
 else
   ROUNDS=3 SECS=10 LIMIT=${XENLAB_TIMEOUT:-3600}
 fi
-printf 'ROUNDS=%s\nSECS=%s\nSHIM=%s\nONLY=%s\nDAEMON_ARGS="%s"\nDAEMON_WRAP="%s"\nFROM_SHARE=%s\nB_ARGS="%s"\nB_ENV="%s"\n' \
-  "$ROUNDS" "$SECS" "$SHIM" "$ONLY" "$DAEMON_ARGS" "$DAEMON_WRAP" "$FROM_SHARE" "$B_ARGS" "$B_ENV" >"$SHARE/lab.conf"
+printf 'ROUNDS=%s\nSECS=%s\nSHIM=%s\nONLY=%s\nDAEMON_ARGS="%s"\nDAEMON_WRAP="%s"\nFROM_SHARE=%s\nB_ARGS="%s"\nB_ENV="%s"\nPROFILE=%s\n' \
+  "$ROUNDS" "$SECS" "$SHIM" "$ONLY" "$DAEMON_ARGS" "$DAEMON_WRAP" "$FROM_SHARE" "$B_ARGS" "$B_ENV" "$PROFILE" >"$SHARE/lab.conf"
 
 # Boot. -nic none: all traffic stays on xenbr0 inside the emulated machine. smap=0: Xen's
 # 64-bit PV guests die at their first instruction under QEMU 7.2 TCG's SMAP emulation (-cpu max).

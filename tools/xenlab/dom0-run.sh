@@ -14,7 +14,7 @@ OUT=$H/out
 mkdir -p "$OUT"
 RES=$OUT/results.txt
 : >"$RES"
-ROUNDS=1 SECS=3 SHIM=1 ONLY= DAEMON_ARGS= DAEMON_WRAP= FROM_SHARE=0 B_ARGS= B_ENV=
+ROUNDS=1 SECS=3 SHIM=1 ONLY= DAEMON_ARGS= DAEMON_WRAP= FROM_SHARE=0 B_ARGS= B_ENV= PROFILE=0
 . "$H/lab.conf"
 
 up() { cut -d' ' -f1 /proc/uptime; }
@@ -326,6 +326,26 @@ syscall_window() {
   fi
 }
 
+# profile_window TAG IP DIRECTION (xenlab.sh --profile): one more iperf3 run with unetbackd
+# sampled by perf record (cpu-clock, call graphs); where its time goes, by symbol, in
+# out/profile-TAG.DIRECTION.txt. Nothing is recorded as a figure.
+profile_window() {
+  local tag=$1 ip=$2 dir=$3 args=(-c "$2" -f m -t "$SECS") rec
+  [ "$dir" = guest_tx ] && args+=(-R)
+  [ "$PROFILE" = 1 ] && [ -n "$UNETBACKD_PID" ] && command -v perf >/dev/null || return 0
+  perf record -q -e cpu-clock -F 2000 -g -p "$UNETBACKD_PID" -o /tmp/prof.data 2>>"$OUT/perf.log" &
+  rec=$!
+  sleep 1
+  timeout $((SECS + 40)) iperf3 "${args[@]}" >>"$OUT/iperf3-$tag.profile.log" 2>&1
+  kill -INT "$rec"
+  wait "$rec"
+  { perf report -i /tmp/prof.data --stdio --no-children --sort dso,sym -g none --percent-limit 0.5 2>&1 | head -80
+    echo "== with callers"
+    perf report -i /tmp/prof.data --stdio --children --sort sym -g none --percent-limit 2 2>&1 | head -60
+  } >"$OUT/profile-$tag.$dir.txt"
+  say "profile of unetbackd ($tag $dir) in out/profile-$tag.$dir.txt"
+}
+
 # Remote-domain event channels dom0 holds for domain $1 (lsevtchn: "Remote Domain N").
 evtchn_lines() { lsevtchn 0 2>/dev/null | grep -E "Remote Domain $1([^0-9]|$)"; }
 gntdev_maps() { # gntdev mappings (mapped grants) in unetbackd's address space
@@ -468,6 +488,8 @@ unetbackd_round() { # ROUND [b]: b runs unetbackd with B_ARGS added and B_ENV se
     # Apart from the throughput runs above: the same transfers with unetbackd's syscalls counted.
     syscall_window "$tag" 10.99.0.2 guest_rx
     syscall_window "$tag" 10.99.0.2 guest_tx
+    profile_window "$tag" 10.99.0.2 guest_rx
+    profile_window "$tag" 10.99.0.2 guest_tx
     "$CTL" stats >"$OUT/ctl-stats-$tag.txt" 2>&1
     destroy_checked "$tag" labu
   else
