@@ -46,6 +46,7 @@ namespace unetback::vif {
   X(tx_copy_for_size)   /* PendingLimiter: below goodcopy-len */                          \
   X(tx_copy_for_limit)  /* PendingLimiter: too many zerocopy packets in flight */         \
   X(tx_copy_for_errors) /* PendingLimiter: too many zerocopy errors */                    \
+  X(tx_copy_for_cost)   /* MapChooser (tx-map auto): copying measured cheaper here */     \
   X(tx_map_failures)                                                                      \
   X(tx_copy_segments)                                                                     \
   X(tx_copy_calls)                                                                        \

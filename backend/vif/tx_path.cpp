@@ -43,6 +43,7 @@ TxPath::TxPath(ring::TxBackRing ring, hv::GrantTable& table, PacketSink& sink, T
       config_(config),
       counters_(counters),
       limiter_(config.zerocopy),
+      chooser_(config.map_mode),
       // One buffer per packet of a pass, plus the deferred one.
       pool_(config.max_packets_per_pass + 1) {
   pending_.reserve(config_.max_packets_per_pass);
@@ -109,7 +110,11 @@ void TxPath::stage(TxPacket&& pkt) {
   const auto verdict = limiter_.decide(p.pkt.total_len);
   count_copy_reason(counters_, verdict.reason);
   if (verdict.decision == zerocopy::Decision::zerocopy) {
-    if (auto t = limiter_.begin()) {
+    if (!pass_maps_) pass_maps_ = chooser_.map_this_pass();
+    pass_mappable_bytes_ += p.pkt.total_len;
+    if (!*pass_maps_) {
+      QueueCounters::add(counters_.tx_copy_for_cost);
+    } else if (auto t = limiter_.begin()) {
       p.zerocopy = true;
       p.token = *t;
     }
@@ -162,6 +167,8 @@ TxPath::Pass TxPath::process(Clock::time_point now) {
   segs_.clear();
   refs_.clear();
   parts_.clear();
+  pass_maps_.reset();
+  pass_mappable_bytes_ = 0;
 
   while (pending_.size() < config_.max_packets_per_pass) {
     // zerocopy-fallback=0 (pre-2017 vhost, seed 000): at the pending limit TX stops, whatever
@@ -218,7 +225,16 @@ TxPath::Pass TxPath::process(Clock::time_point now) {
     finish_switched(pass, now);
   } else {
     finish_pass(pass);
+    // The pass's cost, from the caller's `now` (taken just before the call) to here: what
+    // the chooser compares between mapping and copying.
+    if (pass_maps_ && pass_mappable_bytes_ != 0) {
+      const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - now);
+      chooser_.record(*pass_maps_, pass_mappable_bytes_,
+                      static_cast<std::uint64_t>(std::max<std::int64_t>(ns.count(), 0)));
+    }
   }
+  pass_maps_.reset();
+  pass_mappable_bytes_ = 0;
   return pass;
 }
 

@@ -182,6 +182,7 @@ Result<std::unique_ptr<VifQueue>> Vif::make_queue(const xenbus::FrontendConfig& 
   res.tx.zerocopy.max_pending = tunables_.max_pending;
   res.tx.zerocopy.ring_size = ring::TxBackRing::kSize;
   res.tx.zerocopy.fallback = tunables_.zerocopy_fallback;
+  res.tx.map_mode = tunables_.tx_map;
   // On a switch the queue's RX backlog is published on its link: senders drop before they
   // copy for a full queue.
   if (sw) res.rx.backlog = sw->self->backlog(sw->self);

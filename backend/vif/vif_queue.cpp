@@ -120,6 +120,9 @@ daemon::QueueReport VifQueue::report() {
     r.rx_ring = rx_->ring().indices();
     r.counters.emplace_back("rx_queued_bytes", rx_->queued_bytes());
     r.counters.emplace_back("tx_zerocopy_in_flight", tx_->limiter().in_flight());
+    // tx-map auto: what mapping and copying cost per KiB here, as measured (0: not yet).
+    r.counters.emplace_back("tx_map_ns_per_kib", tx_->map_chooser().map_ns_per_kib());
+    r.counters.emplace_back("tx_copy_ns_per_kib", tx_->map_chooser().copy_ns_per_kib());
     r.counters.emplace_back("tx_tap_io_uring",
                             sink_.writer().mode() == net::FrameBatchWriter::Mode::io_uring ? 1 : 0);
     r.counters.emplace_back("tx_tap_syscalls", sink_.writer().syscalls());

@@ -15,53 +15,15 @@
 #include "backend/vif/tx_path.hpp"
 #include "common/wire/grant.hpp"
 #include "tests/support/counting_allocator.hpp"
+#include "tests/support/in_memory_grant_table.hpp"
 
 namespace unetback::vif {
 namespace {
 
 constexpr DomId kFrontend{5};
-constexpr std::uint32_t kPages = 1024;
-
-struct alignas(4096) Page {
-  std::byte bytes[4096];
-};
-
-/// The frontend's granted memory: ref r is page r. copy() performs each segment; map()
-/// hands out consecutive pages of a private window holding copies of the granted ones
-/// (enough to see that the backend reads the right bytes, with no allocation).
-class InMemoryGrantTable final : public hv::BatchingGrantTable {
- public:
-  InMemoryGrantTable() : BatchingGrantTable(64), pages_(new Page[kPages]), window_(new Page[256]) {}
-
-  std::byte* page(GrantRef r) { return pages_[r.value() % kPages].bytes; }
-
-  Result<hv::MappedGrants> map(DomId, std::span<const GrantRef> refs, hv::Access a) override {
-    if (refs.size() > 256) return std::errc::no_buffer_space;
-    for (std::size_t i = 0; i < refs.size(); ++i)
-      std::memcpy(window_[i].bytes, page(refs[i]), sizeof(Page));
-    ++maps;
-    return hv::MappedGrants(this, window_[0].bytes, refs.size(), a);
-  }
-  void unmap(std::byte*, std::size_t) noexcept override {}
-  std::size_t maps = 0;
-
- protected:
-  bool copy_call(std::span<hv::GrantCopySegment> segs) noexcept override {
-    for (auto& s : segs) {
-      std::byte* src = s.source.foreign ? page(s.source.ref) + s.source.offset
-                                        : static_cast<std::byte*>(s.source.virt);
-      std::byte* dst =
-          s.dest.foreign ? page(s.dest.ref) + s.dest.offset : static_cast<std::byte*>(s.dest.virt);
-      std::memcpy(dst, src, s.len);
-      s.status = GNTST_okay;
-    }
-    return true;
-  }
-
- private:
-  std::unique_ptr<Page[]> pages_;
-  std::unique_ptr<Page[]> window_;
-};
+constexpr std::uint32_t kPages = test::InMemoryGrantTable::kPages;
+using test::InMemoryGrantTable;
+using test::Page;
 
 class CountingSink final : public PacketSink {
  public:
@@ -88,6 +50,7 @@ TEST(DatapathAllocations, GuestTxOfSmallCopiedAndMappedPacketsAllocatesNothingPe
   QueueCounters counters;
   TxConfig cfg;
   cfg.frontend = kFrontend;
+  cfg.map_mode = zerocopy::MapMode::always;  // the mapped path on every pass
   TxPath tx(*back, table, sink, cfg, counters);
 
   // 64 B (copied: below goodcopy-len), 1500 B (mapped past its linear header), and a
