@@ -99,7 +99,8 @@ std::set<std::string> lines_of(const std::string& text) {
 }
 
 bool installed(const std::string& package) {
-  return sh("dpkg-query -W -f='${Status}' " + package + " 2>/dev/null | grep -q 'install ok installed'")
+  return sh("dpkg-query -W -f='${Status}' " + package +
+            " 2>/dev/null | grep -q 'install ok installed'")
              .status == 0;
 }
 
