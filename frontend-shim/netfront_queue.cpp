@@ -504,6 +504,7 @@ class CopyingSink final : public RxSink {
       pkt.bytes.insert(pkt.bytes.end(), seg.begin(), seg.end());
     pkt.flags = v.flags;
     pkt.gso = v.gso;
+    pkt.hash = v.hash;
     pkt.slots_used = v.slots_used;
     out_.push_back(std::move(pkt));
   }
@@ -552,6 +553,7 @@ std::size_t NetfrontQueue::poll(RxSink& sink) {
       view.bytes = p.bytes;
       view.flags = p.flags;
       view.gso = p.gso;
+      view.hash = p.hash;
       view.slots_used = p.consumed;
       ++stats_.rx_packets;
       stats_.rx_bytes += p.bytes;
