@@ -15,9 +15,8 @@
 #include <map>
 #include <vector>
 
-#include <xen/grant_table.h>
-
 #include "backend/vif/hash_control.hpp"
+#include "common/wire/xen_headers.hpp"
 #include "fuzz/fuzz_check.hpp"
 
 namespace {

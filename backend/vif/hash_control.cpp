@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include <xen/grant_table.h>
+#include "common/wire/xen_headers.hpp"
 
 namespace unetback::vif {
 

@@ -9,7 +9,7 @@
 #include <memory>
 #include <vector>
 
-#include <xen/grant_table.h>
+#include "common/wire/xen_headers.hpp"
 
 namespace unetback::vif {
 namespace {
