@@ -48,6 +48,13 @@ struct TxMeta {
   bool csum_blank = false;      ///< NETTXF_csum_blank: L4 checksum is partial
   bool data_validated = false;  ///< NETTXF_data_validated
   std::optional<RxGso> gso;     ///< a GSO extra {type, size} after the first request
+  /// An MCAST_ADD (add) or MCAST_DEL extra for this multicast MAC (after the GSO one). On a
+  /// dummy one-slot request of size 0 (send_raw), it amends the backend's multicast filter.
+  struct Mcast {
+    bool add = true;
+    std::array<std::uint8_t, 6> addr{};
+  };
+  std::optional<Mcast> mcast;
 };
 
 /// What send() did with a frame.

@@ -46,11 +46,13 @@ namespace unetback::vif {
   X(tx_drop_sink)       /* the TAP refused the frame */                                      \
   X(tx_zero_size_slots) /* XSA-448: answered OKAY and skipped */                             \
   X(tx_mcast_requests)                                                                       \
-  X(tx_zerocopy)        /* packets sent from mapped guest pages */                           \
-  X(tx_copied)          /* packets grant-copied into backend memory */                       \
-  X(tx_copy_for_size)   /* PendingLimiter: below goodcopy-len */                             \
-  X(tx_copy_for_limit)  /* PendingLimiter: too many zerocopy packets in flight */            \
-  X(tx_copy_for_errors) /* PendingLimiter: too many zerocopy errors */                       \
+  X(tx_mcast_refused)        /* MCAST_ADD past the filter\'s 64 entries: answered ERROR */   \
+  X(rx_dropped_mcast_filter) /* multicast the guest did not add */                           \
+  X(tx_zerocopy)             /* packets sent from mapped guest pages */                      \
+  X(tx_copied)               /* packets grant-copied into backend memory */                  \
+  X(tx_copy_for_size)        /* PendingLimiter: below goodcopy-len */                        \
+  X(tx_copy_for_limit)       /* PendingLimiter: too many zerocopy packets in flight */       \
+  X(tx_copy_for_errors)      /* PendingLimiter: too many zerocopy errors */                  \
   X(tx_map_failures)                                                                         \
   X(tx_copy_segments)                                                                        \
   X(tx_copy_calls)                                                                           \

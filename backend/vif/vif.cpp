@@ -189,6 +189,8 @@ Result<std::unique_ptr<VifQueue>> Vif::make_queue(const xenbus::FrontendConfig& 
   res.rate_bytes = rate.bytes;
   res.rate_usecs = rate.usecs;
   res.hash = hash_;
+  res.tx.mcast = mcast_;
+  res.mcast = mcast_;
   res.steer = steer_;
   // Steered frames wait in the link's inbox: senders look at its backlog before they copy
   // (a queue on a switch publishes its backlog on the switch's link instead).
@@ -300,6 +302,9 @@ std::error_code Vif::connect_queues(const xenbus::FrontendConfig& fe,
                                         std::make_shared<std::atomic<bool>>(true), be.mac,
                                         allow_mac_spoofing_});
   }
+  // A new connection starts with an empty multicast list (netback frees it at disconnect).
+  mcast_->clear();
+  mcast_->set_enabled(fe.multicast_control);
   // The control ring (netif.h): its hash settings reach every queue; with several queues a
   // hashed frame moves to the queue the frontend's mapping names.
   hash_.reset();
@@ -401,8 +406,8 @@ void Vif::mac_spoofing_changed(bool allowed) {
 }
 
 void Vif::multicast_control_changed(bool enabled) {
-  // The host stack filters multicast for a TAP; the frontend's filter list is accepted
-  // (MCAST_ADD/DEL answered OKAY) but has nothing to program.
+  // Watched (feature-dynamic-multicast-control): the list stays, only its use changes.
+  mcast_->set_enabled(enabled);
   log::write(log::Level::debug, prefix_,
              std::string("multicast control ") + (enabled ? "on" : "off"));
 }

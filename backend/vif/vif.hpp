@@ -103,6 +103,8 @@ class Vif final : public daemon::VifHandle {
   /// While connecting: the hash settings and steering links the queues are built with.
   std::shared_ptr<SharedHashSettings> hash_;
   std::shared_ptr<const std::vector<std::shared_ptr<QueueLink>>> steer_;
+  /// The guest-RX multicast filter, shared by the queues (emptied at every connect).
+  std::shared_ptr<McastFilter> mcast_ = std::make_shared<McastFilter>();
   /// Queues whose guest RX is stalled; the TAP's carrier is off while any is.
   std::atomic<int> stalled_queues_{0};
   std::atomic<bool> disabled_{false};

@@ -347,6 +347,13 @@ void VifQueue::take_tap_frame(int buf, std::size_t len, Clock::time_point now) {
     rx_pool_.give_back(buf);
     return;
   }
+  // netback's start_xmit: with request-multicast-control, a group the guest did not add is
+  // dropped (one relaxed load when the filter is off).
+  if (res_.mcast && len >= 6 && !res_.mcast->accepts(std::span<const std::byte, 6>(frame, 6))) {
+    QueueCounters::add(counters_->rx_dropped_mcast_filter);
+    rx_pool_.give_back(buf);
+    return;
+  }
   RxPacket p;
   p.frags[0] = RxFrag{hv::GrantCopyPtr::local(frame), static_cast<std::uint32_t>(len)};
   p.nr_frags = 1;

@@ -49,6 +49,8 @@ struct QueueResources {
   /// Every queue's steering link, by queue index (null unless a multi-queue vif has a control
   /// ring): a hashed TAP frame goes to the queue the frontend's mapping names.
   std::shared_ptr<const std::vector<std::shared_ptr<QueueLink>>> steer;
+  /// The vif's guest-RX multicast filter (null: none).
+  std::shared_ptr<const McastFilter> mcast;
 };
 
 class VifQueue {

@@ -220,3 +220,90 @@ TEST_F(CtrlRingEndToEnd, WithoutHashFlagsNoPacketIsHashedOrCarriesAnExtra) {
 
 }  // namespace
 }  // namespace unetback::test
+
+namespace unetback::test {
+namespace {
+
+net::MacAddress mac_of(const std::array<std::uint8_t, 6>& a) {
+  net::MacAddress m{};
+  std::copy(a.begin(), a.end(), m.octets.begin());
+  return m;
+}
+
+/// The multicast filter end to end (request-multicast-control, MCAST_ADD/DEL TX extras).
+class MulticastFilterEndToEnd : public BackendEndToEnd {
+ protected:
+  /// Sends one frame to `dst` from the host; whether the guest got it within `t`.
+  bool guest_gets(const std::array<std::uint8_t, 6>& dst, std::uint8_t seed,
+                  std::chrono::milliseconds t = 400ms) {
+    net::FrameSpec spec;
+    spec.dst_mac = mac_of(dst);
+    spec.l4 = net::L4Proto::udp;
+    spec.payload_len = 100;
+    spec.payload_seed = seed;
+    const auto f = net::build_frame(spec);
+    host_send(f);
+    const auto deadline = std::chrono::steady_clock::now() + t;
+    std::vector<netfront::RxPacket> got;
+    while (std::chrono::steady_clock::now() < deadline) {
+      guest().netfront->handle_event();
+      got.clear();
+      guest().netfront->poll(got);
+      for (const auto& p : got)
+        if (p.bytes == f) return true;
+      std::this_thread::sleep_for(1ms);
+    }
+    return false;
+  }
+  /// A dummy request carrying an MCAST_ADD/DEL extra (as win-xenvif sends them).
+  void mcast(bool add, const std::array<std::uint8_t, 6>& addr) {
+    netfront::TxMeta meta;
+    meta.mcast = netfront::TxMeta::Mcast{add, addr};
+    const netfront::RawTxSlot slot{0, 0};
+    ASSERT_TRUE(guest().netfront->send_raw(std::span(&slot, 1), {}, meta).has_value());
+    guest_settle(50ms);
+  }
+};
+
+constexpr std::array<std::uint8_t, 6> kGroupA{0x01, 0x00, 0x5e, 0x01, 0x02, 0x03};
+constexpr std::array<std::uint8_t, 6> kGroupB{0x01, 0x00, 0x5e, 0x04, 0x05, 0x06};
+constexpr std::array<std::uint8_t, 6> kBroadcast{0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+
+TEST_F(MulticastFilterEndToEnd, GuestGetsTheGroupItAddedAndNoOther) {
+  bring_up();
+  // Without request-multicast-control every group passes.
+  EXPECT_TRUE(guest_gets(kGroupB, 1, 3s));
+  auto xs = guest().hv->open_xenstore();
+  ASSERT_FALSE(xs->write(guest().netfront->frontend_dir() + "/request-multicast-control", "1"));
+  // The key is watched (feature-dynamic-multicast-control): wait until the filter applies.
+  ASSERT_TRUE([&] {
+    for (int i = 0; i < 50; ++i)
+      if (!guest_gets(kGroupB, static_cast<std::uint8_t>(10 + i), 100ms)) return true;
+    return false;
+  }()) << "request-multicast-control=1 never took effect";
+  mcast(true, kGroupA);
+  EXPECT_TRUE(guest_gets(kGroupA, 2)) << "the added group";
+  EXPECT_FALSE(guest_gets(kGroupB, 3)) << "a group the guest did not add";
+  EXPECT_TRUE(guest_gets(kBroadcast, 4)) << "broadcast is never filtered";
+  EXPECT_TRUE(guest_gets({0x00, 0x16, 0x3e, 0x00, 0x00, 0x02}, 5)) << "unicast";
+  EXPECT_GE(counter("rx_dropped_mcast_filter"), 2u);
+
+  // 64 entries: A and 63 more fit, the 65th add is refused and changes nothing.
+  for (std::uint8_t i = 0; i < 63; ++i) mcast(true, {0x01, 0x00, 0x5e, 0x7f, 0x00, i});
+  EXPECT_EQ(counter("tx_mcast_refused"), 0u);
+  mcast(true, kGroupB);
+  EXPECT_EQ(counter("tx_mcast_refused"), 1u) << "Linux: -ENOSPC, answered ERROR";
+  EXPECT_FALSE(guest_gets(kGroupB, 6));
+  // A delete frees an entry; deleting A stops its frames.
+  mcast(false, kGroupA);
+  EXPECT_FALSE(guest_gets(kGroupA, 7));
+  mcast(true, kGroupB);
+  EXPECT_TRUE(guest_gets(kGroupB, 8));
+  // Filter off again: every group passes, the list kept.
+  ASSERT_FALSE(xs->write(guest().netfront->frontend_dir() + "/request-multicast-control", "0"));
+  std::this_thread::sleep_for(200ms);
+  EXPECT_TRUE(guest_gets(kGroupA, 9));
+}
+
+}  // namespace
+}  // namespace unetback::test
