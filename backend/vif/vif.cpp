@@ -21,7 +21,9 @@ std::string vif_prefix(DomId fe, DevId dev) {
 /// handles, two bound ports (an eventfd each on xensim), the TAP queue and the two duplicates
 /// its loop waits on; and once per connect the frontend's memory (xensim) and slack.
 constexpr std::size_t kFdsPerQueue = 8;
-constexpr std::size_t kFdsPerConnect = 8;  // + the control ring: table, channel, dup
+constexpr std::size_t kFdsPerConnect = 4;
+/// A control ring: its grant-table and event-channel handles, the port, the loop's duplicate.
+constexpr std::size_t kFdsPerCtrlRing = 4;
 
 /// The errno of what a connect threw (the error node shows it), and its text for the log.
 std::error_code error_of_current_exception(std::string& what) {
@@ -213,7 +215,8 @@ std::error_code Vif::connect(const xenbus::FrontendConfig& fe, const xenbus::Bac
   disconnect();
   // The guest chooses what its connect costs (queues, split channels) and may retry at will:
   // it must never take the descriptors the control plane needs (fd_reserve.hpp).
-  const std::size_t fds = kFdsPerConnect + kFdsPerQueue * fe.queues.size();
+  const std::size_t fds =
+      kFdsPerConnect + kFdsPerQueue * fe.queues.size() + (fe.ctrl ? kFdsPerCtrlRing : 0);
   if (fd_reserve_ != nullptr && !fd_reserve_->allows(fds)) {
     log_guest(log::Level::warn, "cannot connect " + std::to_string(fe.queues.size()) +
                                     " queue(s): it may take " + std::to_string(fds) +
