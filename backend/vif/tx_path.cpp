@@ -199,11 +199,23 @@ TxPath::Pass TxPath::process(Clock::time_point now) {
         count_drop(counters_, pkt.error);
         respond(pkt, static_cast<std::int16_t>(wire::RspStatus::error));
         continue;
-      case TxVerdict::mcast:
-        // The multicast filter is advisory for a TAP (the host stack filters); accept it.
+      case TxVerdict::mcast: {
+        // netback: an add past XEN_NETBK_MCAST_MAX is refused (ERROR), a delete always OKAY.
         QueueCounters::add(counters_.tx_mcast_requests);
-        respond(pkt, static_cast<std::int16_t>(wire::RspStatus::okay));
+        bool ok = true;
+        if (config_.mcast && pkt.mcast) {
+          const std::span<const std::uint8_t, 6> mac(pkt.mcast->addr);
+          if (pkt.mcast->add) {
+            ok = config_.mcast->add(mac);
+            if (!ok) QueueCounters::add(counters_.tx_mcast_refused);
+          } else {
+            config_.mcast->remove(mac);
+          }
+        }
+        respond(pkt,
+                static_cast<std::int16_t>(ok ? wire::RspStatus::okay : wire::RspStatus::error));
         continue;
+      }
       case TxVerdict::ok: break;
     }
     // Rate limit: the packet is parsed (its slots consumed) but waits for credit.

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "backend/vif/credit.hpp"
+#include "backend/vif/mcast_filter.hpp"
 #include "backend/vif/packet_pool.hpp"
 #include "backend/vif/packet_sink.hpp"
 #include "backend/vif/queue_counters.hpp"
@@ -58,6 +59,8 @@ struct TxConfig {
   zerocopy::MapMode map_mode = zerocopy::MapMode::auto_choice;
   std::uint32_t max_packets_per_pass = 64;  // NAPI budget
   std::optional<SwitchAttachment> sw;
+  /// The vif's multicast filter, amended by MCAST_ADD/DEL extras (null: accepted, unused).
+  std::shared_ptr<McastFilter> mcast;
 };
 
 class TxPath {
