@@ -67,20 +67,6 @@ void copy_frame(const Rogue::Page& page, std::size_t offset, const std::vector<s
 
 class HostileFrontend : public HostileTest {
  protected:
-  /// The end of every scenario: the good guest still passes traffic both ways, the bad
-  /// guest's log lines stayed bounded, and once the toolstack removed its device and the
-  /// domain died, nothing of it is left in the process.
-  void finish(std::unique_ptr<Rogue>& bad, const Resources& base) {
-    expect_good_traffic();
-    expect_log_bounded(bad->dom());
-    const DomId dom = bad->dom();
-    remove_device(dom);
-    EXPECT_EQ(bad->grants_in_use(), 0u) << "the backend still holds grants of a removed vif";
-    bad.reset();  // the domain dies
-    expect_no_leak(base);
-    expect_good_traffic(8);
-  }
-
   /// Refused like xenbus_dev_fatal: Closing, an error node, nothing of the guest mapped.
   void expect_refused(Rogue& bad, const std::string& what) {
     SCOPED_TRACE(what);

@@ -69,17 +69,6 @@ class HostileCtrl : public HostileTest {
     }
     return -1;
   }
-
-  void finish(std::unique_ptr<Rogue>& bad, const Resources& base) {
-    expect_good_traffic();
-    expect_log_bounded(bad->dom());
-    const DomId dom = bad->dom();
-    remove_device(dom);
-    EXPECT_EQ(bad->grants_in_use(), 0u) << "the backend still holds grants of a removed vif";
-    bad.reset();
-    expect_no_leak(base);
-    expect_good_traffic(8);
-  }
 };
 
 TEST_F(HostileCtrl, MappingSizeOfTwoToThe32AndWrappingRangesAreInvalidParameters) {
