@@ -167,7 +167,7 @@ TxPath::Pass TxPath::process(Clock::time_point now) {
   segs_.clear();
   refs_.clear();
   parts_.clear();
-  pass_maps_.reset();
+  pass_maps_.reset();  // every pass asks the chooser afresh (also after a fatal return)
   pass_mappable_bytes_ = 0;
 
   while (pending_.size() < config_.max_packets_per_pass) {
@@ -245,8 +245,6 @@ TxPath::Pass TxPath::process(Clock::time_point now) {
                       static_cast<std::uint64_t>(std::max<std::int64_t>(ns.count(), 0)));
     }
   }
-  pass_maps_.reset();
-  pass_mappable_bytes_ = 0;
   return pass;
 }
 
