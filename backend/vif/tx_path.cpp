@@ -240,7 +240,8 @@ TxPath::Pass TxPath::process(Clock::time_point now) {
     // The pass's cost, from the caller's `now` (taken just before the call) to here: what
     // the chooser compares between mapping and copying.
     if (pass_maps_ && pass_mappable_bytes_ != 0) {
-      const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - now);
+      const auto end = config_.pass_clock ? config_.pass_clock() : Clock::now();
+      const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(end - now);
       chooser_.record(*pass_maps_, pass_mappable_bytes_,
                       static_cast<std::uint64_t>(std::max<std::int64_t>(ns.count(), 0)));
     }

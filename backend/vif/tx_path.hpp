@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -57,6 +58,9 @@ struct TxConfig {
   /// To a TAP: map the packets the limiter lets go zerocopy (always), copy them (never), or
   /// whichever each pass measures cheaper (auto). Not used on a switch (no mapping there).
   zerocopy::MapMode map_mode = zerocopy::MapMode::auto_choice;
+  /// What times a pass for the chooser (read once per pass); empty: the steady clock. Tests
+  /// give a clock that only their grant table's simulated costs move.
+  std::function<std::chrono::steady_clock::time_point()> pass_clock;
   std::uint32_t max_packets_per_pass = 64;  // NAPI budget
   std::optional<SwitchAttachment> sw;
   /// The vif's multicast filter, amended by MCAST_ADD/DEL extras (null: accepted, unused).

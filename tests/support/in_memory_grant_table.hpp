@@ -1,8 +1,10 @@
 // A frontend's granted memory for data-path tests without a hypervisor: ref r is page r (mod
 // the page count). copy() performs each segment; map() hands out consecutive pages of a private
 // window holding copies of the granted ones (enough to see that the backend reads the right
-// bytes, with no allocation). `map_spin` makes each map call, `copy_spin_per_kib` each KiB
-// copied cost that much time (a busy wait), to stand for a host where that way is dear.
+// bytes, with no allocation). `map_cost` makes each map call, `copy_cost_per_kib` each KiB
+// copied cost that much time on the table's own clock (now(), which only these costs move), to
+// stand for a host where that way is dear. A test hands now() to the code that times itself, so
+// that the costs it sees do not depend on how loaded the machine running the test is.
 #pragma once
 
 #include <chrono>
@@ -31,7 +33,7 @@ class InMemoryGrantTable final : public hv::BatchingGrantTable {
 
   Result<hv::MappedGrants> map(DomId, std::span<const GrantRef> refs, hv::Access a) override {
     if (refs.size() > kWindow) return std::errc::no_buffer_space;
-    spin(map_spin);
+    elapsed_ += map_cost;
     for (std::size_t i = 0; i < refs.size(); ++i)
       std::memcpy(window_[i].bytes, page(refs[i]), sizeof(Page));
     ++maps;
@@ -40,14 +42,19 @@ class InMemoryGrantTable final : public hv::BatchingGrantTable {
   void unmap(std::byte*, std::size_t) noexcept override {}
 
   std::size_t maps = 0;
-  std::chrono::microseconds map_spin{0};
-  std::chrono::microseconds copy_spin_per_kib{0};
+  std::chrono::microseconds map_cost{0};
+  std::chrono::microseconds copy_cost_per_kib{0};
+
+  /// The table's clock: it stands still but for the costs above.
+  [[nodiscard]] std::chrono::steady_clock::time_point now() const {
+    return std::chrono::steady_clock::time_point{} + elapsed_;
+  }
 
  protected:
   bool copy_call(std::span<hv::GrantCopySegment> segs) noexcept override {
     std::size_t bytes = 0;
     for (const auto& s : segs) bytes += s.len;
-    spin(copy_spin_per_kib * static_cast<long>(bytes) / 1024);
+    elapsed_ += copy_cost_per_kib * static_cast<long>(bytes) / 1024;
     for (auto& s : segs) {
       std::byte* src = s.source.foreign ? page(s.source.ref) + s.source.offset
                                         : static_cast<std::byte*>(s.source.virt);
@@ -60,12 +67,7 @@ class InMemoryGrantTable final : public hv::BatchingGrantTable {
   }
 
  private:
-  static void spin(std::chrono::microseconds d) {
-    if (d.count() == 0) return;
-    const auto until = std::chrono::steady_clock::now() + d;
-    while (std::chrono::steady_clock::now() < until) {
-    }
-  }
+  std::chrono::nanoseconds elapsed_{0};
   std::unique_ptr<Page[]> pages_;
   std::unique_ptr<Page[]> window_;
 };

@@ -51,7 +51,8 @@ Result<Port> SimEventChannel::add_port(Result<BrokerResponse> resp) {
     return errno_code(EPROTO);
   const std::uint32_t port = resp->reply.port;
   std::lock_guard lock(mu_);
-  if (auto ec = epoll_set(epoll_.get(), EPOLL_CTL_ADD, resp->fds[0].get(), EPOLLIN, port)) {
+  if (auto ec =
+          epoll_set(epoll_.get(), EPOLL_CTL_ADD, resp->fds[0].get(), EPOLLIN | EPOLLET, port)) {
     auto req = make_request(BrokerOp::evtchn_unbind);
     req.port = port;
     (void)broker_.call(req);
@@ -134,30 +135,47 @@ std::error_code SimEventChannel::notify(Port local) {
 }
 
 Result<std::optional<Port>> SimEventChannel::pending() {
-  epoll_event ev{};
-  const int n = ::epoll_wait(epoll_.get(), &ev, 1, 0);
-  if (n < 0) return errno == EINTR ? Result<std::optional<Port>>(std::nullopt) : last_errno();
-  if (n == 0) return std::optional<Port>{};
   std::lock_guard lock(mu_);
-  auto it = ports_.find(ev.data.u32);
-  if (it == ports_.end()) return std::optional<Port>{};  // unbound meanwhile
-  LocalPort& lp = it->second;
-  std::uint64_t count;
-  (void)!::read(lp.eventfd.get(), &count, sizeof(count));  // clears the pending bit
-  if (auto ec = epoll_set(epoll_.get(), EPOLL_CTL_MOD, lp.eventfd.get(), 0, ev.data.u32)) return ec;
-  lp.masked = true;
-  return std::optional<Port>{Port{ev.data.u32}};
+  for (;;) {
+    if (ready_i_ == ready_n_) {
+      if (ready_was_short_ && ready_n_ != 0) {
+        // The kernel had no more than these a moment ago: "none" without a syscall.
+        ready_n_ = ready_i_ = 0;
+        return std::optional<Port>{};
+      }
+      const int n = ::epoll_wait(epoll_.get(), ready_, kReadyBatch, 0);
+      ready_n_ = ready_i_ = 0;
+      if (n < 0) return errno == EINTR ? Result<std::optional<Port>>(std::nullopt) : last_errno();
+      if (n == 0) return std::optional<Port>{};
+      ready_n_ = n;
+      ready_was_short_ = n < kReadyBatch;
+    }
+    const std::uint32_t port = ready_[ready_i_++].data.u32;
+    auto it = ports_.find(port);
+    if (it == ports_.end()) continue;  // unbound meanwhile
+    LocalPort& lp = it->second;
+    std::uint64_t count;
+    // Clears the pending bit. Nothing to read: the edge was already taken with an earlier read.
+    if (::read(lp.eventfd.get(), &count, sizeof(count)) != sizeof(count)) continue;
+    if (lp.masked) {
+      lp.pending_while_masked = true;
+      continue;
+    }
+    lp.masked = true;
+    return std::optional<Port>{Port{port}};
+  }
 }
 
 std::error_code SimEventChannel::unmask(Port local) {
   std::lock_guard lock(mu_);
   auto it = ports_.find(local.value());
   if (it == ports_.end()) return errno_code(EINVAL);
-  if (!it->second.masked) return {};
-  if (auto ec =
-          epoll_set(epoll_.get(), EPOLL_CTL_MOD, it->second.eventfd.get(), EPOLLIN, local.value()))
-    return ec;
-  it->second.masked = false;
+  LocalPort& lp = it->second;
+  lp.masked = false;
+  if (lp.pending_while_masked) {
+    lp.pending_while_masked = false;
+    signal_eventfd(lp.eventfd.get());  // a fresh edge: reported by the next pending()
+  }
   return {};
 }
 

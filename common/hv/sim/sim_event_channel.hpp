@@ -3,9 +3,15 @@
 //
 // Xen's model is kept: an event is a pending *bit*, not a count (several notifications
 // before pending() collapse into one); pending() returns a port and masks it; an event
-// raised while masked stays pending and is reported right after unmask(). Masking is
-// EPOLL_CTL_MOD with no events; the epoll set is level-triggered, so a re-armed eventfd
-// that is still readable reports at once.
+// raised while masked stays pending and is reported right after unmask().
+//
+// The epoll set is edge-triggered and masking lives in this handle, so that a wakeup costs
+// no epoll_ctl (the backend's queue masks and unmasks on every event): pending() reads every
+// eventfd it is told about, reports the unmasked ones and marks the masked ones pending;
+// unmask() of a port that became pending meanwhile signals the port's own eventfd again, so
+// that the event is reported at once. pending() takes up to kReadyBatch ports from one
+// epoll_wait and, when that batch was not full, says "none" after it without asking the
+// kernel again (a port that fires later makes fd() readable: the caller waits on it anyway).
 //
 // notify() writes to the peer port's eventfd, fetched once from the broker (EVTCHN_PEER)
 // and cached until the port's bind_gen in our control page changes. Notifying an unbound
@@ -17,6 +23,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <sys/epoll.h>
 #include <unordered_map>
 
 #include "common/hv/event_channel.hpp"
@@ -49,7 +56,8 @@ class SimEventChannel final : public EventChannel {
   struct LocalPort {
     UniqueFd eventfd;
     bool masked = false;
-    bool peer_known = false;  // the fields below are valid for bind_gen `gen`
+    bool pending_while_masked = false;  // notified while masked: report after unmask()
+    bool peer_known = false;            // the fields below are valid for bind_gen `gen`
     std::uint32_t gen = 0;
     UniqueFd peer_fd;  // invalid: unbound, notifications are dropped
     std::uint32_t peer_port = 0;
@@ -62,8 +70,13 @@ class SimEventChannel final : public EventChannel {
   BrokerClient& broker_;
   std::shared_ptr<MappedRegion> own_control_;
   ControlPageCache& peers_;
+  static constexpr int kReadyBatch = 16;
+
   UniqueFd epoll_;
   std::mutex mu_;
+  epoll_event ready_[kReadyBatch]{};  // from the last epoll_wait, not yet looked at
+  int ready_n_ = 0, ready_i_ = 0;
+  bool ready_was_short_ = false;  // that epoll_wait returned fewer than kReadyBatch
   std::unordered_map<std::uint32_t, LocalPort> ports_;
 };
 

@@ -1,8 +1,8 @@
 // Guest TX to a TAP, tx-map auto: a pass of big packets maps them or copies them, whichever this
 // host makes cheaper, as the queue measures it. The grant table stands for the host: one where
 // every map call is dear (a PV dom0, where a map is an ioctl, an mmap, a munmap and an unmap,
-// each through Xen) and one where every copied KiB is. The costs differ by far more than any
-// noise of the machine running the test, so the choice is never a close call.
+// each through Xen) and one where every copied KiB is. The passes are timed on the table's own
+// clock, which only those costs move: the choice does not depend on the machine's load.
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -56,7 +56,7 @@ struct Guest {
         front.put_request(r);
       }
       (void)front.push_requests();
-      const auto pass = tx.process(std::chrono::steady_clock::now());
+      const auto pass = tx.process(table.now());
       ASSERT_FALSE(pass.fatal);
       while (front.unconsumed_responses() > 0) ASSERT_EQ(front.take_response().status, 0);
     }
@@ -67,6 +67,7 @@ struct Guest {
     TxConfig cfg;
     cfg.frontend = kFrontend;
     cfg.map_mode = mode;
+    cfg.pass_clock = [this] { return table.now(); };
     return TxPath(*back, table, sink, cfg, counters);
   }
   [[nodiscard]] std::uint64_t copied_for_cost() const { return counters.tx_copy_for_cost.load(); }
@@ -74,7 +75,7 @@ struct Guest {
 
 TEST(TxMapChoice, WhereEveryMapIsDearTheQueueCopiesItsBigPackets) {
   Guest g;
-  g.table.map_spin = 400us;
+  g.table.map_cost = 400us;
   TxPath tx = g.path(zerocopy::MapMode::auto_choice);
   g.stream(tx, 64);  // warm-up: both ways tried
   const auto maps0 = g.table.maps;
@@ -93,7 +94,7 @@ TEST(TxMapChoice, WhereEveryMapIsDearTheQueueCopiesItsBigPackets) {
 
 TEST(TxMapChoice, WhereEveryCopiedKibIsDearTheQueueMapsPastTheHeader) {
   Guest g;
-  g.table.copy_spin_per_kib = 100us;  // a mapped packet copies only its 256-byte header
+  g.table.copy_cost_per_kib = 100us;  // a mapped packet copies only its 256-byte header
   TxPath tx = g.path(zerocopy::MapMode::auto_choice);
   g.stream(tx, 64);
   const auto maps0 = g.table.maps;
@@ -107,14 +108,14 @@ TEST(TxMapChoice, WhereEveryCopiedKibIsDearTheQueueMapsPastTheHeader) {
 
 TEST(TxMapChoice, AlwaysAndNeverIgnoreTheCosts) {
   Guest dear_maps;
-  dear_maps.table.map_spin = 400us;
+  dear_maps.table.map_cost = 400us;
   TxPath always = dear_maps.path(zerocopy::MapMode::always);
   dear_maps.stream(always, 40);
   EXPECT_EQ(dear_maps.table.maps, 40u) << "tx-map always: every pass maps";
   EXPECT_EQ(dear_maps.copied_for_cost(), 0u);
 
   Guest dear_copies;
-  dear_copies.table.copy_spin_per_kib = 100us;
+  dear_copies.table.copy_cost_per_kib = 100us;
   TxPath never = dear_copies.path(zerocopy::MapMode::never);
   dear_copies.stream(never, 40);
   EXPECT_EQ(dear_copies.table.maps, 0u) << "tx-map never: nothing is mapped";
