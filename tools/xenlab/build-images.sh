@@ -6,8 +6,12 @@
 #   CACHE/dom0-initrd.cpio.gz  busybox + virtio-blk + ext4: mounts /dev/vda, switch_root
 #   CACHE/rootfs.img         ext4 dom0 root (debootstrap minbase + xen-utils-4.17 ...); QEMU
 #                            opens it with snapshot=on, so a boot never changes the cached image
-# The dom0 root only carries a small /sbin/xenlab-init that mounts the 9p share and runs the
-# scenario script from it: changing the scenarios or the project's binaries needs no rebuild.
+# dom0 boots like an operator's: systemd as PID 1, Xen's daemons from Debian's /etc/init.d/xen
+# (systemd's sysv generator makes it xen.service: xenstored, xen-init-dom0, xenconsoled),
+# libvirtd (libvirt-daemon-system with the libxl driver, socket-activated). The lab itself is a
+# oneshot unit, xenlab.service (After=xen.service), whose /sbin/xenlab-init mounts the 9p share,
+# runs the scenario script from it and powers off: changing the scenarios or the project's
+# package needs no rebuild. Units that are slow or useless in this emulated machine are masked.
 # The cache is keyed by a hash of this script: edit it and the next run rebuilds.
 #
 # usage: build-images.sh CACHE_DIR
@@ -18,7 +22,7 @@ mkdir -p "$CACHE"
 CACHE=$(cd "$CACHE" && pwd)
 log() { printf '[xenlab] %s\n' "$*" >&2; }
 
-KEY=$(cat "$HERE/build-images.sh" "$HERE/dom0-initrd-init" "$HERE/xenlab-init" | sha256sum | cut -c1-16)
+KEY=$(cat "$HERE/build-images.sh" "$HERE/dom0-initrd-init" "$HERE/xenlab-init" "$HERE/xenlab.service" | sha256sum | cut -c1-16)
 if [[ -f $CACHE/stamp && $(cat "$CACHE/stamp") == "$KEY" && -f $CACHE/rootfs.img ]]; then
   log "images cached in $CACHE ($KEY)"
   exit 0
@@ -57,12 +61,16 @@ echo "$KVER" >"$CACHE/kver"
   virtio_pci virtio_blk ext4
 
 R=$CACHE/rootfs
-if [[ ! -x $R/usr/lib/xen-4.17/bin/xl ]]; then
+# systemd-sysv: systemd as /sbin/init. libvirt-daemon-system: libvirtd.service and its sockets;
+# libvirt-daemon-driver-xen: the libxl driver (virsh -c xen:///); libvirt-clients: virsh. dbus and
+# libpam-systemd provide the virtual packages (dbus-system-bus, logind) debootstrap cannot pick.
+INCLUDE=xen-utils-4.17,xenstore-utils,iperf3,iproute2,bridge-utils,kmod,procps,util-linux,ethtool,psmisc,busybox-static,iputils-ping,udev,strace,linux-perf,systemd-sysv,dbus,libpam-systemd,libvirt-daemon-system,libvirt-daemon-driver-xen,libvirt-clients
+if [[ ! -x $R/usr/lib/xen-4.17/bin/xl || $(cat "$R/.xenlab-include" 2>/dev/null) != "$INCLUDE" ]]; then
   rm -rf "$R"
-  debootstrap --variant=minbase \
-    --include=xen-utils-4.17,xenstore-utils,iperf3,iproute2,bridge-utils,kmod,procps,util-linux,ethtool,psmisc,busybox-static,iputils-ping,udev,strace,linux-perf \
+  debootstrap --variant=minbase --include="$INCLUDE" \
     bookworm "$R" "$MIRROR" >"$CACHE/debootstrap.log" 2>&1 ||
     { tail -20 "$CACHE/debootstrap.log"; exit 1; }
+  echo "$INCLUDE" >"$R/.xenlab-include"
 fi
 rm -rf "$R/lib/modules"
 mkdir -p "$R/lib/modules"
@@ -73,6 +81,25 @@ depmod -b "$R" "$KVER"
 rm -rf "$R/usr/share/doc" "$R/usr/share/man" "$R/usr/share/locale" "$R"/var/cache/apt/archives/*.deb
 echo xenlab-dom0 >"$R/etc/hostname"
 install -m755 "$HERE/xenlab-init" "$R/sbin/xenlab-init"
+# systemd's configuration for the lab's dom0: the lab unit, a fixed machine id (no first-boot
+# units), /tmp on tmpfs (the lab's canary lives there), and masks: timers (apt, e2scrub, fstrim,
+# logrotate, dpkg-db-backup, tmpfiles-clean, cron), gettys (the console belongs to the lab's output),
+# and libvirt's default NAT network (would need dnsmasq; the lab bridges to xenbr0).
+install -m644 "$HERE/xenlab.service" "$R/etc/systemd/system/xenlab.service"
+mkdir -p "$R/etc/systemd/system/multi-user.target.wants"
+ln -sf /etc/systemd/system/xenlab.service "$R/etc/systemd/system/multi-user.target.wants/xenlab.service"
+ln -sf /lib/systemd/system/multi-user.target "$R/etc/systemd/system/default.target"
+echo 0123456789abcdef0123456789abcdef >"$R/etc/machine-id"
+echo 'tmpfs /tmp tmpfs mode=1777,nosuid,nodev 0 0' >"$R/etc/fstab"
+for u in apt-daily.timer apt-daily-upgrade.timer e2scrub_all.timer e2scrub_reap.service fstrim.timer \
+  logrotate.timer dpkg-db-backup.timer systemd-tmpfiles-clean.timer getty.target \
+  serial-getty@hvc0.service console-getty.service systemd-timesyncd.service cron.service; do
+  ln -sf /dev/null "$R/etc/systemd/system/$u"
+done
+rm -f "$R"/etc/libvirt/qemu/networks/autostart/*.xml
+# xenconsoled keeps the guests' consoles in /var/log/xen/console (the lab saves them).
+sed -i 's/^#* *XENCONSOLED_ARGS=.*/XENCONSOLED_ARGS="--log=guest"/' "$R/etc/default/xen"
+grep -q '^XENCONSOLED_ARGS=' "$R/etc/default/xen" || echo 'XENCONSOLED_ARGS="--log=guest"' >>"$R/etc/default/xen"
 rm -f "$CACHE/rootfs.img"
 mkfs.ext4 -q -F -L xenlab -d "$R" "$CACHE/rootfs.img" 2G
 echo "$KEY" >"$CACHE/stamp"
