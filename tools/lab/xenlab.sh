@@ -141,7 +141,7 @@ qemu-system-x86_64 -accel "tcg,thread=${XENLAB_TCG_THREAD:-multi},tb-size=512" -
   -display none -serial "file:$LOG" -monitor none -no-reboot -nic none \
   -kernel "$CACHE/xen.elf" \
   -append "dom0_mem=1536M,max:1536M dom0_max_vcpus=2 console=com1 com1=115200,8n1 loglvl=all guest_loglvl=all smap=0" \
-  -initrd "$CACHE/vmlinuz console=hvc0 earlyprintk=xen loglevel=4 systemd.show_status=error,$CACHE/dom0-initrd.cpio.gz" \
+  -initrd "$CACHE/vmlinuz console=hvc0 earlyprintk=xen loglevel=4 systemd.show_status=auto${XENLAB_DOM0_ARGS:+ $XENLAB_DOM0_ARGS},$CACHE/dom0-initrd.cpio.gz" \
   -drive "file=$CACHE/rootfs.img,if=virtio,format=raw,snapshot=on" \
   -virtfs "local,path=$SHARE,mount_tag=hostshare,security_model=none,id=hostshare" \
   </dev/null >"$CACHE/qemu.log" 2>&1 &

@@ -72,6 +72,27 @@ if [[ ! -x $R/usr/lib/xen-4.17/bin/xl || $(cat "$R/.xenlab-include" 2>/dev/null)
     { tail -20 "$CACHE/debootstrap.log"; exit 1; }
   echo "$INCLUDE" >"$R/.xenlab-include"
 fi
+# The point releases this machine has (bookworm-updates, bookworm-security): the hypervisor
+# above is the host's candidate (4.17.7 from bookworm-security), and a package built here
+# depends on the host's library versions (libxenevtchn1 >= 4.17.7...), as an operator's build
+# depends on what their dom0 runs.
+if [[ ! -f $R/.xenlab-upgraded ]]; then
+  SEC=${SECURITY_MIRROR:-${MIRROR%/debian*}/debian-security}
+  printf 'deb %s bookworm main\ndeb %s bookworm-updates main\ndeb %s bookworm-security main\n' \
+    "$MIRROR" "$MIRROR" "$SEC" >"$R/etc/apt/sources.list"
+  # No service is started in the chroot (policy-rc.d 101: "action forbidden").
+  printf '#!/bin/sh\nexit 101\n' >"$R/usr/sbin/policy-rc.d"
+  chmod 755 "$R/usr/sbin/policy-rc.d"
+  mount -t proc proc "$R/proc"
+  rc=0
+  (chroot "$R" apt-get update -q && DEBIAN_FRONTEND=noninteractive chroot "$R" apt-get -y -q dist-upgrade) \
+    >"$CACHE/upgrade.log" 2>&1 || rc=$?
+  umount "$R/proc"
+  rm -f "$R/usr/sbin/policy-rc.d"
+  ((rc == 0)) || { tail -20 "$CACHE/upgrade.log"; exit 1; }
+  chroot "$R" apt-get clean
+  touch "$R/.xenlab-upgraded"
+fi
 rm -rf "$R/lib/modules"
 mkdir -p "$R/lib/modules"
 cp -a "$CACHE/kernel/lib/modules/$KVER" "$R/lib/modules/"
@@ -83,8 +104,14 @@ echo xenlab-dom0 >"$R/etc/hostname"
 install -m755 "$HERE/xenlab-init" "$R/sbin/xenlab-init"
 # systemd's configuration for the lab's dom0: the lab unit, a fixed machine id (no first-boot
 # units), /tmp on tmpfs (the lab's canary lives there), and masks: timers (apt, e2scrub, fstrim,
-# logrotate, dpkg-db-backup, tmpfiles-clean, cron), gettys (the console belongs to the lab's output),
-# and libvirt's default NAT network (would need dnsmasq; the lab bridges to xenbr0).
+# logrotate, dpkg-db-backup, tmpfiles-clean, cron), gettys (the console belongs to the lab's
+# output), udev's coldplug (systemd-udev-trigger: under TCG it loads parport and friends for a
+# minute; udevd itself runs and handles every uevent from then on, the backend/vif ones
+# included), logind and libvirt-guests (nothing to log into or resume), and libvirt's default
+# NAT network (would need dnsmasq; the lab bridges to xenbr0). libvirtd is socket-activated
+# only (libvirtd.socket, as Debian ships it, with --timeout 120): started at boot, it ran beside
+# xen.service (it is ordered After=xencommons.service, a unit Debian does not have) and its
+# libxl driver then blocked on xenstore before xenstored was up, so virsh hung.
 install -m644 "$HERE/xenlab.service" "$R/etc/systemd/system/xenlab.service"
 mkdir -p "$R/etc/systemd/system/multi-user.target.wants"
 ln -sf /etc/systemd/system/xenlab.service "$R/etc/systemd/system/multi-user.target.wants/xenlab.service"
@@ -93,9 +120,11 @@ echo 0123456789abcdef0123456789abcdef >"$R/etc/machine-id"
 echo 'tmpfs /tmp tmpfs mode=1777,nosuid,nodev 0 0' >"$R/etc/fstab"
 for u in apt-daily.timer apt-daily-upgrade.timer e2scrub_all.timer e2scrub_reap.service fstrim.timer \
   logrotate.timer dpkg-db-backup.timer systemd-tmpfiles-clean.timer getty.target \
-  serial-getty@hvc0.service console-getty.service systemd-timesyncd.service cron.service; do
+  serial-getty@hvc0.service console-getty.service systemd-timesyncd.service cron.service \
+  systemd-udev-trigger.service systemd-logind.service libvirt-guests.service; do
   ln -sf /dev/null "$R/etc/systemd/system/$u"
 done
+rm -f "$R/etc/systemd/system/multi-user.target.wants/libvirtd.service"
 rm -f "$R"/etc/libvirt/qemu/networks/autostart/*.xml
 # xenconsoled keeps the guests' consoles in /var/log/xen/console (the lab saves them).
 sed -i 's/^#* *XENCONSOLED_ARGS=.*/XENCONSOLED_ARGS="--log=guest"/' "$R/etc/default/xen"
