@@ -676,7 +676,9 @@ journal_checks() {
 # libvirt: a PV domain created through libvirtd's libxl driver (virsh -c xen:///), its
 # <interface type='bridge'> on xenbr0 served by unetbackd; then virsh destroy with the same
 # checks as after xl destroy.
-VIRSH="virsh -c xen:///"
+# Every virsh call has a time limit: a libvirtd that does not answer fails the scenario, not the
+# whole boot.
+VIRSH="timeout 300 virsh -c xen:///"
 libvirt_round() {
   local tag=libvirt d t0 rc fe script
   say "=== libvirt: virsh -c xen:/// create, bridge interface on xenbr0"
@@ -709,7 +711,12 @@ XML
   rc=$?
   fig "$tag.libvirtd_first_answer_s" "$(since "$t0")"
   check "$tag.virsh_connect" $rc "virsh -c xen:/// version: $(grep -i 'running hypervisor' "$OUT/virsh-version.txt" | tr -s ' ')"
-  [ $rc = 0 ] || { tail -5 "$OUT/virsh-version.txt" | sed 's/^/XENLAB   virsh: /'; return; }
+  if [ $rc != 0 ]; then
+    tail -5 "$OUT/virsh-version.txt" | sed 's/^/XENLAB   virsh: /'
+    journalctl -b -u libvirtd -o short-monotonic --no-pager 2>&1 | tail -15 | sed 's/^/XENLAB   libvirtd: /'
+    cp /var/log/libvirt/libxl/libxl-driver.log "$OUT/libvirt-libxl-driver.log" 2>/dev/null
+    return
+  fi
   t0=$(now)
   $VIRSH create /tmp/virt.xml >"$OUT/virsh-create.log" 2>&1
   rc=$?
