@@ -3,7 +3,8 @@
 #
 #   tools/lab.sh demo [--seconds N] [--json FILE] [--one-guest]  iperf3 between xensim domains
 #   tools/lab.sh test [--asan]   install deps, build, run every test suite, print a summary
-#                                (--asan: ASan+UBSan build, the unit and, as root, hostile suites)
+#                                (--asan: ASan+UBSan build, the unit and, as root, hostile suites;
+#                                as root also the Debian packages and their install test)
 #   tools/lab.sh build           install deps and build (build/)
 #   tools/lab.sh deps [PKG...]   install the Debian packages only (plus PKG...)
 #   tools/lab.sh bench [--quick] [--json FILE] [--plot FILE.png]   veth / user hop / unetback
@@ -145,18 +146,22 @@ cmd_test() {
   fi
   local dir=${BUILD_DIR:-build}
   build "$dir"
-  local suites=(unit integration)
+  local suites=(unit integration) package_rc=0
   if [[ $(id -u) -eq 0 ]]; then
-    suites+=(root-netns e2e hostile)
+    suites+=(root-netns e2e hostile root-package)
+    # root-package installs, removes and purges the .debs built here (issue 17); a failed
+    # build or lintian fails the run, and the suite then finds no .deb and fails too.
+    (cmd_package) || package_rc=1
+    export UNETBACK_DEB_DIR=${PACKAGE_DIR:-$ROOT/build-package}
   else
-    log "not root: skipping the root-netns, e2e and hostile suites"
+    log "not root: skipping the root-netns, e2e, hostile and root-package suites"
   fi
   # Only suites that have tests: meson fails on an unknown suite name.
   local present=()
   for s in "${suites[@]}"; do
     meson test -C "$dir" --list --suite "$s" >/dev/null 2>&1 && present+=("$s")
   done
-  local rc=0
+  local rc=$package_rc
   run_tests "$dir" "${present[@]}" || rc=$?
   summarise tests "$dir" || rc=1
   return $rc

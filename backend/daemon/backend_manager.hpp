@@ -75,6 +75,9 @@ class BackendManager {
   /// place in the queue however fast it writes. Returns true if events remain: call again
   /// (the watch fd may not be readable for them).
   bool process_events(std::size_t max_events = kEventsPerRound);
+  /// True once the first scan of backend/vif is done (the backends watch's initial event):
+  /// from then on every vif in xenstore is being served.
+  [[nodiscard]] bool initial_scan_done() const { return initial_scan_done_; }
   static constexpr std::size_t kEventsPerRound = 64;
   /// The XenStore connection's error once it is gone for good (nothing will ever be
   /// watched or written again: the daemon must exit), else none.

@@ -30,6 +30,10 @@ std::variant<DaemonOptions, std::string> parse_daemon_args(std::span<const std::
       return o;
     }
     if (!a.starts_with("--")) return "unexpected argument '" + std::string(a) + "'";
+    if (a == "--allow-kernel-netback") {
+      o.allow_kernel_netback = true;
+      continue;
+    }
     std::string_view name = a.substr(2);
     std::optional<std::string_view> value;
     if (const auto eq = name.find('='); eq != std::string_view::npos) {
@@ -98,7 +102,7 @@ std::string daemon_usage() {
   std::string s =
       "usage: unetbackd --hypervisor xen|sim:<world-dir> [--backend-domid N] [--control PATH]\n"
       "                 [--lock-file PATH] [--log-level debug|info|warn|error]\n"
-      "                 [--switch-uplink NAME=TAP ...]\n"
+      "                 [--switch-uplink NAME=TAP ...] [--allow-kernel-netback]\n"
       "                 [--<tunable> VALUE ...]\n"
       "\n"
       "The userspace Xen netback daemon. It serves every vif under\n"
@@ -119,6 +123,9 @@ std::string daemon_usage() {
       "  --switch-uplink NAME=TAP\n"
       "                         internal switch NAME (vifs with bridge=unetback:NAME) gets the\n"
       "                         uplink TAP named TAP, its port to the host (repeatable)\n"
+      "  --allow-kernel-netback start on Xen although the kernel netback is loaded\n"
+      "                         (/sys/module/xen_netback); without it unetbackd refuses, as\n"
+      "                         the two would race for every vif\n"
       "\n"
       "Tunables (xenstore /local/domain/<self>/unetback/<name>; a value given here replaces\n"
       "the one in xenstore, other keys keep a valid stored value or get the default):\n";
@@ -138,7 +145,7 @@ std::string daemon_usage() {
        "Exit status:\n"
        "  0  stopped cleanly (SIGTERM/SIGINT), or --help\n"
        "  1  setup failed (hypervisor or xenstore missing, control socket in use, another\n"
-       "     unetbackd serves this backend domain, ...)\n"
+       "     unetbackd serves this backend domain, the kernel netback is loaded, ...)\n"
        "  2  bad command line\n"
        "  3  the xenstore connection was lost (a supervisor restarts the daemon, which\n"
        "     adopts the running vifs)\n";

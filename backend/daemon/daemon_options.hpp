@@ -32,6 +32,8 @@ struct DaemonOptions {
   /// --switch-uplink NAME=TAP (repeatable): internal switch NAME exists from the start with
   /// uplink TAP TAP (the switch's port to the host).
   std::map<std::string, std::string> switch_uplinks;
+  /// --allow-kernel-netback: start on Xen although xen_netback is loaded (kernel_netback.hpp).
+  bool allow_kernel_netback = false;
   bool help = false;
 };
 

@@ -19,7 +19,9 @@
 #include "backend/daemon/control_server.hpp"
 #include "backend/daemon/daemon_options.hpp"
 #include "backend/daemon/instance_lock.hpp"
+#include "backend/daemon/kernel_netback.hpp"
 #include "backend/daemon/manager_loop.hpp"
+#include "backend/daemon/service_notifier.hpp"
 #include "backend/daemon/tunables.hpp"
 #include "backend/vif/event_loop_pool.hpp"
 #include "backend/vif/vif.hpp"
@@ -93,6 +95,12 @@ void ignore_stray_signals() {
 }
 
 int run(const DaemonOptions& opts) {
+  // Before the hypervisor is opened: with xen_netback loaded nothing here is safe to touch.
+  if (auto why = kernel_netback_conflict(opts.hypervisor, opts.allow_kernel_netback, sysfs_root()))
+    throw SetupError(*why);
+  if (opts.hypervisor == "xen" && opts.allow_kernel_netback && kernel_netback_loaded(sysfs_root()))
+    log::write(log::Level::warn, kLog,
+               "the kernel netback is loaded; starting anyway (--allow-kernel-netback)");
   hv::HypervisorOptions hv_opts;
   hv_opts.role = hv::Role::backend;
   hv_opts.copy_batch = opts.tunables.copy_batch;
@@ -152,11 +160,23 @@ int run(const DaemonOptions& opts) {
     io.stop();
   });
 
+  ServiceNotifier notifier(io);
+  // Ready (systemd's READY=1) only once the first scan of backend/vif is done: every vif
+  // libxl wrote before is served, and the control socket already listens.
+  loop.set_serving_handler([&] {
+    const std::string serving = "serving " + manager.backend_root() + " as domain " +
+                                std::to_string(self.value()) + ", control socket " +
+                                control.path() + ", lock " + lock.path();
+    log::write(log::Level::info, kLog, serving);
+    notifier.ready(serving);
+  });
+
   boost::asio::signal_set signals(io, SIGTERM, SIGINT);
   signals.async_wait([&](const boost::system::error_code& ec, int signo) {
     if (ec) return;
     log::write(log::Level::info, kLog,
                std::string(signo == SIGTERM ? "SIGTERM" : "SIGINT") + ": closing every vif");
+    notifier.stopping();
     loop.stop();
     manager.shutdown();
     io.stop();
@@ -166,9 +186,6 @@ int run(const DaemonOptions& opts) {
   serve_operator_signals(operator_signals, tunables, manager, self);
 
   loop.start();
-  log::write(log::Level::info, kLog,
-             "serving " + manager.backend_root() + " as domain " + std::to_string(self.value()) +
-                 ", control socket " + control.path() + ", lock " + lock.path());
   io.run();
   if (xenstore_lost) return kExitXenstoreLost;
   release_owner_node(*xs, self);
@@ -215,6 +232,8 @@ int main(int argc, char** argv) {
     return kExitOk;
   }
   log::set_level(opts.log_level);
+  // Under systemd stderr is the journal: each line then carries its syslog priority.
+  log::use_journal_if_connected();
   // Every guest's connect costs descriptors: use what the hard limit allows (systemd starts
   // services at a soft 1024; LimitNOFILE= in the unit sets the hard one).
   if (auto lim = raise_fd_limit(); !lim)

@@ -37,6 +37,7 @@ void ManagerLoop::do_round() {
   if (stopped_) return;
   const bool more = manager_.process_events();
   if (check_lost()) return;
+  check_serving();
   if (more) {
     // Events remain (merged per node, so bounded): go on after the io_context's other work.
     round_posted_ = true;
@@ -74,6 +75,13 @@ void ManagerLoop::do_check() {
     if (check_lost()) return;
     do_check();
   });
+}
+
+void ManagerLoop::check_serving() {
+  if (!on_serving_ || !manager_.initial_scan_done()) return;
+  auto handler = std::move(on_serving_);
+  on_serving_ = nullptr;
+  handler();
 }
 
 bool ManagerLoop::check_lost() {

@@ -28,6 +28,9 @@ class ManagerLoop {
   ManagerLoop(boost::asio::io_context& io, BackendManager& manager, int watch_fd,
               std::chrono::milliseconds check_interval = std::chrono::milliseconds(200));
   void set_lost_handler(LostHandler h) { on_lost_ = std::move(h); }
+  /// Called once, after the round in which the manager finished its first scan of backend/vif
+  /// (BackendManager::initial_scan_done): the daemon serves xenstore from then on.
+  void set_serving_handler(std::function<void()> h) { on_serving_ = std::move(h); }
   /// Stops waiting and gives the fd back (it is never closed here).
   ~ManagerLoop();
   ManagerLoop(const ManagerLoop&) = delete;
@@ -44,6 +47,8 @@ class ManagerLoop {
   void do_check();
   /// True (and the loop stopped, the handler called) once the connection is gone.
   bool check_lost();
+  /// Calls the serving handler once the first scan is done.
+  void check_serving();
 
   boost::asio::io_context& io_;
   BackendManager& manager_;
@@ -54,6 +59,7 @@ class ManagerLoop {
   bool round_posted_ = false;
   std::uint64_t wait_gen_ = 0;
   LostHandler on_lost_;
+  std::function<void()> on_serving_;
 };
 
 }  // namespace unetback::daemon

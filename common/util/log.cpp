@@ -1,14 +1,20 @@
 #include "common/util/log.hpp"
 
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <mutex>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <utility>
+
+#include "common/util/parse_decimal.hpp"
 
 namespace unetback::log {
 namespace {
 
 std::atomic<int> g_level{static_cast<int>(Level::info)};
+std::atomic<bool> g_journal{false};
 std::mutex g_write_mutex;
 Sink g_sink;  // guarded by g_write_mutex
 
@@ -43,6 +49,57 @@ void set_sink(Sink sink) {
   g_sink = std::move(sink);
 }
 
+int syslog_priority(Level l) {
+  switch (l) {
+    case Level::debug: return 7;
+    case Level::info: return 6;
+    case Level::warn: return 4;
+    case Level::error: return 3;
+  }
+  return 6;
+}
+
+std::string format_line(Level l, bool journal, std::string_view stamp, std::string_view prefix,
+                        std::string_view msg) {
+  std::string line;
+  line.reserve(stamp.size() + prefix.size() + msg.size() + 16);
+  if (journal) {
+    line += '<';
+    line += static_cast<char>('0' + syslog_priority(l));
+    line += '>';
+  } else {
+    line += stamp;
+    line += ' ';
+  }
+  std::string level = level_name(l);
+  level.resize(5, ' ');
+  line += level;
+  line += ' ';
+  line += prefix;
+  if (!prefix.empty()) line += ": ";
+  line += msg;
+  line += '\n';
+  return line;
+}
+
+bool journal_stream_matches(std::string_view journal_stream, int fd) {
+  const auto colon = journal_stream.find(':');
+  if (colon == std::string_view::npos) return false;
+  const auto dev = parse_decimal<std::uint64_t>(journal_stream.substr(0, colon));
+  const auto ino = parse_decimal<std::uint64_t>(journal_stream.substr(colon + 1));
+  struct stat st {};
+  if (!dev || !ino || ::fstat(fd, &st) != 0) return false;
+  return static_cast<std::uint64_t>(st.st_dev) == *dev &&
+         static_cast<std::uint64_t>(st.st_ino) == *ino;
+}
+
+bool use_journal_if_connected() {
+  const char* env = std::getenv("JOURNAL_STREAM");
+  const bool journal = env != nullptr && journal_stream_matches(env, STDERR_FILENO);
+  g_journal.store(journal, std::memory_order_relaxed);
+  return journal;
+}
+
 void write(Level l, std::string_view prefix, std::string_view msg) {
   if (static_cast<int>(l) < g_level.load(std::memory_order_relaxed)) return;
   timespec ts{};
@@ -50,11 +107,12 @@ void write(Level l, std::string_view prefix, std::string_view msg) {
   std::tm tm{};
   ::gmtime_r(&ts.tv_sec, &tm);
   char stamp[32];
-  std::strftime(stamp, sizeof stamp, "%H:%M:%S", &tm);
+  const std::size_t n = std::strftime(stamp, sizeof stamp, "%H:%M:%S", &tm);
+  std::snprintf(stamp + n, sizeof stamp - n, ".%03ld", ts.tv_nsec / 1000000);
+  const std::string line =
+      format_line(l, g_journal.load(std::memory_order_relaxed), stamp, prefix, msg);
   const std::lock_guard lock(g_write_mutex);
-  std::fprintf(stderr, "%s.%03ld %-5s %.*s%s%.*s\n", stamp, ts.tv_nsec / 1000000, level_name(l),
-               static_cast<int>(prefix.size()), prefix.data(), prefix.empty() ? "" : ": ",
-               static_cast<int>(msg.size()), msg.data());
+  std::fwrite(line.data(), 1, line.size(), stderr);
   if (g_sink) g_sink(l, prefix, msg);
 }
 

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <string_view>
 
 namespace unetback::log {
@@ -16,6 +17,25 @@ enum class Level : int { debug = 0, info = 1, warn = 2, error = 3 };
 void set_level(Level l);
 [[nodiscard]] Level level();
 void write(Level l, std::string_view prefix, std::string_view msg);
+
+/// The syslog priority of a level, as journald reads it from a `<N>` line prefix
+/// (sd-daemon(3)): debug 7, info 6, warn 4 (LOG_WARNING), error 3 (LOG_ERR).
+[[nodiscard]] int syslog_priority(Level l);
+
+/// One line as write() puts it on stderr, newline included: "HH:MM:SS.mmm level prefix: msg",
+/// or for the journal "<N>level prefix: msg" (journald stamps each line itself and files it
+/// under priority N, so `journalctl -p warning` finds the warnings).
+[[nodiscard]] std::string format_line(Level l, bool journal, std::string_view stamp,
+                                      std::string_view prefix, std::string_view msg);
+
+/// True if `journal_stream` (systemd's $JOURNAL_STREAM, "<st_dev>:<st_ino>" in decimal) names
+/// the file open on `fd`. systemd sets it for a service whose stderr is the journal; a child
+/// whose stderr was redirected elsewhere inherits the variable but not the match.
+[[nodiscard]] bool journal_stream_matches(std::string_view journal_stream, int fd);
+
+/// Switches write() to the journal form if stderr is the journal ($JOURNAL_STREAM matches
+/// fd 2), else leaves plain lines. Returns whether it switched.
+bool use_journal_if_connected();
 
 /// Where written lines go besides stderr: tests install one to count what a guest made the
 /// backend log (is it rate-limited?). Called under the write lock, so it must not log.

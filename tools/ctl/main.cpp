@@ -1,7 +1,10 @@
-// unetback-ctl: talks to unetbackd's control socket. Prints tables, or the raw JSON (--json).
+// unetback-ctl: talks to unetbackd's control socket. Prints tables, the raw JSON (--json) or
+// the counters for Prometheus (stats --prometheus), or serves those over HTTP (metrics).
 // Exit status: 0 ok, 1 the daemon refused the request or is not reachable, 2 bad command line.
 #include <cerrno>
+#include <csignal>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -10,6 +13,8 @@
 #include "tools/ctl/ctl_client.hpp"
 #include "tools/ctl/ctl_format.hpp"
 #include "tools/ctl/json_value.hpp"
+#include "tools/ctl/metrics_server.hpp"
+#include "tools/ctl/prometheus.hpp"
 
 namespace {
 
@@ -20,28 +25,71 @@ constexpr std::string_view kUsage =
     "\n"
     "  list                 vifs: xenbus state, TAP, connected, carrier, queues\n"
     "  stats [D/V]          per-queue counters (every vif, or domain D's device V)\n"
+    "  stats --prometheus [D/V]\n"
+    "                       the same in the Prometheus text format (labels vif, domid,\n"
+    "                       devid, queue), e.g. for node_exporter's textfile collector\n"
     "  rings D/V            per-queue TX/RX ring indices\n"
     "  tunables             daemon-wide tunables, values in force and ranges\n"
     "  get NAME             one tunable\n"
     "  set NAME VALUE       change a tunable (validated by the daemon; applies to vifs that\n"
     "                       connect afterwards)\n"
+    "  metrics [--listen ADDR:PORT]\n"
+    "                       serve the Prometheus metrics over HTTP at /metrics (default\n"
+    "                       127.0.0.1:9469; other paths 404, 503 while the daemon is not\n"
+    "                       reachable) until SIGTERM/SIGINT\n"
     "\n"
     "  --control PATH       the daemon's control socket (default /run/unetback/unetbackd.sock)\n"
     "  --world DIR          the xensim world's daemon (DIR/unetbackd.sock)\n"
     "  --json               print the daemon's JSON reply as it is\n"
     "\n"
-    "Exit status: 0 ok, 1 request refused or daemon not reachable, 2 bad command line.\n";
+    "Exit status: 0 ok, 1 request refused or daemon not reachable (metrics: the address\n"
+    "cannot be bound), 2 bad command line.\n";
+
+constexpr std::string_view kDefaultMetricsAddress = "127.0.0.1:9469";
 
 int usage_error(const std::string& msg) {
   std::cerr << "unetback-ctl: " << msg << "\n" << kUsage;
   return 2;
 }
 
+/// One `stats` request as Prometheus text, or why not.
+ctl::MetricsFetch fetch_metrics(const std::string& path, const std::string& line) {
+  auto client = ctl::CtlClient::connect(path);
+  if (!client) return {false, "cannot connect to " + path + ": " + client.error().message()};
+  auto reply = client->request(line, std::chrono::seconds(3));
+  if (!reply) return {false, "no reply on " + path + ": " + reply.error().message()};
+  std::string error;
+  auto doc = ctl::parse_json(*reply, &error);
+  if (!doc) return {false, "malformed reply (" + error + ")"};
+  if (const auto* e = doc->get("error")) return {false, e->text()};
+  return {true, ctl::format_prometheus(*doc)};
+}
+
+/// `metrics`: serves scrapes one at a time until SIGTERM or SIGINT (their default action).
+int serve_metrics(const std::string& path, std::string_view address) {
+  auto server = ctl::MetricsServer::listen(address);
+  if (!server) {
+    std::cerr << "unetback-ctl: cannot listen on " << address << ": " << server.error().message()
+              << "\n";
+    return 1;
+  }
+  std::cout << "unetback-ctl metrics: serving http://" << server->address()
+            << "/metrics for unetbackd on " << path << std::endl;
+  const ctl::MetricsSource source = [&path] { return fetch_metrics(path, "stats"); };
+  for (;;) {
+    if (auto ec = server->serve_one(source)) {
+      std::cerr << "unetback-ctl: accept on " << server->address() << ": " << ec.message() << "\n";
+      return 1;
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   std::string path = daemon::default_control_path("xen");
-  bool json = false;
+  bool json = false, prometheus = false;
+  std::optional<std::string> listen;
   std::vector<std::string> words;
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
@@ -51,6 +99,11 @@ int main(int argc, char** argv) {
     }
     if (a == "--json") {
       json = true;
+    } else if (a == "--prometheus") {
+      prometheus = true;
+    } else if (a == "--listen") {
+      if (i + 1 >= argc) return usage_error("--listen needs ADDR:PORT");
+      listen = argv[++i];
     } else if (a == "--control" || a == "--world") {
       if (i + 1 >= argc) return usage_error(std::string(a) + " needs a value");
       const std::string v = argv[++i];
@@ -68,7 +121,8 @@ int main(int argc, char** argv) {
     std::size_t min, max;
   };
   static constexpr Arity kCommands[] = {{"list", 0, 0},     {"stats", 0, 1}, {"rings", 1, 1},
-                                        {"tunables", 0, 0}, {"get", 1, 1},   {"set", 2, 2}};
+                                        {"tunables", 0, 0}, {"get", 1, 1},   {"set", 2, 2},
+                                        {"metrics", 0, 0}};
   bool known = false;
   for (const auto& c : kCommands) {
     if (cmd != c.name) continue;
@@ -77,11 +131,21 @@ int main(int argc, char** argv) {
       return usage_error("wrong number of arguments for " + cmd);
   }
   if (!known) return usage_error("unknown command " + cmd);
+  if (prometheus && cmd != "stats") return usage_error("--prometheus goes with stats only");
+  if (prometheus && json) return usage_error("--prometheus and --json exclude each other");
+  if (listen && cmd != "metrics") return usage_error("--listen goes with metrics only");
   std::string line;
   for (const auto& w : words) {
     if (w.find_first_of(" \t\n\r") != std::string::npos)
       return usage_error("arguments cannot contain blanks: '" + w + "'");
     line += (line.empty() ? "" : " ") + w;
+  }
+
+  if (cmd == "metrics") {
+    // The default action of SIGTERM/SIGINT ends the server; a scraper that hangs up must
+    // cost an EPIPE on its connection only (send() also says MSG_NOSIGNAL).
+    std::signal(SIGPIPE, SIG_IGN);
+    return serve_metrics(path, listen ? *listen : kDefaultMetricsAddress);
   }
 
   auto client = ctl::CtlClient::connect(path);
@@ -113,6 +177,8 @@ int main(int argc, char** argv) {
   }
   if (json) {
     std::cout << *reply << "\n";
+  } else if (prometheus) {
+    std::cout << ctl::format_prometheus(*doc);
   } else {
     std::cout << ctl::format_reply(cmd, *doc);
   }

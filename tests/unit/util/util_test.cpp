@@ -2,6 +2,7 @@
 #include <chrono>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <thread>
 #include <unistd.h>
 
@@ -15,6 +16,42 @@ namespace {
 
 bool fd_is_open(int fd) {
   return ::fcntl(fd, F_GETFD) != -1;
+}
+
+// journald reads a "<N>" prefix as the line's priority (sd-daemon(3)), so that
+// `journalctl -p warning` shows warnings and errors but not info.
+TEST(Log, JournalLinesCarryTheSyslogPriorityOfTheirLevel) {
+  using log::Level;
+  EXPECT_EQ(log::format_line(Level::debug, true, "12:00:00.000", "vif5.0-q0", "m"),
+            "<7>debug vif5.0-q0: m\n");
+  EXPECT_EQ(log::format_line(Level::info, true, "12:00:00.000", "unetbackd", "serving"),
+            "<6>info  unetbackd: serving\n");
+  EXPECT_EQ(log::format_line(Level::warn, true, "12:00:00.000", "unetbackd", "w"),
+            "<4>warn  unetbackd: w\n");
+  EXPECT_EQ(log::format_line(Level::error, true, "12:00:00.000", "", "e"), "<3>error e\n");
+}
+
+TEST(Log, PlainLinesHaveTheTimestampAndNoPriorityPrefix) {
+  EXPECT_EQ(log::format_line(log::Level::warn, false, "12:34:56.789", "unetbackd", "w"),
+            "12:34:56.789 warn  unetbackd: w\n");
+}
+
+TEST(Log, JournalStreamMatchesOnlyTheFileItNames) {
+  char path[] = "/tmp/unetback-log-XXXXXX";
+  const UniqueFd fd(::mkstemp(path));
+  ASSERT_TRUE(fd);
+  ::unlink(path);
+  struct stat st {};
+  ASSERT_EQ(::fstat(fd.get(), &st), 0);
+  const std::string dev = std::to_string(st.st_dev), ino = std::to_string(st.st_ino);
+  EXPECT_TRUE(log::journal_stream_matches(dev + ":" + ino, fd.get()));
+  // Another file (a service's stderr redirected by a child, say): plain lines.
+  EXPECT_FALSE(log::journal_stream_matches(dev + ":" + std::to_string(st.st_ino + 1), fd.get()));
+  EXPECT_FALSE(log::journal_stream_matches(std::to_string(st.st_dev + 1) + ":" + ino, fd.get()));
+  for (const std::string bad : {std::string(), dev, ":" + ino, dev + ":", dev + ":" + ino + ":1",
+                                "x:" + ino, dev + ": " + ino})
+    EXPECT_FALSE(log::journal_stream_matches(bad, fd.get())) << bad;
+  EXPECT_FALSE(log::journal_stream_matches(dev + ":" + ino, -1));
 }
 
 TEST(UniqueFd, ClosesOnDestruction) {

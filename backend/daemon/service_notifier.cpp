@@ -1,0 +1,76 @@
+#include "backend/daemon/service_notifier.hpp"
+
+#include <cstdint>
+#include <string>
+
+#include "common/util/log.hpp"
+
+#if UNETBACK_HAVE_LIBSYSTEMD
+#include <systemd/sd-daemon.h>
+#endif
+
+namespace unetback::daemon {
+namespace {
+
+constexpr std::string_view kLog = "unetbackd";
+
+/// sd_notify(3) with the environment left in place (the watchdog reads it again); a failure
+/// is logged, never fatal: systemd then times the start out or kills us, which says more.
+void notify(const std::string& state) {
+#if UNETBACK_HAVE_LIBSYSTEMD
+  if (const int rc = ::sd_notify(0, state.c_str()); rc < 0)
+    log::write(log::Level::warn, kLog,
+               "sd_notify(" + state.substr(0, state.find('\n')) +
+                   ") failed: " + std::system_category().message(-rc));
+#else
+  (void)state;
+#endif
+}
+
+}  // namespace
+
+ServiceNotifier::ServiceNotifier(boost::asio::io_context& io) : timer_(io) {
+#if UNETBACK_HAVE_LIBSYSTEMD
+  std::uint64_t usec = 0;
+  if (::sd_watchdog_enabled(0, &usec) > 0) watchdog_ = std::chrono::microseconds(usec);
+#endif
+}
+
+ServiceNotifier::~ServiceNotifier() {
+  timer_.cancel();
+}
+
+bool ServiceNotifier::enabled() {
+#if UNETBACK_HAVE_LIBSYSTEMD
+  return true;
+#else
+  return false;
+#endif
+}
+
+void ServiceNotifier::ready(std::string_view status) {
+  notify("READY=1\nSTATUS=" + std::string(status));
+  if (watchdog_.count() > 0) {
+    log::write(log::Level::info, kLog,
+               "systemd watchdog: " + std::to_string(watchdog_.count() / 1000) +
+                   " ms, fed every half of it from the manager loop");
+    do_ping();
+  }
+}
+
+void ServiceNotifier::stopping() {
+  stopped_ = true;
+  timer_.cancel();
+  notify("STOPPING=1");
+}
+
+void ServiceNotifier::do_ping() {
+  if (stopped_) return;
+  notify("WATCHDOG=1");
+  timer_.expires_after(watchdog_ / 2);
+  timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (!ec) do_ping();
+  });
+}
+
+}  // namespace unetback::daemon
