@@ -136,6 +136,14 @@ std::error_code Netfront::connect(std::chrono::milliseconds timeout) {
     queues.push_back(std::move(*q));
   }
 
+  std::unique_ptr<CtrlClient> ctrl;
+  if (opts_.ctrl_ring && backend_.ctrl_ring) {
+    auto c = CtrlClient::create(hv_.grant_sharer(), hv_.open_event_channel(), backend_id_);
+    if (!c) return c.error();
+    ctrl = std::move(*c);
+    fc.ctrl = std::pair(ctrl->ring_ref(), ctrl->port());
+  }
+
   const auto keys = frontend_connect_keys(fc);
   const std::error_code ec = hv::transact(*xs_, [&](hv::XsTx tx) -> std::error_code {
     for (const auto& [key, value] : keys)
@@ -144,6 +152,7 @@ std::error_code Netfront::connect(std::chrono::milliseconds timeout) {
   });
   if (ec) return ec;
   queues_ = std::move(queues);
+  ctrl_ = std::move(ctrl);
   return {};
 }
 
@@ -154,6 +163,7 @@ void Netfront::disconnect(std::chrono::milliseconds wait_for_backend) {
   if (wait_for_backend.count() > 0) (void)wait_backend_state(XenbusState::closing, deadline, true);
   // Unbinds the ports and revokes every grant; the sharer defers those the backend holds.
   queues_.clear();
+  ctrl_.reset();
   (void)xs_->write(fe_dir_ + "/state", std::to_string(static_cast<int>(XenbusState::closed)));
 }
 

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "common/hv/hypervisor.hpp"
+#include "frontend-shim/ctrl_client.hpp"
 #include "frontend-shim/netfront_queue.hpp"
 #include "frontend-shim/netfront_types.hpp"
 #include "frontend-shim/xenbus_keys.hpp"
@@ -90,6 +91,8 @@ class Netfront {
 
   [[nodiscard]] NetfrontStats stats() const;
   [[nodiscard]] NetfrontStats stats(QueueId q) const;
+  /// The control ring (nullptr unless ctrl_ring was asked for and the backend offers one).
+  [[nodiscard]] CtrlClient* ctrl() const { return ctrl_.get(); }
   /// The queue itself (nullptr if none), for tests and ring dumps.
   [[nodiscard]] NetfrontQueue* queue(QueueId q) const;
 
@@ -105,6 +108,7 @@ class Netfront {
   BackendFeatures backend_;
   bool split_ = false;
   std::vector<std::shared_ptr<NetfrontQueue>> queues_;
+  std::unique_ptr<CtrlClient> ctrl_;
 };
 
 }  // namespace unetback::netfront

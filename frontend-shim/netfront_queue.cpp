@@ -166,7 +166,7 @@ std::error_code NetfrontQueue::check_meta(const TxMeta& meta) const {
 }
 
 bool NetfrontQueue::room_for(std::uint32_t data_slots, const TxMeta& meta, bool linux_stop) const {
-  const std::uint32_t needed = data_slots + (meta.gso ? 1 : 0);
+  const std::uint32_t needed = data_slots + (meta.gso ? 1 : 0) + (meta.mcast ? 1 : 0);
   const std::uint32_t free = tx_->free_requests();
   // Netfront keeps its queue stopped below 19 free slots (the largest packet + its extra).
   if (linux_stop && free < kTxStopThreshold) return false;
@@ -341,7 +341,7 @@ void NetfrontQueue::emit(std::span<const OutSlot> slots, std::uint16_t first_siz
     if (i == 0) {
       if (meta.csum_blank) flags |= wire::TxFlag::csum_blank;
       if (meta.data_validated) flags |= wire::TxFlag::data_validated;
-      if (meta.gso) flags |= wire::TxFlag::extra_info;
+      if (meta.gso || meta.mcast) flags |= wire::TxFlag::extra_info;
     }
     wire::TxRequest req{};
     req.gref = s.ref.value();
@@ -356,11 +356,19 @@ void NetfrontQueue::emit(std::span<const OutSlot> slots, std::uint16_t first_siz
       // The GSO extra follows the first request (netif.h; backends reject it elsewhere).
       wire::ExtraInfo extra{};
       extra.type = static_cast<std::uint8_t>(wire::ExtraType::gso);
-      extra.flags = 0;
+      extra.flags = meta.mcast ? XEN_NETIF_EXTRA_FLAG_MORE : 0;
       extra.u.gso.size = meta.gso->size;
       extra.u.gso.type = static_cast<std::uint8_t>(meta.gso->type);
       extra.u.gso.pad = 0;
       extra.u.gso.features = 0;
+      tx_->put_request_as(extra);
+    }
+    if (i == 0 && meta.mcast) {
+      wire::ExtraInfo extra{};
+      extra.type = static_cast<std::uint8_t>(meta.mcast->add ? wire::ExtraType::mcast_add
+                                                             : wire::ExtraType::mcast_del);
+      extra.flags = 0;
+      std::memcpy(extra.u.mcast.addr, meta.mcast->addr.data(), 6);
       tx_->put_request_as(extra);
     }
   }
@@ -504,6 +512,7 @@ class CopyingSink final : public RxSink {
       pkt.bytes.insert(pkt.bytes.end(), seg.begin(), seg.end());
     pkt.flags = v.flags;
     pkt.gso = v.gso;
+    pkt.hash = v.hash;
     pkt.slots_used = v.slots_used;
     out_.push_back(std::move(pkt));
   }
@@ -552,6 +561,7 @@ std::size_t NetfrontQueue::poll(RxSink& sink) {
       view.bytes = p.bytes;
       view.flags = p.flags;
       view.gso = p.gso;
+      view.hash = p.hash;
       view.slots_used = p.consumed;
       ++stats_.rx_packets;
       stats_.rx_bytes += p.bytes;

@@ -38,6 +38,9 @@ struct NetfrontOptions {
   std::uint16_t tx_headroom = 0;
   /// Granted pages per queue for TX buffers handed out by alloc_tx_buffer() (zerocopy).
   std::uint32_t tx_buffer_pages = 320;
+  /// Offer a control ring (ctrl-ring-ref, event-channel-ctrl) when the backend advertises
+  /// feature-ctrl-ring; Netfront::ctrl() then drives it.
+  bool ctrl_ring = false;
 };
 
 /// Per-frame TX metadata (netif TX flags and the GSO extra).
@@ -45,6 +48,13 @@ struct TxMeta {
   bool csum_blank = false;      ///< NETTXF_csum_blank: L4 checksum is partial
   bool data_validated = false;  ///< NETTXF_data_validated
   std::optional<RxGso> gso;     ///< a GSO extra {type, size} after the first request
+  /// An MCAST_ADD (add) or MCAST_DEL extra for this multicast MAC (after the GSO one). On a
+  /// dummy one-slot request of size 0 (send_raw), it amends the backend's multicast filter.
+  struct Mcast {
+    bool add = true;
+    std::array<std::uint8_t, 6> addr{};
+  };
+  std::optional<Mcast> mcast;
 };
 
 /// What send() did with a frame.
@@ -63,6 +73,7 @@ struct RxPacket {
   std::vector<std::byte> bytes;
   wire::RxFlags flags;  ///< of data slot 0 (csum_blank, data_validated, ...)
   std::optional<RxGso> gso;
+  std::optional<RxHash> hash;    ///< the backend's Toeplitz hash (control ring)
   std::uint32_t slots_used = 0;  ///< ring slots consumed, extras included
 };
 
@@ -74,6 +85,7 @@ struct RxView {
   std::uint32_t bytes = 0;  ///< the sum of the segments' sizes
   wire::RxFlags flags;      ///< of data slot 0
   std::optional<RxGso> gso;
+  std::optional<RxHash> hash;    ///< the backend's Toeplitz hash (control ring)
   std::uint32_t slots_used = 0;  ///< ring slots consumed, extras included
 };
 

@@ -52,6 +52,12 @@ RxParse parse_rx_packet(std::span<const wire::RxResponse> available) {
         note(p, RxDrop::bad_extra_type);
       } else if (extra.type == static_cast<std::uint8_t>(wire::ExtraType::gso)) {
         p.gso = RxGso{static_cast<wire::GsoType>(extra.u.gso.type), extra.u.gso.size};
+      } else if (extra.type == static_cast<std::uint8_t>(wire::ExtraType::hash)) {
+        RxHash h;
+        h.type = extra.u.hash.type;
+        h.algorithm = extra.u.hash.algorithm;
+        std::memcpy(&h.value, extra.u.hash.value, sizeof(h.value));
+        p.hash = h;
       }
       if (!wire::extra_flags(extra).has(wire::ExtraFlag::more)) break;
     }

@@ -44,6 +44,14 @@ struct RxGso {
   friend constexpr bool operator==(const RxGso&, const RxGso&) = default;
 };
 
+/// The HASH extra of a received packet (netif.h XEN_NETIF_EXTRA_TYPE_HASH).
+struct RxHash {
+  std::uint8_t type = 0;       ///< _XEN_NETIF_CTRL_HASH_TYPE_* (the bit number)
+  std::uint8_t algorithm = 0;  ///< XEN_NETIF_CTRL_HASH_ALGORITHM_*
+  std::uint32_t value = 0;
+  friend constexpr bool operator==(const RxHash&, const RxHash&) = default;
+};
+
 /// Where one data slot's bytes are: `len` bytes at `offset` in the buffer of the response at
 /// position `slot` of the span given to parse_rx_packet.
 struct RxSegment {
@@ -60,6 +68,7 @@ struct RxParse {
   RxDrop drop = RxDrop::none;
   wire::RxFlags flags;  ///< of data slot 0
   std::optional<RxGso> gso;
+  std::optional<RxHash> hash;
   std::array<RxSegment, kMaxRxDataSlots> segments{};
   std::uint32_t segment_count = 0;
   std::uint32_t bytes = 0;  ///< sum of the segments' lengths

@@ -1,8 +1,10 @@
 #include "frontend-shim/shim_loop.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <csignal>
+#include <fstream>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -56,7 +58,24 @@ netfront::NetfrontOptions netfront_options(const ShimOptions& o) {
   // A slow guest: the budget is what one token-bucket tick may take, so the bucket never
   // goes below zero (about 100 polls per second at most).
   if (o.rx_rate) n.rx_budget = std::clamp<std::uint32_t>(*o.rx_rate / 100, 1, o.rx_budget);
+  n.ctrl_ring = o.rss;
   return n;
+}
+
+/// Microsoft's RSS verification key (the one Windows uses unless configured otherwise).
+constexpr std::array<std::uint8_t, 40> kRssKey{
+    0x6d, 0x5a, 0x56, 0xda, 0x25, 0x5b, 0x0e, 0xc2, 0x41, 0x67, 0x25, 0x3d, 0x43, 0xa3,
+    0x8f, 0xb0, 0xd0, 0xca, 0x2b, 0xcb, 0xae, 0x7b, 0x30, 0xb4, 0x77, 0xcb, 0x2d, 0xa3,
+    0x80, 0x30, 0xf2, 0x0c, 0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac, 0x01, 0xfa};
+constexpr auto kRssFilePoll = 200ms;
+
+std::optional<std::string> slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::string text(64 * 1024, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<std::size_t>(in.gcount()));
+  return text;
 }
 
 }  // namespace
@@ -69,7 +88,8 @@ ShimLoop::ShimLoop(hv::Hypervisor& hv, ShimOptions opts, std::ostream& ready_out
       signals_(io_, SIGTERM, SIGINT),
       deadline_timer_(io_),
       rx_timer_(io_),
-      tx_retry_timer_(io_) {
+      tx_retry_timer_(io_),
+      rss_timer_(io_) {
   fe_dir_ = "/local/domain/" + std::to_string(hv_.self().value()) + "/device/vif/" +
             std::to_string(opts_.devid.value());
 }
@@ -211,6 +231,7 @@ void ShimLoop::evaluate() {
     } else {
       if (*state == 4 && !announced_) {
         announced_ = true;
+        configure_rss();
         if (!ever_ready_) {
           ever_ready_ = true;
           deadline_timer_.cancel();
@@ -342,6 +363,58 @@ void ShimLoop::attach_data_path() {
   }
 }
 
+std::optional<std::vector<std::uint32_t>> ShimLoop::read_rss_file() {
+  auto text = slurp(*opts_.rss_mapping_file);
+  if (!text) {
+    warn("cannot read " + *opts_.rss_mapping_file + ": keeping the mapping in use");
+    return std::nullopt;
+  }
+  if (*text == rss_file_text_) return std::nullopt;
+  rss_file_text_ = *text;
+  auto table = parse_rss_mapping(*text, nf_->num_queues());
+  if (!table)
+    warn(*opts_.rss_mapping_file + ": not 1..128 queue numbers below " +
+         std::to_string(nf_->num_queues()) + ": keeping the mapping in use");
+  return table;
+}
+
+void ShimLoop::configure_rss() {
+  netfront::CtrlClient* ctrl = nf_ ? nf_->ctrl() : nullptr;
+  if (!opts_.rss) return;
+  if (ctrl == nullptr) {
+    warn("--rss: the backend offers no control ring");
+    return;
+  }
+  std::vector<std::uint32_t> table(128);
+  for (std::uint32_t i = 0; i < table.size(); ++i) table[i] = i % nf_->num_queues();
+  if (opts_.rss_mapping_file) {
+    rss_file_text_.clear();
+    if (auto t = read_rss_file()) table = std::move(*t);
+  }
+  if (auto ec = ctrl->configure_rss(kRssKey, table, wire::kHashTypesAll)) {
+    warn("RSS through the control ring failed: " + ec.message());
+    return;
+  }
+  info("RSS on: Toeplitz, " + std::to_string(table.size()) + "-entry mapping, " +
+       std::to_string(ctrl->requests()) + " control requests");
+  if (opts_.rss_mapping_file) arm_rss_timer();
+}
+
+void ShimLoop::arm_rss_timer() {
+  rss_timer_.expires_after(kRssFilePoll);
+  rss_timer_.async_wait([this, gen = generation_](const boost::system::error_code& ec) {
+    if (ec || gen != generation_ || !nf_ || nf_->ctrl() == nullptr) return;
+    if (auto table = read_rss_file()) {
+      if (auto e = nf_->ctrl()->set_mapping(*table)) {
+        warn("re-mapping failed: " + e.message());
+      } else {
+        info("re-mapped: " + std::to_string(table->size()) + "-entry table");
+      }
+    }
+    arm_rss_timer();
+  });
+}
+
 void ShimLoop::teardown(std::chrono::milliseconds wait_for_backend) {
   ++generation_;
   // Give the fds back before Netfront closes its event channels (the descriptors never own
@@ -354,6 +427,7 @@ void ShimLoop::teardown(std::chrono::milliseconds wait_for_backend) {
   event_queues_.clear();
   rx_timer_.cancel();
   tx_retry_timer_.cancel();
+  rss_timer_.cancel();
   rx_timer_armed_ = tx_retry_armed_ = false;
   announced_ = false;
   if (nf_ && nf_->connected()) {

@@ -104,6 +104,11 @@ class ShimLoop {
   void refill_tokens();
   void schedule_rx_timer();
   void schedule_tx_retry();
+  /// --rss: win-xenvif's control-ring sequence, once the backend is Connected.
+  void configure_rss();
+  /// --rss-mapping-file: the file's table if its text changed since the last look.
+  std::optional<std::vector<std::uint32_t>> read_rss_file();
+  void arm_rss_timer();
 
   hv::Hypervisor& hv_;
   ShimOptions opts_;
@@ -113,7 +118,8 @@ class ShimLoop {
   // instead of waking the reactor (an epoll_ctl) for every continuation.
   boost::asio::io_context io_{1};
   boost::asio::signal_set signals_;
-  boost::asio::steady_timer deadline_timer_, rx_timer_, tx_retry_timer_;
+  boost::asio::steady_timer deadline_timer_, rx_timer_, tx_retry_timer_, rss_timer_;
+  std::string rss_file_text_;  ///< the mapping file as last read
   std::unique_ptr<hv::XenStore> xs_;
   std::unique_ptr<Descriptor> xs_desc_;
   std::unique_ptr<netfront::Netfront> nf_;

@@ -59,11 +59,16 @@ ParseOutcome parse_shim_options(std::span<const std::string_view> args) {
       o.sg = false;
       continue;
     }
+    if (key == "--rss") {
+      if (inline_value) return UsageError{"--rss takes no value"};
+      o.rss = true;
+      continue;
+    }
     static constexpr std::string_view kValued[] = {
-        "--hypervisor", "--domid",     "--name",    "--devid",
-        "--tap",        "--netns",     "--address", "--mtu",
-        "--queues",     "--rx-budget", "--rx-rate", "--connect-timeout-ms",
-        "--log-level",  "--rx-refill", "--tx-frags"};
+        "--hypervisor", "--domid",     "--name",     "--devid",
+        "--tap",        "--netns",     "--address",  "--mtu",
+        "--queues",     "--rx-budget", "--rx-rate",  "--connect-timeout-ms",
+        "--log-level",  "--rx-refill", "--tx-frags", "--rss-mapping-file"};
     if (std::find(std::begin(kValued), std::end(kValued), key) == std::end(kValued))
       return UsageError{"unknown option " + std::string(key)};
     std::string_view value;
@@ -125,6 +130,10 @@ ParseOutcome parse_shim_options(std::span<const std::string_view> args) {
       auto v = parse_decimal<std::uint32_t>(value, kTxFragMin, kTxFragMax);
       if (!v) return bad();
       o.tx_frags = *v;
+    } else if (key == "--rss-mapping-file") {
+      if (value.empty() || value.size() > 4096) return bad();
+      o.rss_mapping_file = std::string(value);
+      o.rss = true;
     } else if (key == "--connect-timeout-ms") {
       auto v = parse_decimal<std::uint32_t>(value, 1, 3'600'000);
       if (!v) return bad();
@@ -147,11 +156,34 @@ ParseOutcome parse_shim_options(std::span<const std::string_view> args) {
   return o;
 }
 
+std::optional<std::vector<std::uint32_t>> parse_rss_mapping(std::string_view text,
+                                                            std::uint32_t queues) {
+  std::vector<std::uint32_t> out;
+  std::size_t i = 0;
+  while (i < text.size()) {
+    const char c = text[i];
+    if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == ',') {
+      ++i;
+      continue;
+    }
+    std::size_t j = i;
+    while (j < text.size() && text[j] >= '0' && text[j] <= '9') ++j;
+    if (j == i) return std::nullopt;  // not a number
+    const auto v = parse_decimal<std::uint32_t>(text.substr(i, j - i), 0, queues - 1);
+    if (!v || out.size() == 128) return std::nullopt;
+    out.push_back(*v);
+    i = j;
+  }
+  if (out.empty()) return std::nullopt;
+  return out;
+}
+
 std::string shim_usage() {
   return R"(usage: netfront-shim --hypervisor sim:<dir>|xen [--domid N | --name NAME] [--devid 0]
                      [--tap eth0] [--netns NAME] [--address 10.0.0.2/24] [--mtu 1500]
                      [--queues N] [--no-sg] [--rx-budget 64] [--rx-rate PPS]
                      [--rx-refill early|half-ring] [--tx-frags SIZE]
+                     [--rss] [--rss-mapping-file PATH]
                      [--connect-timeout-ms 10000] [--log-level debug|info|warn|error]
 
 A userspace Xen netfront acting as a guest domain: connects device/vif/<devid> to its
@@ -176,6 +208,17 @@ backend and bridges it to a TAP interface (with virtio-net offload headers).
                            L2-L4 headers, then SIZE-byte payload pieces (64..4096), each at an
                            odd offset in its own page; a frame needing more than 18 slots goes
                            out in the normal layout (counted as tx_frags_fallback)
+  --rss                    drive the control ring as win-xenvif does, when the backend offers
+                           feature-ctrl-ring: SET_HASH_ALGORITHM (Toeplitz),
+                           SET_HASH_MAPPING_SIZE, SET_HASH_MAPPING, SET_HASH_KEY (Microsoft's
+                           40-byte RSS key), SET_HASH_FLAGS (IPv4/IPv6, with and without TCP),
+                           one request at a time, 5 s each; before the "ready" line. Without a
+                           file the table has 128 entries, entry i naming queue i % queues
+  --rss-mapping-file PATH  (implies --rss) the mapping table: 1..128 queue numbers separated
+                           by whitespace or commas. The file is re-read whenever its contents
+                           change (checked every 200 ms) and the new table sent while traffic
+                           runs (SET_HASH_MAPPING_SIZE if the size changed, SET_HASH_MAPPING);
+                           an unreadable or bad file is logged and the table in use kept
   --connect-timeout-ms N   give up if not connected within N ms (default 10000)
   --log-level LEVEL        stderr log level (default info)
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 #include "common/util/log.hpp"
 #include "common/util/strong_id.hpp"
@@ -47,7 +48,18 @@ struct ShimOptions {
   std::optional<std::uint32_t> tx_frags;
   std::uint32_t connect_timeout_ms = 10000;
   log::Level log_level = log::Level::info;
+  /// Drive the control ring as win-xenvif does (Toeplitz, a 40-byte key, all four hash
+  /// types, a mapping table) when the backend offers feature-ctrl-ring.
+  bool rss = false;
+  /// The mapping table, re-read while the shim runs (implies rss); else entry i = i % queues
+  /// of a 128-entry table.
+  std::optional<std::string> rss_mapping_file;
 };
+
+/// A mapping file's table: queue numbers (decimal) separated by whitespace or commas, 1..128
+/// of them, each below `queues`. Nothing for anything else (the caller keeps its table).
+[[nodiscard]] std::optional<std::vector<std::uint32_t>> parse_rss_mapping(std::string_view text,
+                                                                          std::uint32_t queues);
 
 /// --help was asked for.
 struct HelpRequested {};

@@ -27,6 +27,11 @@ std::vector<std::pair<std::string, std::string>> frontend_connect_keys(const Fro
       keys.emplace_back(prefix + "event-channel", std::to_string(q.tx_port.value()));
     }
   }
+  if (c.ctrl) {
+    // netif.h: set before the frontend moves to Connected.
+    keys.emplace_back("ctrl-ring-ref", std::to_string(c.ctrl->first.value()));
+    keys.emplace_back("event-channel-ctrl", std::to_string(c.ctrl->second.value()));
+  }
   keys.emplace_back("request-rx-copy", flag(c.request_rx_copy));
   keys.emplace_back("feature-rx-notify", flag(c.rx_notify));
   keys.emplace_back("feature-sg", flag(c.sg));

@@ -35,6 +35,7 @@ struct BackendFeatures {
   bool gso_tcpv4 = false;                   ///< feature-gso-tcpv4
   bool gso_tcpv6 = false;                   ///< feature-gso-tcpv6
   bool ipv6_csum = false;                   ///< feature-ipv6-csum-offload
+  bool ctrl_ring = false;                   ///< feature-ctrl-ring
 };
 
 /// Parses a boolean feature key as netfront does (xenbus_read_unsigned(..., 0)): a decimal
@@ -60,6 +61,8 @@ struct FrontendConnect {
   bool write_num_queues = false;
   bool split_event_channels = false;
   std::vector<QueueKeys> queues;  ///< one entry per queue (>= 1)
+  /// ctrl-ring-ref and event-channel-ctrl, when we offer a control ring.
+  std::optional<std::pair<GrantRef, Port>> ctrl;
 };
 
 /// The keys (relative to the frontend directory) and values, in the order written, ending
@@ -77,6 +80,7 @@ BackendFeatures read_backend_features(ReadFn&& read) {
   f.gso_tcpv4 = parse_feature(read("feature-gso-tcpv4"));
   f.gso_tcpv6 = parse_feature(read("feature-gso-tcpv6"));
   f.ipv6_csum = parse_feature(read("feature-ipv6-csum-offload"));
+  f.ctrl_ring = parse_feature(read("feature-ctrl-ring"));
   return f;
 }
 

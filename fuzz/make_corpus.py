@@ -210,4 +210,30 @@ write("xs_wire", "dom0_transaction", wire_seed([
     xs_msg("mkdir", 2, b"/local/domain/0/backend/vif/5/0\0", tx=1),
     xs_msg("set_perms", 3, b"/local/domain/0/backend/vif/5/0\0n0\0r5\0", tx=1),
     xs_msg("transaction_end", 4, b"T\0", tx=1)], [], True))
+
+
+def ctrl(rtype, d0=0, d1=0, d2=0, rid=0):
+    return struct.pack("<HHIII", rid, rtype, d0, d1, d2)
+
+
+def ctrl_seed(queues, page, reqs, frame=b""):
+    page = page.ljust(256, b"\0")
+    return bytes([queues - 1]) + page + b"".join(reqs) + frame
+
+
+# win-xenvif's RSS sequence: algorithm, mapping size, mapping (from ref 1), key, flags; then
+# an IPv4/TCP frame of the first verification-suite flow.
+MAPPING = struct.pack("<8I", 0, 1, 2, 3, 0, 1, 2, 3)
+TCP4 = (b"\x00\x16\x3e\x00\x00\x02\x00\x16\x3e\x00\x00\x01\x08\x00"
+        b"\x45\x00\x00\x28\x00\x00\x40\x00\x40\x06\x00\x00"
+        + bytes([66, 9, 149, 187, 161, 142, 100, 80])
+        + struct.pack(">HH", 2794, 1766) + b"\0" * 16)
+write("ctrl_ring", "windows_sequence", ctrl_seed(4, MAPPING, [
+    ctrl(7, 1), ctrl(4, rid=1), ctrl(5, 8, rid=2), ctrl(6, 1, 8, 0, rid=3),
+    ctrl(3, 1, 40, rid=4), ctrl(1, rid=5), ctrl(2, 15, rid=6)], TCP4))
+# Hostile values: mapping size 2^32-1, a key over 40 bytes, a wrapping offset, an ungranted
+# ref, a staging-grant op.
+write("ctrl_ring", "hostile_values", ctrl_seed(2, MAPPING, [
+    ctrl(5, 0xFFFFFFFF), ctrl(3, 1, 41), ctrl(5, 8), ctrl(6, 1, 0xFFFFFFFF, 2),
+    ctrl(6, 77, 8, 0), ctrl(9, 1, 1), ctrl(0)]))
 print("corpus written to", ROOT, file=sys.stderr)

@@ -189,7 +189,7 @@ void BackendManager::add_vif(const VifId& id, bool adopt) {
     return;
   }
   const xenbus::FeatureOptions features{t.max_queues, /*split_event_channels=*/true,
-                                        /*ctrl_ring=*/false};
+                                        /*ctrl_ring=*/true};
   vif.xenbus = std::make_unique<xenbus::BackendXenbus>(xs_, self_, id.domid, id.devid, *vif.handle,
                                                        features);
   if (auto ec = vif.xenbus->start()) {

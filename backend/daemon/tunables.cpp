@@ -12,12 +12,14 @@ constexpr std::string_view kLog = "tunables";
 
 constexpr std::array<std::string_view, 2> kCoalesceChoices{"legacy", "full"};
 constexpr std::array<std::string_view, 0> kNoChoices{};
+// In zerocopy::MapMode's order (the stored index is the enum's value).
+constexpr std::array<std::string_view, 3> kMapChoices{"auto", "always", "never"};
 
 // The bounds keep every value meaningful for the data path: at most 16 queues (what netfront
 // asks for on big guests), a copy batch within one hypercall's reasonable size, fatal-skb-slots
 // above XEN_NETBK_LEGACY_SLOTS_MAX (18, the drop threshold) and at most 64 (MAX_SKB_FRAGS + a
 // margin: anything above makes XSA-39's disconnect rule meaningless).
-const std::array<TunableSpec, 11> kSpecs{{
+const std::array<TunableSpec, 12> kSpecs{{
     {"max-queues", 1, 16, kNoChoices, "queues offered to a frontend (multi-queue-max-queues)"},
     {"copy-batch", 1, 1024, kNoChoices, "grant-copy segments per hypercall"},
     {"max-pending", 1, 1024, kNoChoices, "zerocopy grants in flight per queue"},
@@ -29,6 +31,8 @@ const std::array<TunableSpec, 11> kSpecs{{
     {"fatal-skb-slots", 19, 64, kNoChoices, "TX chains this long disable the vif"},
     {"rx-coalesce", 0, 1, kCoalesceChoices, "guest-RX slot packing: full or legacy"},
     {"threads", 1, 64, kNoChoices, "event-loop threads serving the queues"},
+    {"tx-map", 0, 2, kMapChoices,
+     "guest TX to a TAP: map big packets, copy them, or auto (the cheaper, measured)"},
 }};
 
 // The field each spec reads and writes, in kSpecs' order.
@@ -44,7 +48,8 @@ std::uint32_t get_field(const Tunables& t, std::size_t i) {
     case 7: return t.rx_stall_timeout_ms;
     case 8: return t.fatal_skb_slots;
     case 9: return t.rx_coalesce_full ? 1 : 0;
-    default: return t.threads;
+    case 10: return t.threads;
+    default: return static_cast<std::uint32_t>(t.tx_map);
   }
 }
 
@@ -60,7 +65,8 @@ void set_field(Tunables& t, std::size_t i, std::uint32_t v) {
     case 7: t.rx_stall_timeout_ms = v; break;
     case 8: t.fatal_skb_slots = v; break;
     case 9: t.rx_coalesce_full = v != 0; break;
-    default: t.threads = v; break;
+    case 10: t.threads = v; break;
+    default: t.tx_map = static_cast<zerocopy::MapMode>(v); break;
   }
 }
 

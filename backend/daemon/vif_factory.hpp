@@ -13,6 +13,7 @@
 #include "backend/xenbus/xenbus_adapter.hpp"
 #include "common/ring/shared_ring.hpp"
 #include "common/util/strong_id.hpp"
+#include "common/zerocopy/map_chooser.hpp"
 
 namespace unetback::daemon {
 
@@ -58,6 +59,7 @@ struct Tunables {
   std::uint32_t fatal_skb_slots = 20;         // TX chains this long disable the vif
   bool rx_coalesce_full = true;               // "full" or "legacy" (pre-2015 rule)
   std::uint32_t threads = 2;                  // event-loop threads serving the queues
+  zerocopy::MapMode tx_map = zerocopy::MapMode::auto_choice;  // guest TX to a TAP: map/copy
   friend bool operator==(const Tunables&, const Tunables&) = default;
 };
 

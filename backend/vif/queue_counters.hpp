@@ -18,7 +18,12 @@ namespace unetback::vif {
   X(rx_bytes, "host->guest bytes delivered")                                                     \
   X(rx_slots, "ring slots used (data + extras)")                                                 \
   X(rx_min_slots, "ceil(len/4096) + extras: the minimum for those packets")                      \
-  X(rx_extras, "GSO extras written")                                                             \
+  X(rx_extras, "extras written (GSO, HASH)")                                                     \
+  X(rx_hash_extras, "HASH extras written (the frontend set an algorithm and flags)")             \
+  X(rx_hashed, "TAP frames Toeplitz-hashed (ctrl ring: algorithm and flags)")                    \
+  X(rx_steered_out, "hashed frames handed to the queue the mapping names")                       \
+  X(rx_steered_in, "frames another queue handed this one by the mapping")                        \
+  X(rx_steer_dropped, "mapping's queue full, or no steering buffer free")                        \
   X(rx_dropped_queue_full, "over the per-queue byte cap")                                        \
   X(rx_dropped_expired, "waited longer than rx-drain-timeout-ms")                                \
   X(rx_dropped_too_big, "more than one slot for a frontend without feature-sg")                  \
@@ -45,11 +50,14 @@ namespace unetback::vif {
   X(tx_drop_sink, "the TAP refused the frame")                                                   \
   X(tx_zero_size_slots, "XSA-448: answered OKAY and skipped")                                    \
   X(tx_mcast_requests, "multicast add/remove extras from the frontend")                          \
+  X(tx_mcast_refused, "MCAST_ADD past the filter's 64 entries: answered ERROR")                  \
+  X(rx_dropped_mcast_filter, "guest-RX multicast of a group the guest did not add")              \
   X(tx_zerocopy, "packets sent from mapped guest pages")                                         \
   X(tx_copied, "packets grant-copied into backend memory")                                       \
   X(tx_copy_for_size, "PendingLimiter: below goodcopy-len")                                      \
   X(tx_copy_for_limit, "PendingLimiter: too many zerocopy packets in flight")                    \
   X(tx_copy_for_errors, "PendingLimiter: too many zerocopy errors")                              \
+  X(tx_copy_for_cost, "tx-map auto: copied because copying measured cheaper here")               \
   X(tx_map_failures, "guest->host grant maps that failed")                                       \
   X(tx_copy_segments, "guest->host grant-copy segments")                                         \
   X(tx_copy_calls, "guest->host grant-copy hypercalls")                                          \

@@ -1,6 +1,7 @@
 #include "backend/vif/rx_path.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 namespace unetback::vif {
 namespace {
@@ -9,7 +10,7 @@ constexpr std::uint32_t kMaxSlotsPerPacket = 64;
 constexpr std::size_t kMaxChunksPerPacket = 128;
 
 std::uint32_t extras_for(const RxPacket& p) {
-  return p.offload.gso ? 1u : 0u;
+  return (p.offload.gso ? 1u : 0u) + (p.hash ? 1u : 0u);
 }
 
 }  // namespace
@@ -143,16 +144,32 @@ void RxPath::deliver_head() {
     rsp_shadow_[at.value() & (ring::RxBackRing::kSize - 1)] = rsp;
     ring_.write_response_at(at, rsp);
   }
-  if (extras != 0) {
+  // The extras follow slot 0 in type order (GSO, then HASH), chained with FLAG_MORE.
+  RingIdx extra_at = first + 1;
+  if (p.offload.gso) {
     wire::ExtraInfo gso{};
     gso.type = XEN_NETIF_EXTRA_TYPE_GSO;
-    gso.flags = 0;
+    gso.flags = p.hash ? XEN_NETIF_EXTRA_FLAG_MORE : 0;
     gso.u.gso.size = p.offload.gso->size;
     gso.u.gso.type = static_cast<std::uint8_t>(p.offload.gso->type);
     gso.u.gso.pad = 0;
     gso.u.gso.features = 0;
-    ring_.write_response_at(first + 1, gso);
+    ring_.write_response_at(extra_at, gso);
+    ++extra_at;
     QueueCounters::add(counters_.rx_extras);
+  }
+  if (p.hash) {
+    // netif.h XEN_NETIF_EXTRA_TYPE_HASH: the type's bit number, the algorithm, the value in
+    // the frontend's byte order (netback stores the u32 as it is).
+    wire::ExtraInfo h{};
+    h.type = XEN_NETIF_EXTRA_TYPE_HASH;
+    h.flags = 0;
+    h.u.hash.type = p.hash->type;
+    h.u.hash.algorithm = XEN_NETIF_CTRL_HASH_ALGORITHM_TOEPLITZ;
+    std::memcpy(h.u.hash.value, &p.hash->value, sizeof(h.u.hash.value));
+    ring_.write_response_at(extra_at, h);
+    QueueCounters::add(counters_.rx_extras);
+    QueueCounters::add(counters_.rx_hash_extras);
   }
   ring_.advance_responses(total);
 

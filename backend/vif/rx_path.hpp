@@ -18,6 +18,7 @@
 #include <optional>
 
 #include "backend/vif/grant_copy_batch.hpp"
+#include "backend/vif/hash.hpp"
 #include "backend/vif/queue_counters.hpp"
 #include "backend/vif/ring_queue.hpp"
 #include "backend/vif/rx_release.hpp"
@@ -38,6 +39,8 @@ struct RxPacket {
   std::uint32_t nr_frags = 0;
   std::uint32_t len = 0;
   net::GuestRxOffload offload{};  // netif flags + GSO extra for slot 0
+  /// The Toeplitz hash the frontend asked for (a HASH extra after the GSO one).
+  std::optional<PacketHash> hash;
   std::chrono::steady_clock::time_point expires{};
   RxRelease release;  // returns the buffer (or answers the sender's TX slots)
   /// VM->VM zerocopy: the sending queue's liveness. Once it stopped, its frontend may revoke

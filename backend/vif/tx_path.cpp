@@ -43,6 +43,7 @@ TxPath::TxPath(ring::TxBackRing ring, hv::GrantTable& table, PacketSink& sink, T
       config_(config),
       counters_(counters),
       limiter_(config.zerocopy),
+      chooser_(config.map_mode),
       // One buffer per packet of a pass, plus the deferred one.
       pool_(config.max_packets_per_pass + 1) {
   pending_.reserve(config_.max_packets_per_pass);
@@ -109,7 +110,11 @@ void TxPath::stage(TxPacket&& pkt) {
   const auto verdict = limiter_.decide(p.pkt.total_len);
   count_copy_reason(counters_, verdict.reason);
   if (verdict.decision == zerocopy::Decision::zerocopy) {
-    if (auto t = limiter_.begin()) {
+    if (!pass_maps_) pass_maps_ = chooser_.map_this_pass();
+    pass_mappable_bytes_ += p.pkt.total_len;
+    if (!*pass_maps_) {
+      QueueCounters::add(counters_.tx_copy_for_cost);
+    } else if (auto t = limiter_.begin()) {
       p.zerocopy = true;
       p.token = *t;
     }
@@ -162,6 +167,8 @@ TxPath::Pass TxPath::process(Clock::time_point now) {
   segs_.clear();
   refs_.clear();
   parts_.clear();
+  pass_maps_.reset();  // every pass asks the chooser afresh (also after a fatal return)
+  pass_mappable_bytes_ = 0;
 
   while (pending_.size() < config_.max_packets_per_pass) {
     // zerocopy-fallback=0 (pre-2017 vhost, seed 000): at the pending limit TX stops, whatever
@@ -192,11 +199,23 @@ TxPath::Pass TxPath::process(Clock::time_point now) {
         count_drop(counters_, pkt.error);
         respond(pkt, static_cast<std::int16_t>(wire::RspStatus::error));
         continue;
-      case TxVerdict::mcast:
-        // The multicast filter is advisory for a TAP (the host stack filters); accept it.
+      case TxVerdict::mcast: {
+        // netback: an add past XEN_NETBK_MCAST_MAX is refused (ERROR), a delete always OKAY.
         QueueCounters::add(counters_.tx_mcast_requests);
-        respond(pkt, static_cast<std::int16_t>(wire::RspStatus::okay));
+        bool ok = true;
+        if (config_.mcast && pkt.mcast) {
+          const std::span<const std::uint8_t, 6> mac(pkt.mcast->addr);
+          if (pkt.mcast->add) {
+            ok = config_.mcast->add(mac);
+            if (!ok) QueueCounters::add(counters_.tx_mcast_refused);
+          } else {
+            config_.mcast->remove(mac);
+          }
+        }
+        respond(pkt,
+                static_cast<std::int16_t>(ok ? wire::RspStatus::okay : wire::RspStatus::error));
         continue;
+      }
       case TxVerdict::ok: break;
     }
     // Rate limit: the packet is parsed (its slots consumed) but waits for credit.
@@ -218,6 +237,13 @@ TxPath::Pass TxPath::process(Clock::time_point now) {
     finish_switched(pass, now);
   } else {
     finish_pass(pass);
+    // The pass's cost, from the caller's `now` (taken just before the call) to here: what
+    // the chooser compares between mapping and copying.
+    if (pass_maps_ && pass_mappable_bytes_ != 0) {
+      const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - now);
+      chooser_.record(*pass_maps_, pass_mappable_bytes_,
+                      static_cast<std::uint64_t>(std::max<std::int64_t>(ns.count(), 0)));
+    }
   }
   return pass;
 }

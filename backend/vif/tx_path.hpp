@@ -4,8 +4,10 @@
 // once, every rule checked on the copy), charges the `rate` credit, and lets the
 // PendingLimiter choose per packet between zerocopy (the first bytes grant-copied into a
 // linear header, the rest of each slot grant-mapped and handed to the sink straight from the
-// guest's pages) and copy (the whole packet grant-copied into backend memory). All copies of
-// a pass go in one GrantTable::copy, all maps in one GrantTable::map. A failed copy or map is
+// guest's pages) and copy (the whole packet grant-copied into backend memory). To a TAP, the
+// MapChooser (tx-map) may copy a pass's zerocopy packets too, when copying measures cheaper
+// on this host. All copies of a pass go in one GrantTable::copy, all maps in one
+// GrantTable::map. A failed copy or map is
 // the guest's problem: error responses, never an abort (XSA-362). A protocol violation makes
 // process() report `fatal`; the owner disables the vif from its event loop (XSA-90).
 #pragma once
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "backend/vif/credit.hpp"
+#include "backend/vif/mcast_filter.hpp"
 #include "backend/vif/packet_pool.hpp"
 #include "backend/vif/packet_sink.hpp"
 #include "backend/vif/queue_counters.hpp"
@@ -25,6 +28,7 @@
 #include "backend/vif/vswitch.hpp"
 #include "common/hv/grant_table.hpp"
 #include "common/ring/shared_ring.hpp"
+#include "common/zerocopy/map_chooser.hpp"
 #include "common/zerocopy/pending_limiter.hpp"
 
 namespace unetback::vif {
@@ -50,8 +54,13 @@ struct TxConfig {
   DomId frontend{};
   TxParseLimits limits{};
   zerocopy::LimiterConfig zerocopy{};
+  /// To a TAP: map the packets the limiter lets go zerocopy (always), copy them (never), or
+  /// whichever each pass measures cheaper (auto). Not used on a switch (no mapping there).
+  zerocopy::MapMode map_mode = zerocopy::MapMode::auto_choice;
   std::uint32_t max_packets_per_pass = 64;  // NAPI budget
   std::optional<SwitchAttachment> sw;
+  /// The vif's multicast filter, amended by MCAST_ADD/DEL extras (null: accepted, unused).
+  std::shared_ptr<McastFilter> mcast;
 };
 
 class TxPath {
@@ -85,6 +94,7 @@ class TxPath {
   [[nodiscard]] bool final_check() { return ring_.final_check_for_requests(); }
   [[nodiscard]] const ring::TxBackRing& ring() const { return ring_; }
   [[nodiscard]] const zerocopy::PendingLimiter& limiter() const { return limiter_; }
+  [[nodiscard]] const zerocopy::MapChooser& map_chooser() const { return chooser_; }
 
   /// Switch mode: receivers are done with these zerocopy packets; answers their slots and
   /// returns whether the frontend must be notified. Unknown tokens are ignored.
@@ -143,6 +153,9 @@ class TxPath {
   TxConfig config_;
   QueueCounters& counters_;
   zerocopy::PendingLimiter limiter_;
+  zerocopy::MapChooser chooser_;
+  std::optional<bool> pass_maps_;          // this pass's MapChooser answer, once asked
+  std::uint64_t pass_mappable_bytes_ = 0;  // bytes of this pass's packets that could be mapped
   Credit credit_;
   PacketPool pool_;
   std::optional<TxPacket> deferred_;  // parsed, waiting for credit (or for the zerocopy limit)

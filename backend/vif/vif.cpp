@@ -22,6 +22,8 @@ std::string vif_prefix(DomId fe, DevId dev) {
 /// its loop waits on; and once per connect the frontend's memory (xensim) and slack.
 constexpr std::size_t kFdsPerQueue = 8;
 constexpr std::size_t kFdsPerConnect = 4;
+/// A control ring: its grant-table and event-channel handles, the port, the loop's duplicate.
+constexpr std::size_t kFdsPerCtrlRing = 4;
 
 /// The errno of what a connect threw (the error node shows it), and its text for the log.
 std::error_code error_of_current_exception(std::string& what) {
@@ -182,32 +184,28 @@ Result<std::unique_ptr<VifQueue>> Vif::make_queue(const xenbus::FrontendConfig& 
   res.tx.zerocopy.max_pending = tunables_.max_pending;
   res.tx.zerocopy.ring_size = ring::TxBackRing::kSize;
   res.tx.zerocopy.fallback = tunables_.zerocopy_fallback;
+  res.tx.map_mode = tunables_.tx_map;
   // On a switch the queue's RX backlog is published on its link: senders drop before they
   // copy for a full queue.
   if (sw) res.rx.backlog = sw->self->backlog(sw->self);
   res.tx.sw = std::move(sw);
   res.rate_bytes = rate.bytes;
   res.rate_usecs = rate.usecs;
+  res.hash = hash_;
+  res.tx.mcast = mcast_;
+  res.mcast = mcast_;
+  res.steer = steer_;
+  // Steered frames wait in the link's inbox: senders look at its backlog before they copy
+  // (a queue on a switch publishes its backlog on the switch's link instead).
+  if (steer_ && !res.rx.backlog) {
+    const auto& link = (*steer_)[index];
+    res.rx.backlog = link->backlog(link);
+  }
 
   const std::string qprefix = prefix_ + "-q" + std::to_string(index);
   auto queue = std::make_unique<VifQueue>(
       loops_.next(tunables_.threads), std::move(res), qprefix,
-      [this](const std::string& why) {
-        // The reason is in place before the flag says so: the daemon reads it once it
-        // sees disabled().
-        bool first = false;
-        {
-          const std::lock_guard lock(reason_mu_);
-          if (disabled_reason_.empty()) {
-            disabled_reason_ = why;
-            first = true;
-          }
-        }
-        if (first && !disabled_.exchange(true)) {
-          log_guest(log::Level::warn, "disabling the vif: " + why);
-          if (on_disabled_) on_disabled_();
-        }
-      },
+      [this](const std::string& why) { report_fatal(why); },
       [this](bool ok) { on_queue_carrier(ok); });
   return queue;
 }
@@ -218,7 +216,8 @@ std::error_code Vif::connect(const xenbus::FrontendConfig& fe, const xenbus::Bac
   disconnect();
   // The guest chooses what its connect costs (queues, split channels) and may retry at will:
   // it must never take the descriptors the control plane needs (fd_reserve.hpp).
-  const std::size_t fds = kFdsPerConnect + kFdsPerQueue * fe.queues.size();
+  const std::size_t fds =
+      kFdsPerConnect + kFdsPerQueue * fe.queues.size() + (fe.ctrl ? kFdsPerCtrlRing : 0);
   if (fd_reserve_ != nullptr && !fd_reserve_->allows(fds)) {
     log_guest(log::Level::warn, "cannot connect " + std::to_string(fe.queues.size()) +
                                     " queue(s): it may take " + std::to_string(fds) +
@@ -240,6 +239,12 @@ std::error_code Vif::connect(const xenbus::FrontendConfig& fe, const xenbus::Bac
     log_guest(log::Level::warn, "cannot connect: " + what);
   }
   if (ec) {
+    std::unique_ptr<CtrlRing> ctrl;
+    {
+      const std::lock_guard lock(mu_);
+      ctrl.swap(ctrl_);
+    }
+    if (ctrl) ctrl->stop();
     for (auto& q : queues) q->stop();
     queues.clear();
     leave_switch();
@@ -301,6 +306,22 @@ std::error_code Vif::connect_queues(const xenbus::FrontendConfig& fe,
                                         std::make_shared<std::atomic<bool>>(true), be.mac,
                                         allow_mac_spoofing_});
   }
+  // A new connection starts with an empty multicast list (netback frees it at disconnect).
+  mcast_->clear();
+  mcast_->set_enabled(fe.multicast_control);
+  // The control ring (netif.h): its hash settings reach every queue; with several queues a
+  // hashed frame moves to the queue the frontend's mapping names.
+  hash_.reset();
+  steer_.reset();
+  if (fe.ctrl) {
+    hash_ = std::make_shared<SharedHashSettings>();
+    if (fe.queues.size() > 1) {
+      auto links = std::make_shared<std::vector<std::shared_ptr<QueueLink>>>();
+      for (std::size_t i = 0; i < fe.queues.size(); ++i)
+        links->push_back(std::make_shared<QueueLink>());
+      steer_ = std::move(links);
+    }
+  }
   for (std::uint32_t i = 0; i < fe.queues.size(); ++i) {
     auto q = make_queue(fe, i, rate,
                         attach.empty() ? std::nullopt : std::optional(std::move(attach[i])));
@@ -312,8 +333,38 @@ std::error_code Vif::connect_queues(const xenbus::FrontendConfig& fe,
     }
     queues.push_back(std::move(*q));
   }
+  if (fe.ctrl) {
+    auto ctrl =
+        CtrlRing::open(loops_.next(tunables_.threads), hv_, frontend_, fe.ctrl->ring_ref,
+                       fe.ctrl->evtchn, static_cast<std::uint32_t>(fe.queues.size()), hash_,
+                       prefix_ + "-ctrl", [this](const std::string& why) { report_fatal(why); });
+    if (!ctrl) {
+      log_guest(log::Level::warn, "control ring: cannot connect: " + ctrl.error().message());
+      return ctrl.error();
+    }
+    const std::lock_guard lock(mu_);
+    ctrl_ = std::move(*ctrl);
+  }
   for (auto& q : queues) q->start();
+  if (ctrl_) ctrl_->start();
   return {};
+}
+
+void Vif::report_fatal(const std::string& why) {
+  // The reason is in place before the flag says so: the daemon reads it once it sees
+  // disabled().
+  bool first = false;
+  {
+    const std::lock_guard lock(reason_mu_);
+    if (disabled_reason_.empty()) {
+      disabled_reason_ = why;
+      first = true;
+    }
+  }
+  if (first && !disabled_.exchange(true)) {
+    log_guest(log::Level::warn, "disabling the vif: " + why);
+    if (on_disabled_) on_disabled_();
+  }
 }
 
 void Vif::on_queue_carrier(bool ok) {
@@ -331,10 +382,15 @@ void Vif::leave_switch() {
 
 void Vif::disconnect() {
   std::vector<std::unique_ptr<VifQueue>> queues;
+  std::unique_ptr<CtrlRing> ctrl;
   {
     const std::lock_guard lock(mu_);
     queues.swap(queues_);
+    ctrl.swap(ctrl_);
   }
+  // The control ring first: no new settings while the queues stop.
+  if (ctrl) ctrl->stop();
+  ctrl.reset();
   // Off the switch first: nothing new is routed to the queues while they stop.
   leave_switch();
   for (auto& q : queues) q->stop();
@@ -354,8 +410,8 @@ void Vif::mac_spoofing_changed(bool allowed) {
 }
 
 void Vif::multicast_control_changed(bool enabled) {
-  // The host stack filters multicast for a TAP; the frontend's filter list is accepted
-  // (MCAST_ADD/DEL answered OKAY) but has nothing to program.
+  // Watched (feature-dynamic-multicast-control): the list stays, only its use changes.
+  mcast_->set_enabled(enabled);
   log::write(log::Level::debug, prefix_,
              std::string("multicast control ") + (enabled ? "on" : "off"));
 }
@@ -370,6 +426,13 @@ daemon::VifReport Vif::report() const {
   r.carrier = r.connected && stalled_queues_.load() == 0;
   for (const auto& q : queues_) {
     r.queues.push_back(q->report());
+  }
+  if (ctrl_ && !r.queues.empty()) {
+    // The control ring is the vif's, not a queue's: its counters go with queue 0.
+    const auto& c = ctrl_->counters();
+    r.queues.front().counters.emplace_back("ctrl_requests", c.requests.load());
+    r.queues.front().counters.emplace_back("ctrl_failed", c.failed.load());
+    r.queues.front().counters.emplace_back("ctrl_events", c.events.load());
   }
   return r;
 }

@@ -18,7 +18,9 @@
 #include <vector>
 
 #include "backend/daemon/vif_factory.hpp"
+#include "backend/vif/ctrl_ring.hpp"
 #include "backend/vif/event_loop_pool.hpp"
+#include "backend/vif/hash.hpp"
 #include "backend/vif/vif_queue.hpp"
 #include "backend/vif/vswitch.hpp"
 #include "common/hv/hypervisor.hpp"
@@ -77,6 +79,9 @@ class Vif final : public daemon::VifHandle {
                                                std::optional<SwitchAttachment> sw);
   /// Leaves the internal switch (no packet is routed to us after it).
   void leave_switch();
+  /// A queue or the control ring found a protocol violation (any thread): the first reason
+  /// is kept and the daemon told once.
+  void report_fatal(const std::string& why);
 
   hv::Hypervisor& hv_;
   EventLoopPool& loops_;
@@ -94,6 +99,12 @@ class Vif final : public daemon::VifHandle {
   std::shared_ptr<std::atomic<bool>> allow_mac_spoofing_ = std::make_shared<std::atomic<bool>>();
   mutable std::mutex mu_;  // guards queues_ against report() from the control thread
   std::vector<std::unique_ptr<VifQueue>> queues_;
+  std::unique_ptr<CtrlRing> ctrl_;  // while connected with a control ring (guarded by mu_)
+  /// While connecting: the hash settings and steering links the queues are built with.
+  std::shared_ptr<SharedHashSettings> hash_;
+  std::shared_ptr<const std::vector<std::shared_ptr<QueueLink>>> steer_;
+  /// The guest-RX multicast filter, shared by the queues (emptied at every connect).
+  std::shared_ptr<McastFilter> mcast_ = std::make_shared<McastFilter>();
   /// Queues whose guest RX is stalled; the TAP's carrier is off while any is.
   std::atomic<int> stalled_queues_{0};
   std::atomic<bool> disabled_{false};

@@ -3,6 +3,7 @@
 #include <array>
 #include <boost/asio/post.hpp>
 #include <cstdlib>
+#include <cstring>
 #include <fcntl.h>
 #include <future>
 #include <thread>
@@ -64,6 +65,11 @@ VifQueue::VifQueue(boost::asio::io_context& io, QueueResources res, std::string 
   tx_.emplace(*res_.tx_ring, *res_.table, sink_, res_.tx, *counters_);
   tx_->set_rate(res_.rate_bytes, res_.rate_usecs, Clock::now());
   rx_.emplace(*res_.rx_ring, *res_.table, res_.rx, *counters_);
+  if (res_.steer) {
+    steer_buffers_ = std::make_shared<SwitchBuffers>();
+    steer_rx_.reserve(kTapReadBudget);
+    steer_done_.reserve(kTapReadBudget);
+  }
 }
 
 VifQueue::~VifQueue() {
@@ -79,6 +85,8 @@ void VifQueue::start() {
                  ? "TAP writes: one io_uring_enter per TX pass"
                  : "TAP writes: one writev per frame (io_uring unavailable)");
   if (res_.tx.sw) res_.tx.sw->self->attach([this] { post([this] { drain_switch(); }); });
+  if (res_.steer)
+    (*res_.steer)[res_.id.value()]->attach([this] { post([this] { drain_steered(); }); });
   post([this] {
     do_wait_event();
     do_wait_tap();
@@ -96,6 +104,8 @@ void VifQueue::stop() {
     res_.tx.sw->self->detach();
     res_.tx.sw->alive->store(false, std::memory_order_release);
   }
+  // Frames other queues steer to us from now on are released by their link at once.
+  if (res_.steer) (*res_.steer)[res_.id.value()]->detach();
   post([this] { cancel_all(); });
   // cancel_all() makes every wait complete (operation_aborted) and every start path a no-op;
   // once no handler of ours exists any more, nothing can touch this object.
@@ -120,6 +130,9 @@ daemon::QueueReport VifQueue::report() {
     r.rx_ring = rx_->ring().indices();
     r.counters.emplace_back("rx_queued_bytes", rx_->queued_bytes());
     r.counters.emplace_back("tx_zerocopy_in_flight", tx_->limiter().in_flight());
+    // tx-map auto: what mapping and copying cost per KiB here, as measured (0: not yet).
+    r.counters.emplace_back("tx_map_ns_per_kib", tx_->map_chooser().map_ns_per_kib());
+    r.counters.emplace_back("tx_copy_ns_per_kib", tx_->map_chooser().copy_ns_per_kib());
     r.counters.emplace_back("tx_tap_io_uring",
                             sink_.writer().mode() == net::FrameBatchWriter::Mode::io_uring ? 1 : 0);
     r.counters.emplace_back("tx_tap_syscalls", sink_.writer().syscalls());
@@ -251,8 +264,53 @@ void VifQueue::on_tap_readable(const boost::system::error_code& ec) {
   run_rx();
 }
 
+void VifQueue::refresh_hash() {
+  if (!res_.hash) return;
+  const std::uint64_t gen = res_.hash->generation();
+  if (gen == hash_generation_) return;
+  hash_generation_ = gen;
+  hash_settings_ = res_.hash->load();
+}
+
+void VifQueue::drain_steered() {
+  if (stopped_) return;
+  (*res_.steer)[res_.id.value()]->take(steer_rx_, steer_done_);
+  steer_done_.clear();  // steering sends no completions
+  if (steer_rx_.empty()) return;
+  const auto now = Clock::now();
+  for (auto& p : steer_rx_) {
+    QueueCounters::add(counters_->rx_steered_in);
+    (void)rx_->enqueue(std::move(p), now);
+  }
+  steer_rx_.clear();
+  run_rx();
+}
+
+bool VifQueue::steer_frame(std::uint32_t to, RxPacket& p, std::span<const std::byte> frame) {
+  const auto& link = (*res_.steer)[to];
+  // As the switch does: drop before copying for a queue that would drop it.
+  if (link->full(static_cast<std::uint32_t>(frame.size()))) {
+    QueueCounters::add(counters_->rx_steer_dropped);
+    return true;
+  }
+  const int i = steer_buffers_->take();
+  if (i < 0) {
+    QueueCounters::add(counters_->rx_steer_dropped);
+    return true;
+  }
+  std::memcpy(steer_buffers_->data(i), frame.data(), frame.size());
+  p.frags[0] = RxFrag{hv::GrantCopyPtr::local(steer_buffers_->data(i)),
+                      static_cast<std::uint32_t>(frame.size())};
+  p.release = steer_buffers_->share(steer_buffers_, i);
+  steer_buffers_->unref(i);  // the receiver's reference is the only one now
+  QueueCounters::add(counters_->rx_steered_out);
+  (void)link->deliver(std::move(p));
+  return true;
+}
+
 void VifQueue::read_tap_frames() {
   const auto now = Clock::now();
+  refresh_hash();
   for (int i = 0; i < kTapReadBudget; ++i) {
     // Linux netback stops the vif's netdev queue when its guest-RX queue is full, so the
     // host's qdisc holds the burst instead of dropping it; not reading the TAP is the same
@@ -292,11 +350,31 @@ void VifQueue::take_tap_frame(int buf, std::size_t len, Clock::time_point now) {
     rx_pool_.give_back(buf);
     return;
   }
+  // netback's start_xmit: with request-multicast-control, a group the guest did not add is
+  // dropped (one relaxed load when the filter is off).
+  if (res_.mcast && len >= 6 && !res_.mcast->accepts(std::span<const std::byte, 6>(frame, 6))) {
+    QueueCounters::add(counters_->rx_dropped_mcast_filter);
+    rx_pool_.give_back(buf);
+    return;
+  }
   RxPacket p;
   p.frags[0] = RxFrag{hv::GrantCopyPtr::local(frame), static_cast<std::uint32_t>(len)};
   p.nr_frags = 1;
   p.len = static_cast<std::uint32_t>(len);
   p.offload = *offload;
+  // Hashing only when the frontend asked for it (an algorithm and hash types set).
+  if (hash_settings_ && hash_settings_->active()) {
+    p.hash = hash_frame(*hash_settings_, std::span<const std::byte>(frame, len));
+    if (p.hash) {
+      QueueCounters::add(counters_->rx_hashed);
+      const std::uint32_t to = hash_queue(*hash_settings_, p.hash->value);
+      if (res_.steer && to != res_.id.value() && to < res_.steer->size()) {
+        (void)steer_frame(to, p, std::span<const std::byte>(frame, len));
+        rx_pool_.give_back(buf);
+        return;
+      }
+    }
+  }
   p.release = RxRelease(
       [](void* pool, std::uintptr_t i) noexcept {
         static_cast<PacketPool*>(pool)->give_back(static_cast<int>(i));

@@ -44,6 +44,13 @@ struct QueueResources {
   RxConfig rx;
   TxConfig tx;
   std::uint64_t rate_bytes = ~std::uint64_t{0}, rate_usecs = 0;
+  /// The vif's hash settings, published by its control ring (null without one).
+  std::shared_ptr<const SharedHashSettings> hash;
+  /// Every queue's steering link, by queue index (null unless a multi-queue vif has a control
+  /// ring): a hashed TAP frame goes to the queue the frontend's mapping names.
+  std::shared_ptr<const std::vector<std::shared_ptr<QueueLink>>> steer;
+  /// The vif's guest-RX multicast filter (null: none).
+  std::shared_ptr<const McastFilter> mcast;
 };
 
 class VifQueue {
@@ -95,6 +102,13 @@ class VifQueue {
   void read_tap_frames();
   /// A frame read into pool buffer `buf`: offloads mapped, queued for the guest.
   void take_tap_frame(int buf, std::size_t len, std::chrono::steady_clock::time_point now);
+  /// Picks up the control ring's newest hash settings (one relaxed load when unchanged).
+  void refresh_hash();
+  /// Hands a hashed frame to queue `to` in a copy (our pool's buffer is ours alone); true if
+  /// the frame is gone from here (handed over or dropped).
+  bool steer_frame(std::uint32_t to, RxPacket& p, std::span<const std::byte> frame);
+  /// Frames other queues steered to us.
+  void drain_steered();
   void run_tx();
   void run_rx();
   /// Internal switch: packets other vifs sent us, and our zerocopy packets they are done with.
@@ -151,6 +165,11 @@ class VifQueue {
   bool tx_stalled_ = false;  // TX stopped at the zerocopy pending limit (fallback off)
   std::vector<RxPacket> switch_rx_;
   std::vector<QueueLink::TxDone> switch_done_;
+  std::shared_ptr<const HashSettings> hash_settings_;  // the snapshot in use (may be null)
+  std::uint64_t hash_generation_ = ~std::uint64_t{0};
+  std::shared_ptr<SwitchBuffers> steer_buffers_;  // copies of frames steered away (owner: us)
+  std::vector<RxPacket> steer_rx_;
+  std::vector<QueueLink::TxDone> steer_done_;
 };
 
 }  // namespace unetback::vif

@@ -391,5 +391,9 @@ using TxFrontRing = FrontRing<wire::TxRequest, wire::TxResponse>;
 using TxBackRing = BackRing<wire::TxRequest, wire::TxResponse>;
 using RxFrontRing = FrontRing<wire::RxRequest, wire::RxResponse>;
 using RxBackRing = BackRing<wire::RxRequest, wire::RxResponse>;
+using CtrlFrontRing = FrontRing<wire::CtrlRequest, wire::CtrlResponse>;
+using CtrlBackRing = BackRing<wire::CtrlRequest, wire::CtrlResponse>;
+// netif.h's ctrl ring: 16-byte entries, (4096 - 64) / 16 rounded down to a power of 2.
+static_assert(CtrlBackRing::kSize == 128);
 
 }  // namespace unetback::ring

@@ -123,4 +123,56 @@ static_assert(offsetof(ExtraInfo, u.mcast.addr) == 2);
 static_assert(offsetof(ExtraInfo, u.hash.type) == 2);
 static_assert(offsetof(ExtraInfo, u.hash.value) == 4);
 
+// The control ring (netif.h "Control ring", "Control requests/responses").
+using CtrlRequest = xen_netif_ctrl_request;
+using CtrlResponse = xen_netif_ctrl_response;
+
+/// xen_netif_ctrl_request.type
+enum class CtrlType : std::uint16_t {
+  invalid = XEN_NETIF_CTRL_TYPE_INVALID,
+  get_hash_flags = XEN_NETIF_CTRL_TYPE_GET_HASH_FLAGS,
+  set_hash_flags = XEN_NETIF_CTRL_TYPE_SET_HASH_FLAGS,
+  set_hash_key = XEN_NETIF_CTRL_TYPE_SET_HASH_KEY,
+  get_hash_mapping_size = XEN_NETIF_CTRL_TYPE_GET_HASH_MAPPING_SIZE,
+  set_hash_mapping_size = XEN_NETIF_CTRL_TYPE_SET_HASH_MAPPING_SIZE,
+  set_hash_mapping = XEN_NETIF_CTRL_TYPE_SET_HASH_MAPPING,
+  set_hash_algorithm = XEN_NETIF_CTRL_TYPE_SET_HASH_ALGORITHM,
+  get_gref_mapping_size = XEN_NETIF_CTRL_TYPE_GET_GREF_MAPPING_SIZE,
+  add_gref_mapping = XEN_NETIF_CTRL_TYPE_ADD_GREF_MAPPING,
+  del_gref_mapping = XEN_NETIF_CTRL_TYPE_DEL_GREF_MAPPING,
+};
+
+/// xen_netif_ctrl_response.status
+enum class CtrlStatus : std::uint32_t {
+  success = XEN_NETIF_CTRL_STATUS_SUCCESS,
+  not_supported = XEN_NETIF_CTRL_STATUS_NOT_SUPPORTED,
+  invalid_parameter = XEN_NETIF_CTRL_STATUS_INVALID_PARAMETER,
+  buffer_overflow = XEN_NETIF_CTRL_STATUS_BUFFER_OVERFLOW,
+};
+
+/// XEN_NETIF_CTRL_HASH_ALGORITHM_*
+enum class HashAlgorithm : std::uint32_t {
+  none = XEN_NETIF_CTRL_HASH_ALGORITHM_NONE,
+  toeplitz = XEN_NETIF_CTRL_HASH_ALGORITHM_TOEPLITZ,
+};
+
+/// XEN_NETIF_CTRL_HASH_TYPE_* bits (SET_HASH_FLAGS); the HASH extra carries the bit number
+/// (_XEN_NETIF_CTRL_HASH_TYPE_*) instead.
+inline constexpr std::uint32_t kHashTypeIpv4 = XEN_NETIF_CTRL_HASH_TYPE_IPV4;
+inline constexpr std::uint32_t kHashTypeIpv4Tcp = XEN_NETIF_CTRL_HASH_TYPE_IPV4_TCP;
+inline constexpr std::uint32_t kHashTypeIpv6 = XEN_NETIF_CTRL_HASH_TYPE_IPV6;
+inline constexpr std::uint32_t kHashTypeIpv6Tcp = XEN_NETIF_CTRL_HASH_TYPE_IPV6_TCP;
+inline constexpr std::uint32_t kHashTypesAll =
+    kHashTypeIpv4 | kHashTypeIpv4Tcp | kHashTypeIpv6 | kHashTypeIpv6Tcp;
+
+static_assert(sizeof(CtrlRequest) == 16);
+static_assert(offsetof(CtrlRequest, id) == 0);
+static_assert(offsetof(CtrlRequest, type) == 2);
+static_assert(offsetof(CtrlRequest, data) == 4);
+static_assert(sizeof(CtrlResponse) == 12);
+static_assert(offsetof(CtrlResponse, id) == 0);
+static_assert(offsetof(CtrlResponse, type) == 2);
+static_assert(offsetof(CtrlResponse, status) == 4);
+static_assert(offsetof(CtrlResponse, data) == 8);
+
 }  // namespace unetback::wire

@@ -214,6 +214,11 @@ void HostileFrontend::notify(std::size_t times) {
   for (std::size_t i = 0; i < times; ++i) (void)evtchn_->notify(port_);
 }
 
+void HostileFrontend::notify_port(Port port, std::size_t times) {
+  if (!evtchn_ || port.value() == 0) return;
+  for (std::size_t i = 0; i < times; ++i) (void)evtchn_->notify(port);
+}
+
 void HostileFrontend::vanish() {
   if (!hv_) return;
   // Everything the SimHypervisor handed out goes first (its contract); the domain's death is

@@ -120,6 +120,8 @@ class HostileFrontend {
   // --- events ---
   /// Notifies the backend `times` times, as fast as it can.
   void notify(std::size_t times = 1);
+  /// The same on another of our ports (alloc_port), e.g. a control ring's.
+  void notify_port(Port port, std::size_t times = 1);
   /// The domain dies now: ports closed, memory gone, @releaseDomain fires.
   void vanish();
 

@@ -3,14 +3,14 @@
 #include <algorithm>
 
 namespace unetback::ctl {
-namespace {
-
-const JsonValue::Array kEmpty;
 
 const JsonValue::Array& array_of(const JsonValue& v, std::string_view key) {
+  static const JsonValue::Array kEmpty;
   const JsonValue* a = v.get(key);
   return (a != nullptr && a->as_array() != nullptr) ? *a->as_array() : kEmpty;
 }
+
+namespace {
 
 std::string list_table(const JsonValue& reply) {
   std::vector<std::vector<std::string>> rows{

@@ -10,6 +10,10 @@
 
 namespace unetback::ctl {
 
+/// `v[key]` as an array; an empty one when it is absent or not an array (a reply from a
+/// daemon of another version).
+[[nodiscard]] const JsonValue::Array& array_of(const JsonValue& v, std::string_view key);
+
 /// Columns padded to their widest cell, two spaces apart; the first row is the header.
 [[nodiscard]] std::string format_table(const std::vector<std::vector<std::string>>& rows);
 

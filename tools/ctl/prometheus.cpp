@@ -4,16 +4,10 @@
 #include <vector>
 
 #include "backend/vif/queue_counters.hpp"
+#include "tools/ctl/ctl_format.hpp"
 
 namespace unetback::ctl {
 namespace {
-
-const JsonValue::Array kEmpty;
-
-const JsonValue::Array& array_of(const JsonValue& v, std::string_view key) {
-  const JsonValue* a = v.get(key);
-  return (a != nullptr && a->as_array() != nullptr) ? *a->as_array() : kEmpty;
-}
 
 /// A metric name part must be [a-zA-Z0-9_] (the daemon's counter names are): anything else
 /// from a daemon of another version is left out rather than breaking the whole scrape.

@@ -16,7 +16,7 @@ OUT=$H/out
 mkdir -p "$OUT"
 RES=$OUT/results.txt
 : >"$RES"
-ROUNDS=1 SECS=3 SHIM=1 ONLY= DAEMON_ARGS= DAEMON_WRAP= FROM_SHARE=0 B_ARGS=
+ROUNDS=1 SECS=3 SHIM=1 ONLY= DAEMON_ARGS= DAEMON_WRAP= FROM_SHARE=0 B_ARGS= B_ENV= PROFILE=0
 . "$H/lab.conf"
 
 up() { cut -d' ' -f1 /proc/uptime; }
@@ -177,7 +177,8 @@ mkcfg /tmp/shim.cfg labshim 1 10.99.0.4 00:16:3e:00:00:04 domU-shim-initrd.cpio.
 
 # unetbackd runs as the package's unetbackd.service. Extra arguments (the B variant's, xenlab.sh
 # --daemon-arg / --daemon-wrap / --programs-from-share) go into a runtime drop-in that replaces
-# the unit's ExecStart with the same command line plus them; without any, no drop-in.
+# the unit's ExecStart with the same command line plus them, and START_ENV (the B variant's
+# --b-env) into its Environment=; without any, no drop-in.
 DROPIN=/run/systemd/system/$UNIT.d/xenlab.conf
 unit_cmdline() { sed -n 's/^ExecStart=//p' "/lib/systemd/system/$UNIT" | tail -1; }
 set_dropin() { # [ARG...]
@@ -187,6 +188,11 @@ set_dropin() { # [ARG...]
     cmd=$(unit_cmdline)
     [ "$FROM_SHARE" = 1 ] && cmd="$BIN/unetbackd ${cmd#* }"
     want=$(printf '[Service]\nExecStart=\nExecStart=%s %s %s %s\n' "$DAEMON_WRAP" "$cmd" "$DAEMON_ARGS" "$*")
+  fi
+  # START_ENV: NAME=VALUE words without spaces (xenlab.sh checks them), as Environment= takes them
+  if [ -n "${START_ENV:-}" ]; then
+    [ -n "$want" ] || want='[Service]'
+    want=$(printf '%s\nEnvironment=%s\n' "$want" "$START_ENV")
   fi
   [ "$want" = "$(cat "$DROPIN" 2>/dev/null)" ] && return 0
   if [ -n "$want" ]; then
@@ -200,7 +206,7 @@ set_dropin() { # [ARG...]
 
 # The first xl create after unetbackd got ready is checked against its readiness (READY_US).
 READY_CHECK_PENDING=0
-start_unetbackd() { # [ARG...]: added to the command line (the B variant's)
+start_unetbackd() { # [ARG...]: added to the command line (the B variant's); env: START_ENV
   set_dropin "$@"
   local t0 rc
   t0=$(now)
@@ -291,17 +297,19 @@ ub_switches() {
     awk '/^(non)?voluntary_ctxt_switches:/ {s += $2} END {printf "%d", s}'
 }
 per_packet() { awk -v a="$1" -v p="$2" 'BEGIN{if (p > 0) printf "%.3f", a / p}'; }
+# unetbackd's CPU time so far (user + system, clock ticks, all threads: /proc/PID/stat 14, 15).
+ub_ticks() { awk '{print $14 + $15}' /proc/"$UNETBACKD_PID"/stat 2>/dev/null || echo 0; }
 
 # iperf_once TAG DIRECTION -- COMMAND...: runs one iperf3 client command (which must time out
 # by itself), logs it, records
 # TAG.DIRECTION.mbps (the receiver's figure) and its check; with unetbackd running also
 # unetbackd's wake-ups per packet moved over the run (TAG.DIRECTION.wakeups_per_packet).
 iperf_once() {
-  local tag=$1 dir=$2 out mbps p0 s0 p1 s1
+  local tag=$1 dir=$2 out mbps p0 s0 p1 s1 c0 c1 t0 t1
   shift 3
-  if [ -n "$UNETBACKD_PID" ]; then p0=$(ub_packets); s0=$(ub_switches); fi
+  if [ -n "$UNETBACKD_PID" ]; then p0=$(ub_packets); s0=$(ub_switches); c0=$(ub_ticks); t0=$(up); fi
   out=$("$@" 2>&1)
-  if [ -n "$UNETBACKD_PID" ]; then p1=$(ub_packets); s1=$(ub_switches); fi
+  if [ -n "$UNETBACKD_PID" ]; then p1=$(ub_packets); s1=$(ub_switches); c1=$(ub_ticks); t1=$(up); fi
   echo "$out" >>"$OUT/iperf3-$tag.log"
   mbps=$(echo "$out" | awk '/receiver/{for(i=1;i<=NF;i++) if($i=="Mbits/sec") v=$(i-1)} END{print v}')
   if [ -n "$mbps" ]; then
@@ -310,6 +318,13 @@ iperf_once() {
     if [ -n "$UNETBACKD_PID" ] && [ $((p1 - p0)) -gt 0 ]; then
       fig "$tag.$dir.packets" $((p1 - p0))
       fig "$tag.$dir.wakeups_per_packet" "$(per_packet $((s1 - s0)) $((p1 - p0)))"
+      # unetbackd's share of one dom0 vCPU over the run: near 100 it is CPU-bound, far
+      # below it waits (for wake-ups, for the guest).
+      fig "$tag.$dir.unetbackd_cpu_pct" "$(awk -v c=$((c1 - c0)) -v hz="$(getconf CLK_TCK)" \
+        -v a="$t0" -v b="$t1" 'BEGIN{if (b > a) printf "%.1f", 100 * c / hz / (b - a)}')"
+      { echo "== $tag.$dir: threads (tid psr %cpu), evtchn interrupts per vCPU"
+        ps -L -o tid=,psr=,pcpu=,comm= -p "$UNETBACKD_PID"
+        grep -E 'evtchn:unetbackd|xen-pirq|CPU' /proc/interrupts; } >>"$OUT/sched-$tag.txt" 2>&1
     fi
   else
     check "$tag.iperf3.$dir" 1 "$(echo "$out" | tail -2 | tr '\n' ' ')"
@@ -389,6 +404,26 @@ syscall_window() {
   else
     check "$tag.syscalls.$dir" 1 "no count from $method (syscalls ${n:-none}, packets $((p1 - p0)))"
   fi
+}
+
+# profile_window TAG IP DIRECTION (xenlab.sh --profile): one more iperf3 run with unetbackd
+# sampled by perf record (cpu-clock, call graphs); where its time goes, by symbol, in
+# out/profile-TAG.DIRECTION.txt. Nothing is recorded as a figure.
+profile_window() {
+  local tag=$1 ip=$2 dir=$3 args=(-c "$2" -f m -t "$SECS") rec
+  [ "$dir" = guest_tx ] && args+=(-R)
+  [ "$PROFILE" = 1 ] && [ -n "$UNETBACKD_PID" ] && command -v perf >/dev/null || return 0
+  perf record -q -e cpu-clock -F 2000 -g -p "$UNETBACKD_PID" -o /tmp/prof.data 2>>"$OUT/perf.log" &
+  rec=$!
+  sleep 1
+  timeout $((SECS + 40)) iperf3 "${args[@]}" >>"$OUT/iperf3-$tag.profile.log" 2>&1
+  kill -INT "$rec"
+  wait "$rec"
+  { perf report -i /tmp/prof.data --stdio --no-children --sort dso,sym -g none --percent-limit 0.5 2>&1 | head -80
+    echo "== with callers"
+    perf report -i /tmp/prof.data --stdio --children --sort sym -g none --percent-limit 2 2>&1 | head -60
+  } >"$OUT/profile-$tag.$dir.txt"
+  say "profile of unetbackd ($tag $dir) in out/profile-$tag.$dir.txt"
 }
 
 # Remote-domain event channels dom0 holds for domain $1 (lsevtchn: "Remote Domain N").
@@ -518,13 +553,14 @@ kernel_round() { # ROUND
   integrity "$tag"
 }
 
-unetbackd_round() { # ROUND [b]: b runs unetbackd with B_ARGS added (xenlab.sh --b-arg)
-  local tag=unetbackd.r$1 extra=()
+unetbackd_round() { # ROUND [b]: b runs unetbackd with B_ARGS added and B_ENV set (xenlab.sh --b-arg, --b-env)
+  local tag=unetbackd.r$1 extra=() START_ENV=
   if [ "${2:-}" = b ]; then
     tag=unetbackd_b.r$1
     read -r -a extra <<<"$B_ARGS"
+    START_ENV=$B_ENV
   fi
-  say "=== round $1: unetbackd${2:+ ($B_ARGS)}"
+  say "=== round $1: unetbackd${2:+ ($B_ENV$B_ARGS)}"
   start_unetbackd "${extra[@]}" || return
   if xl_create "$tag" /tmp/u1.cfg labu 10.99.0.2; then
     check "$tag.netback_not_loaded" "$(lsmod | grep -q '^xen_netback' && echo 1 || echo 0)" \
@@ -546,6 +582,8 @@ unetbackd_round() { # ROUND [b]: b runs unetbackd with B_ARGS added (xenlab.sh -
     # Apart from the throughput runs above: the same transfers with unetbackd's syscalls counted.
     syscall_window "$tag" 10.99.0.2 guest_rx
     syscall_window "$tag" 10.99.0.2 guest_tx
+    profile_window "$tag" 10.99.0.2 guest_rx
+    profile_window "$tag" 10.99.0.2 guest_tx
     "$CTL" stats >"$OUT/ctl-stats-$tag.txt" 2>&1
     destroy_checked "$tag" labu
   else
@@ -786,7 +824,7 @@ want() { [ -z "$ONLY" ] || [ "$ONLY" = "$1" ]; }
 for r in $(seq 1 "$ROUNDS"); do
   want kernel && kernel_round "$r"
   want unetbackd && unetbackd_round "$r"
-  want unetbackd && [ -n "$B_ARGS" ] && unetbackd_round "$r" b
+  want unetbackd && [ -n "$B_ARGS$B_ENV" ] && unetbackd_round "$r" b
 done
 if [ "$SHIM" = 1 ] && want shim; then
   shim_round kernel

@@ -107,7 +107,7 @@ class BackendEndToEnd : public ::testing::Test {
       g.vif = std::make_unique<vif::Vif>(*dom0_, *loops_, g.dom, spec.devid, tunables, nullptr);
       g.xenbus = std::make_unique<xenbus::BackendXenbus>(
           *backend_xs_, kDom0, g.dom, spec.devid, *g.vif,
-          xenbus::FeatureOptions{tunables.max_queues, true, false});
+          xenbus::FeatureOptions{tunables.max_queues, true, ctrl_ring_});
       ASSERT_FALSE(g.xenbus->start());
     }
     ASSERT_FALSE(wait_state(g, "2")) << "no InitWait within libxl's 10 s";
@@ -259,6 +259,8 @@ class BackendEndToEnd : public ::testing::Test {
     return net::build_frame(spec);
   }
 
+  /// Whether the backend advertises feature-ctrl-ring (unetbackd does).
+  bool ctrl_ring_ = false;
   std::unique_ptr<XensimProcess> world_;
   std::unique_ptr<hv::SimHypervisor> dom0_;
   std::unique_ptr<hv::XenStore> toolstack_xs_, backend_xs_;

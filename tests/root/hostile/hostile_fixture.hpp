@@ -434,6 +434,19 @@ class HostileTest : public ::testing::Test {
       if (l.find(tag) != std::string::npos || l.find(tag2) != std::string::npos) ++n;
     return n;
   }
+  /// The end of every hostile scenario: the good guest still passes traffic both ways, the
+  /// bad guest's log lines stayed bounded, and once the toolstack removed its device and the
+  /// domain died, nothing of it is left in the process.
+  void finish(std::unique_ptr<test::HostileFrontend>& bad, const Resources& base) {
+    expect_good_traffic();
+    expect_log_bounded(bad->dom());
+    const DomId dom = bad->dom();
+    remove_device(dom);
+    EXPECT_EQ(bad->grants_in_use(), 0u) << "the backend still holds grants of a removed vif";
+    bad.reset();  // the domain dies
+    expect_no_leak(base);
+    expect_good_traffic(8);
+  }
   /// The bound, with the lines themselves in the failure message.
   void expect_log_bounded(DomId dom, std::size_t bound = kLogBound) {
     const std::size_t n = log_lines_about(dom);

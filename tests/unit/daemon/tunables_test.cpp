@@ -71,7 +71,7 @@ INSTANTIATE_TEST_SUITE_P(EveryKey, NumericTunable, ::testing::ValuesIn(kNumeric)
                          });
 
 TEST(Tunables, EveryKeyIsCoveredByTheTests) {
-  EXPECT_EQ(tunable_specs().size(), std::size(kNumeric) + 1);  // + rx-coalesce
+  EXPECT_EQ(tunable_specs().size(), std::size(kNumeric) + 2);  // + rx-coalesce, tx-map
   EXPECT_EQ(find_tunable("no-such-key"), nullptr);
 }
 
@@ -106,6 +106,26 @@ TEST(Tunables, RxCoalesceTakesFullOrLegacyOnly) {
     auto why = set_tunable(u, *spec, bad);
     ASSERT_TRUE(why.has_value()) << bad;
     EXPECT_NE(why->find("full or legacy"), std::string::npos) << *why;
+  }
+}
+
+TEST(Tunables, TxMapTakesAutoAlwaysOrNever) {
+  const TunableSpec* spec = find_tunable("tx-map");
+  ASSERT_NE(spec, nullptr);
+  Tunables t;
+  EXPECT_EQ(format_tunable(t, *spec), "auto");
+  EXPECT_EQ(t.tx_map, zerocopy::MapMode::auto_choice);
+  EXPECT_EQ(set_tunable(t, *spec, "never"), std::nullopt);
+  EXPECT_EQ(t.tx_map, zerocopy::MapMode::never);
+  EXPECT_EQ(format_tunable(t, *spec), "never");
+  EXPECT_EQ(set_tunable(t, *spec, "always"), std::nullopt);
+  EXPECT_EQ(t.tx_map, zerocopy::MapMode::always);
+  for (const char* bad : {"", "AUTO", "auto ", "0", "2", "sometimes"}) {
+    Tunables u;
+    auto why = set_tunable(u, *spec, bad);
+    ASSERT_TRUE(why.has_value()) << bad;
+    EXPECT_NE(why->find("always"), std::string::npos) << *why;
+    EXPECT_EQ(u, Tunables{});
   }
 }
 

@@ -79,6 +79,30 @@ TEST(RxResponseParser, MultiSlotPacketWithGsoExtraAfterSlotZero) {
   EXPECT_EQ(p.gso->size, 1448);
 }
 
+TEST(RxResponseParser, GsoThenHashExtraChainedWithMore) {
+  // What the backend sends with the control ring's hashing on: GSO (MORE), then HASH.
+  wire::ExtraInfo h{};
+  h.type = XEN_NETIF_EXTRA_TYPE_HASH;
+  h.u.hash.type = _XEN_NETIF_CTRL_HASH_TYPE_IPV4_TCP;
+  h.u.hash.algorithm = XEN_NETIF_CTRL_HASH_ALGORITHM_TOEPLITZ;
+  const std::uint32_t value = 0x51ccc178;
+  std::memcpy(h.u.hash.value, &value, 4);
+  wire::RxResponse hash_slot{};
+  std::memcpy(&hash_slot, &h, sizeof h);
+  const std::vector<wire::RxResponse> v{data(4096, RxFlags{RxFlag::more_data} | RxFlag::extra_info),
+                                        extra(XEN_NETIF_EXTRA_TYPE_GSO, true), hash_slot,
+                                        data(100)};
+  const RxParse p = parse_rx_packet(v);
+  EXPECT_EQ(p.drop, RxDrop::none);
+  EXPECT_EQ(p.consumed, 4U);
+  EXPECT_EQ(p.bytes, 4196U);
+  ASSERT_TRUE(p.gso);
+  ASSERT_TRUE(p.hash);
+  EXPECT_EQ(p.hash->value, value);
+  EXPECT_EQ(p.hash->type, _XEN_NETIF_CTRL_HASH_TYPE_IPV4_TCP);
+  EXPECT_EQ(p.hash->algorithm, XEN_NETIF_CTRL_HASH_ALGORITHM_TOEPLITZ);
+}
+
 TEST(RxResponseParser, NegativeStatusDropsButConsumesTheChain) {
   auto v = chain(3, 100);
   v[1].status = -1;

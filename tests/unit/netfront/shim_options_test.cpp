@@ -75,5 +75,34 @@ TEST(ShimOptions, UsageDocumentsTheExperimentKnobs) {
   EXPECT_NE(u.find("tx_frags_fallback"), std::string::npos);
 }
 
+TEST(ShimOptions, RssAndAMappingFileWhichImpliesIt) {
+  EXPECT_FALSE(ok(parse({})).rss);
+  EXPECT_TRUE(ok(parse({"--rss"})).rss);
+  const ShimOptions o = ok(parse({"--rss-mapping-file", "/tmp/map"}));
+  EXPECT_TRUE(o.rss);
+  EXPECT_EQ(o.rss_mapping_file, "/tmp/map");
+  EXPECT_NE(usage_error(parse({"--rss=1"})), "");
+  EXPECT_NE(usage_error(parse({"--rss-mapping-file="})), "");
+}
+
+TEST(RssMapping, QueueNumbersSeparatedByWhitespaceOrCommas) {
+  EXPECT_EQ(parse_rss_mapping("0 1 2 3", 4), (std::vector<std::uint32_t>{0, 1, 2, 3}));
+  EXPECT_EQ(parse_rss_mapping("3,2,\n1\t0\n", 4), (std::vector<std::uint32_t>{3, 2, 1, 0}));
+}
+
+TEST(RssMapping, RefusesEmptyTablesQueuesOutOfRangeJunkAndMoreThan128) {
+  EXPECT_FALSE(parse_rss_mapping("", 4));
+  EXPECT_FALSE(parse_rss_mapping(" , ", 4));
+  EXPECT_FALSE(parse_rss_mapping("0 4", 4));
+  EXPECT_FALSE(parse_rss_mapping("0 -1", 4));
+  EXPECT_FALSE(parse_rss_mapping("0 x", 4));
+  EXPECT_FALSE(parse_rss_mapping("99999999999999999999", 4));
+  std::string big;
+  for (int i = 0; i < 129; ++i) big += "0 ";
+  EXPECT_FALSE(parse_rss_mapping(big, 4));
+  big.resize(big.size() - 2);
+  EXPECT_TRUE(parse_rss_mapping(big, 4));
+}
+
 }  // namespace
 }  // namespace unetback::shim

@@ -10,58 +10,22 @@
 #include <new>
 #include <vector>
 
+#include "backend/vif/hash.hpp"
 #include "backend/vif/packet_pool.hpp"
 #include "backend/vif/rx_path.hpp"
 #include "backend/vif/tx_path.hpp"
+#include "common/net/frame_builder.hpp"
 #include "common/wire/grant.hpp"
 #include "tests/support/counting_allocator.hpp"
+#include "tests/support/in_memory_grant_table.hpp"
 
 namespace unetback::vif {
 namespace {
 
 constexpr DomId kFrontend{5};
-constexpr std::uint32_t kPages = 1024;
-
-struct alignas(4096) Page {
-  std::byte bytes[4096];
-};
-
-/// The frontend's granted memory: ref r is page r. copy() performs each segment; map()
-/// hands out consecutive pages of a private window holding copies of the granted ones
-/// (enough to see that the backend reads the right bytes, with no allocation).
-class InMemoryGrantTable final : public hv::BatchingGrantTable {
- public:
-  InMemoryGrantTable() : BatchingGrantTable(64), pages_(new Page[kPages]), window_(new Page[256]) {}
-
-  std::byte* page(GrantRef r) { return pages_[r.value() % kPages].bytes; }
-
-  Result<hv::MappedGrants> map(DomId, std::span<const GrantRef> refs, hv::Access a) override {
-    if (refs.size() > 256) return std::errc::no_buffer_space;
-    for (std::size_t i = 0; i < refs.size(); ++i)
-      std::memcpy(window_[i].bytes, page(refs[i]), sizeof(Page));
-    ++maps;
-    return hv::MappedGrants(this, window_[0].bytes, refs.size(), a);
-  }
-  void unmap(std::byte*, std::size_t) noexcept override {}
-  std::size_t maps = 0;
-
- protected:
-  bool copy_call(std::span<hv::GrantCopySegment> segs) noexcept override {
-    for (auto& s : segs) {
-      std::byte* src = s.source.foreign ? page(s.source.ref) + s.source.offset
-                                        : static_cast<std::byte*>(s.source.virt);
-      std::byte* dst =
-          s.dest.foreign ? page(s.dest.ref) + s.dest.offset : static_cast<std::byte*>(s.dest.virt);
-      std::memcpy(dst, src, s.len);
-      s.status = GNTST_okay;
-    }
-    return true;
-  }
-
- private:
-  std::unique_ptr<Page[]> pages_;
-  std::unique_ptr<Page[]> window_;
-};
+constexpr std::uint32_t kPages = test::InMemoryGrantTable::kPages;
+using test::InMemoryGrantTable;
+using test::Page;
 
 class CountingSink final : public PacketSink {
  public:
@@ -88,6 +52,7 @@ TEST(DatapathAllocations, GuestTxOfSmallCopiedAndMappedPacketsAllocatesNothingPe
   QueueCounters counters;
   TxConfig cfg;
   cfg.frontend = kFrontend;
+  cfg.map_mode = zerocopy::MapMode::always;  // the mapped path on every pass
   TxPath tx(*back, table, sink, cfg, counters);
 
   // 64 B (copied: below goodcopy-len), 1500 B (mapped past its linear header), and a
@@ -358,6 +323,91 @@ struct SwitchPair {
 // Seed 000 on the switch: once B's RX queue holds its byte cap, A's packets to B are dropped
 // before any copy or held grant and answered at once, instead of being copied past the
 // pending limit only to be dropped at B's cap.
+TEST(DatapathAllocations, GuestRxOfToeplitzHashedFramesWithHashExtrasAllocatesNothingPerPacket) {
+  // The control ring's hashing on the hot path: each TCP frame hashed over its 4-tuple and
+  // delivered with a HASH extra, with no allocation per packet.
+  InMemoryGrantTable table;
+  Page ring_page{};
+  auto front = ring::RxFrontRing::init(ring_page.bytes);
+  auto back = ring::RxBackRing::attach(ring_page.bytes);
+  ASSERT_TRUE(back);
+  QueueCounters counters;
+  RxConfig cfg;
+  cfg.frontend = kFrontend;
+  RxPath rx(*back, table, cfg, counters);
+  PacketPool pool(64);
+  HashSettings hs;
+  hs.toeplitz = true;
+  hs.flags = wire::kHashTypesAll;
+  hs.key[0] = 0x6d;
+  hs.key[1] = 0x5a;
+  hs.num_queues = 4;
+  net::FrameSpec spec;
+  spec.payload_len = 200;
+  const auto tcp = net::build_frame(spec);
+
+  std::uint16_t next_id = 0;
+  auto post_all = [&] {
+    while (front.free_requests() > 0) {
+      wire::RxRequest r{};
+      r.id = next_id;
+      r.gref = next_id % kPages;
+      ++next_id;
+      front.put_request(r);
+    }
+    (void)front.push_requests();
+  };
+  std::size_t delivered = 0, hash_extras = 0;
+  auto run = [&](int packets) {
+    for (int i = 0; i < packets;) {
+      post_all();
+      for (int k = 0; k < 48 && i < packets; ++k, ++i) {
+        const int buf = pool.take();
+        ASSERT_GE(buf, 0);
+        std::memcpy(pool.frame(buf), tcp.data(), tcp.size());
+        RxPacket p;
+        const auto len = static_cast<std::uint32_t>(tcp.size());
+        p.frags[0] = RxFrag{hv::GrantCopyPtr::local(pool.frame(buf)), len};
+        p.nr_frags = 1;
+        p.len = len;
+        p.hash = hash_frame(hs, std::span<const std::byte>(pool.frame(buf), len));
+        ASSERT_TRUE(p.hash);
+        p.release = RxRelease(
+            [](void* c, std::uintptr_t b) noexcept {
+              static_cast<PacketPool*>(c)->give_back(static_cast<int>(b));
+            },
+            &pool, static_cast<std::uintptr_t>(buf));
+        ASSERT_TRUE(rx.enqueue(std::move(p), std::chrono::steady_clock::now()));
+      }
+      while (!rx.empty()) {
+        (void)rx.process(std::chrono::steady_clock::now());
+        while (front.unconsumed_responses() > 0) {
+          const auto rsp = front.take_response();
+          ASSERT_GT(rsp.status, 0);
+          ASSERT_NE(rsp.flags & NETRXF_extra_info, 0);
+          ASSERT_GT(front.unconsumed_responses(), 0u);
+          const auto extra = front.take_response_as<wire::ExtraInfo>();
+          ASSERT_EQ(extra.type, XEN_NETIF_EXTRA_TYPE_HASH);
+          ASSERT_EQ(extra.u.hash.type, _XEN_NETIF_CTRL_HASH_TYPE_IPV4_TCP);
+          ++hash_extras;
+          if ((rsp.flags & NETRXF_more_data) == 0) ++delivered;
+        }
+        post_all();
+      }
+    }
+  };
+  run(3000);
+  const std::size_t before = delivered;
+  test::alloc_count::reset();
+  test::alloc_count::all_threads(true);
+  run(30000);
+  test::alloc_count::all_threads(false);
+  EXPECT_EQ(delivered - before, 30000u);
+  EXPECT_EQ(hash_extras, 33000u);
+  EXPECT_EQ(counters.rx_hash_extras.load(), 33000u);
+  EXPECT_EQ(test::alloc_count::count(), 0u) << "allocations across 30000 hashed guest-RX packets";
+}
+
 TEST(SwitchBackpressure, PacketsForAFullReceiverAreDroppedBeforeTheyAreCopied) {
   constexpr std::uint32_t kCap = 16 * 1024, kLen = 1400;
   SwitchPair w(kCap);

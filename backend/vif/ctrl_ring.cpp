@@ -1,0 +1,152 @@
+#include "backend/vif/ctrl_ring.hpp"
+
+#include <boost/asio/post.hpp>
+#include <fcntl.h>
+#include <thread>
+
+#include "common/util/log.hpp"
+#include "common/util/unique_fd.hpp"
+
+namespace unetback::vif {
+namespace {
+
+/// Counts a handler from its creation to its destruction (VifQueue's OpToken).
+class Token {
+ public:
+  explicit Token(std::atomic<int>& n) : n_(&n) { n_->fetch_add(1); }
+  Token(const Token& o) : n_(o.n_) { n_->fetch_add(1); }
+  Token(Token&& o) noexcept : n_(std::exchange(o.n_, nullptr)) {}
+  Token& operator=(const Token&) = delete;
+  Token& operator=(Token&&) = delete;
+  ~Token() {
+    if (n_ != nullptr) n_->fetch_sub(1);
+  }
+
+ private:
+  std::atomic<int>* n_;
+};
+
+void bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) {
+  c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);  // one writer
+}
+
+}  // namespace
+
+template <typename F>
+void CtrlRing::post(F&& f) {
+  boost::asio::post(io_, [t = Token(outstanding_), f = std::forward<F>(f)]() mutable { f(); });
+}
+
+CtrlRing::CtrlRing(boost::asio::io_context& io, std::string log_prefix,
+                   std::function<void(std::string)> on_fatal)
+    : io_(io), prefix_(std::move(log_prefix)), on_fatal_(std::move(on_fatal)), sd_(io) {}
+
+CtrlRing::~CtrlRing() {
+  // stop() ran. The port goes before its channel handle, the page before its table.
+  port_.reset();
+  page_.reset();
+}
+
+Result<std::unique_ptr<CtrlRing>> CtrlRing::open(boost::asio::io_context& io, hv::Hypervisor& hv,
+                                                 DomId frontend, GrantRef ring_ref, Port evtchn,
+                                                 std::uint32_t num_queues,
+                                                 std::shared_ptr<SharedHashSettings> publish,
+                                                 std::string log_prefix,
+                                                 std::function<void(std::string)> on_fatal) {
+  std::unique_ptr<CtrlRing> r(new CtrlRing(io, std::move(log_prefix), std::move(on_fatal)));
+  r->table_ = hv.open_grant_table();
+  r->evtchn_ = hv.open_event_channel();
+  const GrantRef refs[] = {ring_ref};
+  auto page = r->table_->map(frontend, refs, hv::Access::read_write);
+  if (!page) return page.error();
+  r->page_ = std::move(*page);
+  // As for the data rings: a page whose frontend claims more requests than fit is refused.
+  auto ring = ring::CtrlBackRing::attach(r->page_.data());
+  if (!ring) return ring.error();
+  r->ring_ = *ring;
+  auto port = r->evtchn_->bind_interdomain(frontend, evtchn);
+  if (!port) return port.error();
+  r->port_ = hv::BoundPort(*r->evtchn_, *port);
+  r->handler_.emplace(*r->table_, frontend, num_queues, std::move(publish));
+  UniqueFd dup(::fcntl(r->evtchn_->fd(), F_DUPFD_CLOEXEC, 0));
+  if (!dup) {
+    const auto ec = last_errno();
+    throw SetupError("dup: " + ec.message(), ec);
+  }
+  boost::system::error_code ec;
+  r->sd_.assign(dup.get(), ec);
+  if (ec) throw SetupError("epoll_ctl: " + ec.message(), errno_code(ec.value()));
+  (void)dup.release();
+  return r;
+}
+
+void CtrlRing::start() {
+  post([this] {
+    do_wait();
+    run();  // requests may have been queued before we bound
+  });
+}
+
+void CtrlRing::stop() {
+  post([this] {
+    stopped_ = true;
+    boost::system::error_code ignored;
+    sd_.cancel(ignored);
+  });
+  while (outstanding_.load() != 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+}
+
+void CtrlRing::do_wait() {
+  sd_.async_wait(
+      boost::asio::posix::stream_descriptor::wait_read,
+      [this, t = Token(outstanding_)](const boost::system::error_code& ec) { on_event(ec); });
+}
+
+void CtrlRing::on_event(const boost::system::error_code& ec) {
+  if (stopped_ || ec) return;
+  bump(counters_.events);
+  for (;;) {
+    auto p = evtchn_->pending();
+    if (!p || !*p) break;
+  }
+  run();
+  if (stopped_) return;
+  (void)port_.unmask();
+  do_wait();
+}
+
+void CtrlRing::run() {
+  if (stopped_) return;
+  std::uint32_t answered = 0;
+  for (;;) {
+    if (ring_->request_prod_overflow()) {
+      stopped_ = true;
+      boost::system::error_code ignored;
+      sd_.cancel(ignored);
+      if (on_fatal_) on_fatal_("ctrl ring: impossible number of requests");
+      return;
+    }
+    std::uint32_t n = ring_->unconsumed_requests();
+    while (n-- != 0 && answered < kRequestsPerPass) {
+      const auto req = ring_->take_request();  // RING_COPY_REQUEST: read once
+      const auto rsp = handler_->handle(req);
+      bump(counters_.requests);
+      if (rsp.status != XEN_NETIF_CTRL_STATUS_SUCCESS) bump(counters_.failed);
+      ring_->put_response(rsp);
+      ++answered;
+    }
+    if (answered >= kRequestsPerPass) break;
+    if (!ring_->final_check_for_requests()) break;
+  }
+  if (ring_->push_responses()) (void)port_.notify();
+  if (answered >= kRequestsPerPass && !run_posted_) {
+    // Work left: the other handlers on this thread go first.
+    run_posted_ = true;
+    post([this] {
+      run_posted_ = false;
+      run();
+    });
+  }
+}
+
+}  // namespace unetback::vif

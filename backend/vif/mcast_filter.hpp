@@ -1,0 +1,47 @@
+// McastFilter: a vif's guest-RX multicast filter (netif.h "Multicast control"; netback's
+// xenvif_mcast_add/del/match). With request-multicast-control set, a multicast frame for the
+// guest is delivered only if its destination was added through a TX MCAST_ADD extra.
+//
+// Linux's rules: at most 64 entries (XEN_NETBK_MCAST_MAX); an add past them is refused
+// (the dummy request answered ERROR) and the filter stays as it was; a delete removes one
+// matching entry (absent: nothing happens, still OKAY); broadcast is never filtered.
+//
+// Threads: any queue's TX path adds and deletes (under a lock); every queue's RX path
+// matches without one (the entries are atomics; a frame racing an add may go either way).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <span>
+
+namespace unetback::vif {
+
+class McastFilter {
+ public:
+  static constexpr std::size_t kMax = 64;  // XEN_NETBK_MCAST_MAX
+
+  /// request-multicast-control (sampled at connect, then watched).
+  void set_enabled(bool on) { enabled_.store(on, std::memory_order_relaxed); }
+  [[nodiscard]] bool enabled() const { return enabled_.load(std::memory_order_relaxed); }
+
+  /// False when the filter holds kMax entries already.
+  bool add(std::span<const std::uint8_t, 6> mac);
+  void remove(std::span<const std::uint8_t, 6> mac);
+  void clear();
+  [[nodiscard]] std::size_t size() const;
+
+  /// Whether the guest takes a frame for `dst`: always with the filter off, for unicast and
+  /// broadcast; a multicast group only if it was added.
+  [[nodiscard]] bool accepts(std::span<const std::byte, 6> dst) const;
+
+ private:
+  static constexpr std::uint64_t kValid = std::uint64_t{1} << 48;
+  mutable std::mutex mu_;
+  std::size_t count_ = 0;  // under mu_
+  std::atomic<bool> enabled_{false};
+  std::array<std::atomic<std::uint64_t>, kMax> entries_{};  // MAC | kValid, or 0
+};
+
+}  // namespace unetback::vif

@@ -1,0 +1,309 @@
+// The control ring end to end on xensim: a four-queue guest sets RSS up the way win-xenvif
+// does (Toeplitz, an 8-entry mapping, Microsoft's 40-byte key, all four hash types), the
+// host sends five TCP flows whose Toeplitz hashes are the published verification values,
+// and each flow arrives on the queue the mapping names, with a HASH extra carrying that
+// hash. Then the guest re-maps while the flows keep running, and they move.
+#include <array>
+#include <map>
+
+#include "backend/vif/hash.hpp"
+#include "tests/root/backend/backend_fixture.hpp"
+
+namespace unetback::test {
+namespace {
+
+constexpr std::array<std::uint8_t, 40> kMsKey{
+    0x6d, 0x5a, 0x56, 0xda, 0x25, 0x5b, 0x0e, 0xc2, 0x41, 0x67, 0x25, 0x3d, 0x43, 0xa3,
+    0x8f, 0xb0, 0xd0, 0xca, 0x2b, 0xcb, 0xae, 0x7b, 0x30, 0xb4, 0x77, 0xcb, 0x2d, 0xa3,
+    0x80, 0x30, 0xf2, 0x0c, 0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac, 0x01, 0xfa};
+
+struct Flow {
+  std::array<std::uint8_t, 4> src, dst;
+  std::uint16_t sport, dport;
+  std::uint32_t hash;  // the verification suite's IPv4+TCP value
+};
+// Microsoft's RSS verification table (IPv4 with TCP ports).
+constexpr Flow kFlows[] = {
+    {{66, 9, 149, 187}, {161, 142, 100, 80}, 2794, 1766, 0x51ccc178},
+    {{199, 92, 111, 2}, {65, 69, 140, 83}, 14230, 4739, 0xc626b0ea},
+    {{24, 19, 198, 95}, {12, 22, 207, 184}, 12898, 38024, 0x5c2b394a},
+    {{38, 27, 205, 30}, {209, 142, 163, 6}, 48228, 2217, 0xafc7327f},
+    {{153, 39, 163, 191}, {202, 188, 127, 2}, 44251, 1303, 0x10e828a2},
+};
+
+std::vector<std::byte> flow_frame(const Flow& f, std::uint8_t seed) {
+  net::FrameSpec spec;
+  spec.src_ipv4 = f.src;
+  spec.dst_ipv4 = f.dst;
+  spec.src_port = f.sport;
+  spec.dst_port = f.dport;
+  spec.payload_len = 200;
+  spec.payload_seed = seed;
+  return net::build_frame(spec);
+}
+
+/// The flow a received frame belongs to (by its source port), or -1.
+int flow_of(const std::vector<std::byte>& frame) {
+  if (frame.size() < 14 + 20 + 4) return -1;
+  const auto sport = static_cast<std::uint16_t>((std::to_integer<unsigned>(frame[34]) << 8) |
+                                                std::to_integer<unsigned>(frame[35]));
+  for (std::size_t i = 0; i < std::size(kFlows); ++i)
+    if (kFlows[i].sport == sport) return static_cast<int>(i);
+  return -1;
+}
+
+class CtrlRingEndToEnd : public BackendEndToEnd {
+ protected:
+  void SetUp() override {
+    ctrl_ring_ = true;
+    BackendEndToEnd::SetUp();
+  }
+
+  /// Sends `rounds` packets of every flow from the host and collects them on the guest:
+  /// [flow][queue] -> packets, and whether every one carried the right HASH extra.
+  std::map<int, std::map<std::uint32_t, int>> exchange(int rounds, bool& hashes_ok) {
+    std::map<int, std::map<std::uint32_t, int>> seen;
+    hashes_ok = true;
+    int expected = 0;
+    for (int r = 0; r < rounds; ++r) {
+      for (const auto& f : kFlows) {
+        host_send(flow_frame(f, static_cast<std::uint8_t>(r)));
+        ++expected;
+      }
+    }
+    int got = 0;
+    const auto deadline = std::chrono::steady_clock::now() + 5s;
+    std::vector<netfront::RxPacket> pkts;
+    while (got < expected && std::chrono::steady_clock::now() < deadline) {
+      for (std::uint32_t q = 0; q < guest().netfront->num_queues(); ++q) {
+        pkts.clear();
+        (void)guest().netfront->handle_event(QueueId{q});
+        guest().netfront->poll(pkts, QueueId{q});
+        for (const auto& p : pkts) {
+          const int f = flow_of(p.bytes);
+          if (f < 0) continue;  // the host's own chatter (IPv6 router solicitations...)
+          ++seen[f][q];
+          ++got;
+          if (!p.hash || p.hash->value != kFlows[f].hash ||
+              p.hash->type != _XEN_NETIF_CTRL_HASH_TYPE_IPV4_TCP ||
+              p.hash->algorithm != XEN_NETIF_CTRL_HASH_ALGORITHM_TOEPLITZ)
+            hashes_ok = false;
+        }
+      }
+      std::this_thread::sleep_for(1ms);
+    }
+    EXPECT_EQ(got, expected) << "every packet of every flow reaches the guest";
+    return seen;
+  }
+
+  std::vector<std::uint64_t> per_queue(std::string_view name) {
+    std::vector<std::uint64_t> out;
+    for (const auto& q : guest().vif->report().queues)
+      for (const auto& [k, v] : q.counters)
+        if (k == name) out.push_back(v);
+    return out;
+  }
+};
+
+std::string counts(const std::vector<std::uint64_t>& v) {
+  std::string s;
+  for (auto x : v) s += (s.empty() ? "" : "/") + std::to_string(x);
+  return s;
+}
+
+TEST_F(CtrlRingEndToEnd, FlowsLandOnTheQueuesTheMappingNamesAndMoveWhenRemapped) {
+  netfront::NetfrontOptions opts;
+  opts.queues = 4;
+  opts.ctrl_ring = true;
+  bring_up(1500, opts);
+  ASSERT_EQ(guest().netfront->num_queues(), 4u);
+  auto* ctrl = guest().netfront->ctrl();
+  ASSERT_NE(ctrl, nullptr) << "the backend advertises feature-ctrl-ring";
+
+  const std::vector<std::uint32_t> first{0, 1, 2, 3, 0, 1, 2, 3};
+  ASSERT_FALSE(ctrl->configure_rss(kMsKey, first, wire::kHashTypesAll));
+  bool hashes_ok = false;
+  const auto before = exchange(20, hashes_ok);
+  EXPECT_TRUE(hashes_ok) << "each packet carries its flow's Toeplitz hash in a HASH extra";
+  for (std::size_t f = 0; f < std::size(kFlows); ++f) {
+    const std::uint32_t want = first[kFlows[f].hash % first.size()];
+    ASSERT_EQ(before.at(static_cast<int>(f)).size(), 1u) << "flow " << f << " on one queue";
+    EXPECT_EQ(before.at(static_cast<int>(f)).begin()->first, want) << "flow " << f;
+  }
+  const auto rx_before = per_queue("rx_packets");
+  std::cout << "[ steering ] mapping 0,1,2,3,0,1,2,3: rx_packets per queue " << counts(rx_before)
+            << ", steered out " << counts(per_queue("rx_steered_out")) << "\n";
+
+  // Re-map while traffic runs: a flow keeps sending during the change.
+  const std::vector<std::uint32_t> second{3, 2, 1, 0, 3, 2, 1, 0};
+  std::atomic<bool> stop{false};
+  std::thread traffic([&] {
+    int r = 0;
+    while (!stop) {
+      host_send(flow_frame(kFlows[0], static_cast<std::uint8_t>(r++)));
+      std::this_thread::sleep_for(1ms);
+    }
+  });
+  std::this_thread::sleep_for(50ms);
+  const auto remap = ctrl->set_mapping(second);
+  std::this_thread::sleep_for(50ms);
+  stop = true;
+  traffic.join();
+  ASSERT_FALSE(remap);
+  guest_settle(200ms);
+  {
+    // Drain what the background flow left.
+    std::vector<netfront::RxPacket> pkts;
+    for (std::uint32_t q = 0; q < 4; ++q) guest().netfront->poll(pkts, QueueId{q});
+  }
+  const auto rx_mid = per_queue("rx_packets");
+  const auto after = exchange(20, hashes_ok);
+  EXPECT_TRUE(hashes_ok);
+  for (std::size_t f = 0; f < std::size(kFlows); ++f) {
+    const std::uint32_t want = second[kFlows[f].hash % second.size()];
+    ASSERT_EQ(after.at(static_cast<int>(f)).size(), 1u) << "flow " << f << " on one queue";
+    EXPECT_EQ(after.at(static_cast<int>(f)).begin()->first, want) << "flow " << f << " moved";
+    EXPECT_NE(want, first[kFlows[f].hash % first.size()]) << "the new table moves every flow";
+  }
+  const auto rx_after = per_queue("rx_packets");
+  std::vector<std::uint64_t> delta;
+  for (std::size_t q = 0; q < rx_after.size(); ++q) delta.push_back(rx_after[q] - rx_mid[q]);
+  std::cout << "[ steering ] after re-map 3,2,1,0,3,2,1,0: rx_packets per queue (this round) "
+            << counts(delta) << "\n";
+  EXPECT_EQ(counter("ctrl_failed"), 0u);
+  // Algorithm, mapping size, mapping, key, flags; then the re-map (same size: one request).
+  EXPECT_EQ(counter("ctrl_requests"), 6u);
+}
+
+TEST_F(CtrlRingEndToEnd, WithoutAMappingHashedFlowsGoToHashModuloQueues) {
+  netfront::NetfrontOptions opts;
+  opts.queues = 4;
+  opts.ctrl_ring = true;
+  bring_up(1500, opts);
+  auto* ctrl = guest().netfront->ctrl();
+  ASSERT_NE(ctrl, nullptr);
+  ASSERT_FALSE(ctrl->configure_rss(kMsKey, {}, wire::kHashTypesAll));
+  bool hashes_ok = false;
+  const auto seen = exchange(10, hashes_ok);
+  EXPECT_TRUE(hashes_ok);
+  for (std::size_t f = 0; f < std::size(kFlows); ++f) {
+    ASSERT_EQ(seen.at(static_cast<int>(f)).size(), 1u);
+    EXPECT_EQ(seen.at(static_cast<int>(f)).begin()->first, kFlows[f].hash % 4) << "flow " << f;
+  }
+}
+
+TEST_F(CtrlRingEndToEnd, WithoutHashFlagsNoPacketIsHashedOrCarriesAnExtra) {
+  netfront::NetfrontOptions opts;
+  opts.queues = 2;
+  opts.ctrl_ring = true;
+  bring_up(1500, opts);
+  auto* ctrl = guest().netfront->ctrl();
+  ASSERT_NE(ctrl, nullptr);
+  ASSERT_FALSE(ctrl->configure_rss(kMsKey, std::vector<std::uint32_t>{1}, 0));
+  host_send(flow_frame(kFlows[0], 1));
+  std::optional<netfront::RxPacket> got;
+  const auto deadline = std::chrono::steady_clock::now() + 3s;
+  while (!got && std::chrono::steady_clock::now() < deadline) {
+    for (std::uint32_t q = 0; q < 2 && !got; ++q) {
+      std::vector<netfront::RxPacket> pkts;
+      (void)guest().netfront->handle_event(QueueId{q});
+      guest().netfront->poll(pkts, QueueId{q});
+      for (auto& p : pkts)
+        if (flow_of(p.bytes) == 0) got = std::move(p);
+    }
+    std::this_thread::sleep_for(1ms);
+  }
+  ASSERT_TRUE(got);
+  EXPECT_FALSE(got->hash);
+  EXPECT_EQ(counter("rx_hashed"), 0u);
+}
+
+}  // namespace
+}  // namespace unetback::test
+
+namespace unetback::test {
+namespace {
+
+net::MacAddress mac_of(const std::array<std::uint8_t, 6>& a) {
+  net::MacAddress m{};
+  std::copy(a.begin(), a.end(), m.octets.begin());
+  return m;
+}
+
+/// The multicast filter end to end (request-multicast-control, MCAST_ADD/DEL TX extras).
+class MulticastFilterEndToEnd : public BackendEndToEnd {
+ protected:
+  /// Sends one frame to `dst` from the host; whether the guest got it within `t`.
+  bool guest_gets(const std::array<std::uint8_t, 6>& dst, std::uint8_t seed,
+                  std::chrono::milliseconds t = 400ms) {
+    net::FrameSpec spec;
+    spec.dst_mac = mac_of(dst);
+    spec.l4 = net::L4Proto::udp;
+    spec.payload_len = 100;
+    spec.payload_seed = seed;
+    const auto f = net::build_frame(spec);
+    host_send(f);
+    const auto deadline = std::chrono::steady_clock::now() + t;
+    std::vector<netfront::RxPacket> got;
+    while (std::chrono::steady_clock::now() < deadline) {
+      guest().netfront->handle_event();
+      got.clear();
+      guest().netfront->poll(got);
+      for (const auto& p : got)
+        if (p.bytes == f) return true;
+      std::this_thread::sleep_for(1ms);
+    }
+    return false;
+  }
+  /// A dummy request carrying an MCAST_ADD/DEL extra (as win-xenvif sends them).
+  void mcast(bool add, const std::array<std::uint8_t, 6>& addr) {
+    netfront::TxMeta meta;
+    meta.mcast = netfront::TxMeta::Mcast{add, addr};
+    const netfront::RawTxSlot slot{0, 0};
+    ASSERT_TRUE(guest().netfront->send_raw(std::span(&slot, 1), {}, meta).has_value());
+    guest_settle(50ms);
+  }
+};
+
+constexpr std::array<std::uint8_t, 6> kGroupA{0x01, 0x00, 0x5e, 0x01, 0x02, 0x03};
+constexpr std::array<std::uint8_t, 6> kGroupB{0x01, 0x00, 0x5e, 0x04, 0x05, 0x06};
+constexpr std::array<std::uint8_t, 6> kBroadcast{0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+
+TEST_F(MulticastFilterEndToEnd, GuestGetsTheGroupItAddedAndNoOther) {
+  bring_up();
+  // Without request-multicast-control every group passes.
+  EXPECT_TRUE(guest_gets(kGroupB, 1, 3s));
+  auto xs = guest().hv->open_xenstore();
+  ASSERT_FALSE(xs->write(guest().netfront->frontend_dir() + "/request-multicast-control", "1"));
+  // The key is watched (feature-dynamic-multicast-control): wait until the filter applies.
+  ASSERT_TRUE([&] {
+    for (int i = 0; i < 50; ++i)
+      if (!guest_gets(kGroupB, static_cast<std::uint8_t>(10 + i), 100ms)) return true;
+    return false;
+  }()) << "request-multicast-control=1 never took effect";
+  mcast(true, kGroupA);
+  EXPECT_TRUE(guest_gets(kGroupA, 2)) << "the added group";
+  EXPECT_FALSE(guest_gets(kGroupB, 3)) << "a group the guest did not add";
+  EXPECT_TRUE(guest_gets(kBroadcast, 4)) << "broadcast is never filtered";
+  EXPECT_TRUE(guest_gets({0x00, 0x16, 0x3e, 0x00, 0x00, 0x02}, 5)) << "unicast";
+  EXPECT_GE(counter("rx_dropped_mcast_filter"), 2u);
+
+  // 64 entries: A and 63 more fit, the 65th add is refused and changes nothing.
+  for (std::uint8_t i = 0; i < 63; ++i) mcast(true, {0x01, 0x00, 0x5e, 0x7f, 0x00, i});
+  EXPECT_EQ(counter("tx_mcast_refused"), 0u);
+  mcast(true, kGroupB);
+  EXPECT_EQ(counter("tx_mcast_refused"), 1u) << "Linux: -ENOSPC, answered ERROR";
+  EXPECT_FALSE(guest_gets(kGroupB, 6));
+  // A delete frees an entry; deleting A stops its frames.
+  mcast(false, kGroupA);
+  EXPECT_FALSE(guest_gets(kGroupA, 7));
+  mcast(true, kGroupB);
+  EXPECT_TRUE(guest_gets(kGroupB, 8));
+  // Filter off again: every group passes, the list kept.
+  ASSERT_FALSE(xs->write(guest().netfront->frontend_dir() + "/request-multicast-control", "0"));
+  std::this_thread::sleep_for(200ms);
+  EXPECT_TRUE(guest_gets(kGroupA, 9));
+}
+
+}  // namespace
+}  // namespace unetback::test
