@@ -860,5 +860,10 @@ echo 3 >/proc/sys/vm/drop_caches
 (cd "$H/debs" && sha256sum -c --quiet SHA256SUMS >/dev/null 2>&1)
 check dom0.share_intact $? "the package files read again over 9p match their checksums taken on the host"
 kill "$WATCHDOG_PID" 2>/dev/null
+# systemd's boot (finished once xenlab.service ran, Type=exec): when it finished, counted from
+# the kernel's start, and its slowest units (the whole list: out/systemd-analyze.txt).
+FIN_US=$(systemctl show -p FinishTimestampMonotonic --value 2>/dev/null)
+[ "${FIN_US:-0}" -gt 0 ] && fig dom0.systemd_boot_finished_s "$(awk -v u="$FIN_US" 'BEGIN{printf "%.1f", u / 1e6}')"
+systemd-analyze blame --no-pager 2>&1 | head -12 | sed 's/^/XENLAB   blame: /'
 fig dom0_uptime_end_s "$(up)"
 say "DONE"
