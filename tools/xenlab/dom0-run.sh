@@ -491,7 +491,8 @@ destroy_checked() { # TAG NAME [MAPS_LEFT]
   fig "$tag.destroy_s" "$(since "$t0")"
   wait $watcher
   [ -n "$DESTROY_LOG" ] && tail -n +$((lines0 + 1)) "$DESTROY_LOG" >>"$OUT/xl-destroy-$tag.log" 2>/dev/null
-  check "$tag.xl_destroy" $rc "${DESTROY_WITH%% *} destroy rc=$rc"
+  local tool=${DESTROY_WITH#timeout [0-9]* } # xl, or virsh (under its time limit)
+  check "$tag.xl_destroy" $rc "${tool%% *} destroy rc=$rc"
   local seen6=1
   grep -q "wanted state 6 ok" "$OUT/xl-destroy-$tag.log" && seen6=0
   grep -qw 6 "/tmp/states-$tag" && seen6=0
