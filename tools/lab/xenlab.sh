@@ -45,7 +45,8 @@
 # Env: XENLAB_CACHE; XENLAB_TIMEOUT (seconds for the whole boot; default 1800 quick, 3600
 # full); XENLAB_TCG_THREAD (multi, the default: one host thread per emulated CPU; single);
 # XENLAB_CPU (QEMU's -cpu model; default qemu64: with "max" dom0 processes die of memory
-# corruption now and then, see the README).
+# corruption now and then, see the README; libvirt's libxl driver knows qemu64 only through
+# the cpu_map model build-images.sh adds, xenlab-qemu64).
 #
 # Called by tools/lab.sh as: tools/lab/xenlab.sh BUILD_DIR ARGS...   (as root, after the build)
 set -euo pipefail
