@@ -228,11 +228,14 @@ TEST_F(XlEndToEnd, VifUnetbackInADriverDomainWorksOnThatDomainsBackendPath) {
       run({"ip", "-n", ns0_, "link", "set", "dev", tap, "alias", "unetbackd " + be}, dir_).status,
       0);
 
-  const RunResult on =
-      run({"ip", "netns", "exec", ns0_, "env",
-           "XENSTORED_PATH=" + world() + "/dom" + std::to_string(driver->value()) + ".sock",
-           "XENBUS_PATH=" + rel, "vif=" + tap, script_, "online", "type_if=vif"},
-          dir_);
+  // libxl's call, in the driver domain: its xenstore connection, XENBUS_PATH relative to it.
+  auto hotplug = [&](const std::string& action) {
+    return run({"ip", "netns", "exec", ns0_, "env",
+                "XENSTORED_PATH=" + world() + "/dom" + std::to_string(driver->value()) + ".sock",
+                "XENBUS_PATH=" + rel, "vif=" + tap, script_, action, "type_if=vif"},
+               dir_);
+  };
+  const RunResult on = hotplug("online");
   EXPECT_EQ(on.status, 0) << on.err;
   EXPECT_EQ(xs_->read(be + "/hotplug-status").value_or(""), "connected") << on.err;
   EXPECT_FALSE(xs_->read("/local/domain/0/" + rel + "/hotplug-status").has_value());
@@ -241,11 +244,7 @@ TEST_F(XlEndToEnd, VifUnetbackInADriverDomainWorksOnThatDomainsBackendPath) {
   EXPECT_NE(l.out.find("mtu 1400"), std::string::npos) << l.out;
   EXPECT_NE(l.out.find(",UP"), std::string::npos) << l.out;
 
-  const RunResult off =
-      run({"ip", "netns", "exec", ns0_, "env",
-           "XENSTORED_PATH=" + world() + "/dom" + std::to_string(driver->value()) + ".sock",
-           "XENBUS_PATH=" + rel, "vif=" + tap, script_, "offline", "type_if=vif"},
-          dir_);
+  const RunResult off = hotplug("offline");
   EXPECT_EQ(off.status, 0) << off.err;
   const RunResult after = run({"ip", "-n", ns0_, "-o", "link", "show", "dev", tap}, dir_);
   EXPECT_EQ(after.out.find("master xlbr0"), std::string::npos) << after.out;
