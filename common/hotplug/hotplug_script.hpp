@@ -1,9 +1,9 @@
 // Runs a vif hotplug script the way libxl does (libxl_linux.c get_hotplug_env and
 // libxl_device.c device_hotplug): `<script> online|offline type_if=vif`, the caller's
-// environment plus script, XENBUS_TYPE, XENBUS_PATH (relative to dom0's home), XENBUS_BASE_PATH,
-// netdev and vif=vif<domid>.<devid>, under LIBXL_HOTPLUG_TIMEOUT (the script's process group
-// is killed when it runs over). For the xensim world we add XENSTORED_PATH so the script's
-// xenstore-read/-write reach xensim's xenstored instead of a real one.
+// environment plus script, XENBUS_TYPE, XENBUS_PATH (relative to the backend domain's home),
+// XENBUS_BASE_PATH, netdev and vif=vif<domid>.<devid>, under LIBXL_HOTPLUG_TIMEOUT (the script's
+// process group is killed when it runs over). For the xensim world we add XENSTORED_PATH so the
+// script's xenstore-read/-write reach xensim's xenstored instead of a real one.
 //
 // Two callers: unetback-xl (libxl's role: runs the script and waits) and unetbackd, which runs
 // it again for a device it adopts after a restart (the TAP the script bridged died with the

@@ -2,18 +2,27 @@
 # tools/lab.sh xenlab [--quick] [--json FILE] [--no-shim] [--host-hog N]
 # Real Xen 4.17 in QEMU (TCG; no KVM needed): a Debian bookworm PV dom0 and PV domUs running
 # Linux xen-netfront. Builds the images from Debian packages (cached in $XENLAB_CACHE, default
-# $ROOT/.xenlab-cache), puts this checkout's unetbackd and unetback-ctl into dom0 over 9p (run
-# from a tmpfs there) and netfront-shim into a domU initramfs, boots once and runs
-# tools/xenlab/dom0-run.sh there, in this order:
-#   1. kernel xen-netback and unetbackd (xen-netback blacklisted, stock vif-bridge) rounds,
+# $ROOT/.xenlab-cache), builds this checkout's Debian package (tools/lab.sh package; --debs DIR
+# takes unetback_*.deb from DIR instead), shares it with dom0 over 9p and puts netfront-shim
+# into a domU initramfs, boots once (dom0: systemd as PID 1, Debian's xen.service) and runs
+# tools/xenlab/dom0-run.sh there (xenlab.service). dom0 installs the package with dpkg -i, so
+# unetbackd runs as unetbackd.service (systemctl is-active, Type=notify readiness, the modprobe
+# file, Before=libvirtd.service checked), then, in this order:
+#   1. kernel xen-netback (unetbackd.service stopped, modprobe -i) and unetbackd.service
+#      (systemctl start; READY=1 before the first xl create; stock vif-bridge) rounds,
 #      alternating: xl create, ping, iperf3 dom0->domU (guest_rx) and domU->dom0 (guest_tx);
 #      then a second domU on the bridge and iperf3 domU->domU both ways (domu_to_domu); with
 #      unetbackd, its wake-ups per packet in every run and, in two more runs apart from the
 #      throughput runs, its syscalls per packet (perf stat, or strace -c); after each unetbackd
 #      destroy: backend state 6, no TAP, no mapped grant, no bound event channel
-#   2. netfront-shim in a domU (no kernel netfront) against the kernel netback and unetbackd
+#   2. netfront-shim in a domU (no kernel netfront) against the kernel netback and unetbackd;
+#      with unetbackd also a SIGKILL of the daemon: systemd restarts it, the shim is served again
+#   libvirt: virsh -c xen:/// create of a PV domain with <interface type='bridge'> on xenbr0,
+#      served by unetbackd (ping, iperf3 both ways), virsh destroy with the checks of 1; then
+#      journalctl -u unetbackd (the daemon's lines; -p warning shows a rejected tunable only)
 #   3. a 2-vCPU domU (2 queues) on the kernel netback, then on unetbackd with a tunable written
 #      with xenstore-write and network-detach/attach (the same checks after each)
+#   last: apt-get remove unetback stops the service.
 # Directions are the project's: guest_tx = domU -> dom0 (the guest transmits), guest_rx =
 # dom0 -> domU.
 # Prints a table, writes --json (every figure, and unetbackd/kernel ratios per direction), and
@@ -27,22 +36,24 @@
 # (out/profile-TAG.DIRECTION.txt: where unetbackd's time goes in dom0). --host-hog N runs N busy loops on this
 # host (not in dom0) for the whole boot, each ended by its PID afterwards: the figures under
 # host load.
-# Debugging: --only kernel|unetbackd|shim|mq|umq|kmq runs one part (mq: 3 on both backends;
+# Debugging: --only kernel|unetbackd|shim|libvirt|mq|umq|kmq runs one part (mq: 3 on both backends;
 # umq: 3 on unetbackd; kmq: 3 on the kernel netback, three times, with detach/attach);
 # --daemon-arg ARG adds ARG (a word) to unetbackd's command line (repeat it); --daemon-wrap CMD
-# runs unetbackd under CMD (words, e.g. "strace -f -o /host/out/strace.txt");
-# --programs-from-share runs the programs from the 9p share instead of dom0's tmpfs.
+# runs unetbackd under CMD (words, e.g. "strace -f -o /host/out/strace.txt"); both through a
+# runtime drop-in for unetbackd.service; --programs-from-share runs the build dir's unetbackd
+# and unetback-ctl from the 9p share instead of the package's.
 # Env: XENLAB_CACHE; XENLAB_TIMEOUT (seconds for the whole boot; default 1800 quick, 3600
 # full); XENLAB_TCG_THREAD (multi, the default: one host thread per emulated CPU; single);
 # XENLAB_CPU (QEMU's -cpu model; default qemu64: with "max" dom0 processes die of memory
-# corruption now and then, see the README).
+# corruption now and then, see the README; libvirt's libxl driver knows qemu64 only through
+# the cpu_map model build-images.sh adds, xenlab-qemu64).
 #
 # Called by tools/lab.sh as: tools/lab/xenlab.sh BUILD_DIR ARGS...   (as root, after the build)
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=$(cd "${1:?usage: xenlab.sh BUILD_DIR [--quick] [--json FILE] [--no-shim]}" && pwd)
 shift
-QUICK=0 JSON='' SHIM=1 ONLY='' DAEMON_ARGS='' DAEMON_WRAP='' FROM_SHARE=0 B_ARGS='' B_ENV='' HOST_HOG=0 PROFILE=0
+QUICK=0 JSON='' SHIM=1 ONLY='' DAEMON_ARGS='' DAEMON_WRAP='' FROM_SHARE=0 B_ARGS='' B_ENV='' HOST_HOG=0 PROFILE=0 DEBS=
 while (($#)); do
   case $1 in
     --host-hog)
@@ -52,12 +63,13 @@ while (($#)); do
     --daemon-arg) DAEMON_ARGS+=" ${2:?--daemon-arg needs a value}"; shift ;;
     --daemon-wrap) DAEMON_WRAP=${2:?--daemon-wrap needs a command}; shift ;;
     --programs-from-share) FROM_SHARE=1 ;;
+    --debs) DEBS=${2:?--debs needs a directory with unetback_*.deb}; shift ;;
     --b-arg) B_ARGS+=" ${2:?--b-arg needs a value}"; shift ;;
     --b-env)
       [[ ${2:-} =~ ^[A-Z_][A-Z0-9_]*=[A-Za-z0-9_.,:/-]*$ ]] || { echo "xenlab: --b-env takes NAME=VALUE (no spaces)" >&2; exit 2; }
       B_ENV+="$2 "; shift ;;
     --quick) QUICK=1 ;;
-    --only) ONLY=${2:?--only needs kernel, unetbackd, shim, mq, umq or kmq}; shift ;;
+    --only) ONLY=${2:?--only needs kernel, unetbackd, shim, libvirt, mq, umq or kmq}; shift ;;
     --json) JSON=${2:?--json needs a file}; shift ;;
     --no-shim) SHIM=0 ;;
     --profile) PROFILE=1 ;;
@@ -66,6 +78,7 @@ while (($#)); do
   shift
 done
 [[ -z $JSON || $JSON == /* ]] || JSON=$PWD/$JSON
+[[ -z $DEBS ]] || DEBS=$(cd "$DEBS" && pwd)
 log() { printf '[xenlab] %s\n' "$*" >&2; }
 
 "$ROOT/tools/lab.sh" deps qemu-system-x86 busybox-static debootstrap e2fsprogs cpio kmod
@@ -81,15 +94,31 @@ for b in "$BIN_DAEMON" "$BIN_CTL" "$BIN_SHIM"; do
   [[ -x $b ]] || { log "missing $b (build first)"; exit 1; }
 done
 
-# The 9p share: scenario script, binaries, domU kernel and initramfs, results.
+# The Debian package dom0 installs: built now (tools/lab.sh package) unless --debs names a
+# directory that has it.
+if [[ -z $DEBS ]]; then
+  log "building the Debian package (tools/lab.sh package)"
+  T0=$(date +%s)
+  "$ROOT/tools/lab.sh" package >&2
+  DEBS=${PACKAGE_DIR:-$ROOT/build-package}
+  log "package built in $(($(date +%s) - T0)) s"
+fi
+DEB=$(ls -t "$DEBS"/unetback_*.deb 2>/dev/null | head -1)
+[[ -n $DEB ]] || { log "no unetback_*.deb in $DEBS"; exit 1; }
+
+# The 9p share: scenario script, the package, the build dir's programs (--programs-from-share),
+# domU kernel and initramfs, results.
 SHARE=$CACHE/share
 rm -rf "$SHARE"
-mkdir -p "$SHARE/bin" "$SHARE/out"
+mkdir -p "$SHARE/bin" "$SHARE/debs" "$SHARE/out"
 install -m755 "$X/dom0-run.sh" "$SHARE/dom0-run.sh"
+install -m644 "$DEB" "$SHARE/debs/"
+(cd "$SHARE/debs" && sha256sum unetback_*.deb >SHA256SUMS)
+log "dom0 installs $(basename "$DEB")"
 install -m755 "$BIN_DAEMON" "$BIN_CTL" "$SHARE/bin/"
-(cd "$SHARE/bin" && sha256sum unetbackd unetback-ctl >SHA256SUMS)
 cp "$CACHE/vmlinuz" "$SHARE/vmlinuz"
-# Every shared library the binaries need must be in the dom0 root (same bookworm versions).
+# Every shared library the binaries need must be in the dom0 root (same bookworm versions);
+# dpkg -i checks the package's dependencies itself.
 for b in "$BIN_DAEMON" "$BIN_CTL"; do
   for lib in $(ldd "$b" | grep -o '/[^ ]*'); do
     [[ -e $CACHE/rootfs$lib || -e $CACHE/rootfs/usr$lib ]] || { log "dom0 lacks $lib (needed by $b)"; exit 1; }
@@ -103,8 +132,11 @@ if ((QUICK)); then
 else
   ROUNDS=3 SECS=10 LIMIT=${XENLAB_TIMEOUT:-3600}
 fi
-printf 'ROUNDS=%s\nSECS=%s\nSHIM=%s\nONLY=%s\nDAEMON_ARGS="%s"\nDAEMON_WRAP="%s"\nFROM_SHARE=%s\nB_ARGS="%s"\nB_ENV="%s"\nPROFILE=%s\n' \
-  "$ROUNDS" "$SECS" "$SHIM" "$ONLY" "$DAEMON_ARGS" "$DAEMON_WRAP" "$FROM_SHARE" "$B_ARGS" "$B_ENV" "$PROFILE" >"$SHARE/lab.conf"
+# dom0's own limit for the scenarios (xenlab-init): it stops them a little before this host
+# stops QEMU, so the journal and the logs still reach the share.
+DOM0_LIMIT=$((LIMIT > 240 ? LIMIT - 90 : LIMIT))
+printf 'ROUNDS=%s\nSECS=%s\nSHIM=%s\nONLY=%s\nDAEMON_ARGS="%s"\nDAEMON_WRAP="%s"\nFROM_SHARE=%s\nB_ARGS="%s"\nB_ENV="%s"\nPROFILE=%s\nDOM0_LIMIT=%s\n' \
+  "$ROUNDS" "$SECS" "$SHIM" "$ONLY" "$DAEMON_ARGS" "$DAEMON_WRAP" "$FROM_SHARE" "$B_ARGS" "$B_ENV" "$PROFILE" "$DOM0_LIMIT" >"$SHARE/lab.conf"
 
 # Boot. -nic none: all traffic stays on xenbr0 inside the emulated machine. smap=0: Xen's
 # 64-bit PV guests die at their first instruction under QEMU 7.2 TCG's SMAP emulation (-cpu max).
@@ -128,7 +160,7 @@ QEMU_PREFIX=()
   -display none -serial "file:$LOG" -monitor none -no-reboot -nic none \
   -kernel "$CACHE/xen.elf" \
   -append "dom0_mem=1536M,max:1536M dom0_max_vcpus=2 console=com1 com1=115200,8n1 loglvl=all guest_loglvl=all smap=0" \
-  -initrd "$CACHE/vmlinuz console=hvc0 earlyprintk=xen loglevel=4,$CACHE/dom0-initrd.cpio.gz" \
+  -initrd "$CACHE/vmlinuz console=hvc0 earlyprintk=xen loglevel=4 systemd.show_status=auto${XENLAB_DOM0_ARGS:+ $XENLAB_DOM0_ARGS},$CACHE/dom0-initrd.cpio.gz" \
   -drive "file=$CACHE/rootfs.img,if=virtio,format=raw,snapshot=on" \
   -virtfs "local,path=$SHARE,mount_tag=hostshare,security_model=none,id=hostshare" \
   </dev/null >"$CACHE/qemu.log" 2>&1 &

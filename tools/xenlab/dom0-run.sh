@@ -1,7 +1,9 @@
 #!/bin/bash
-# The xenlab scenarios, run in the PV dom0 from the 9p share (/host) by /sbin/xenlab-init.
+# The xenlab scenarios, run in the PV dom0 from the 9p share (/host) by /sbin/xenlab-init,
+# which systemd (PID 1) starts as xenlab.service after xen.service.
 #   /host/lab.conf   ROUNDS, SECS (iperf3 seconds), SHIM (1: run scenario 3)
-#   /host/bin/       unetbackd, unetback-ctl (built on the host; dom0 has the same libraries)
+#   /host/debs/      the project's Debian package(s) (unetback_*.deb), installed with dpkg -i
+#   /host/bin/       unetbackd, unetback-ctl of the build dir (--programs-from-share only)
 #   /host/vmlinuz, /host/domU-initrd.cpio.gz (xen-netfront), /host/domU-shim-initrd.cpio.gz
 # Writes /host/out/results.txt: "FIG name value" and "CHECK name PASS|FAIL detail" lines, and
 # logs (unetbackd.log, xl-*.log) beside it. Everything is also echoed on the console.
@@ -46,53 +48,79 @@ since() { awk -v a="$1" -v b="$(now)" 'BEGIN{printf "%.1f", b-a}'; }
 
 BE=/local/domain/0/backend/vif
 UNETBACKD_PID=
-# The programs run from dom0's own tmpfs, as installed programs would, not from the 9p share
-# (their pages would be read in over 9p while the scenarios run).
-BIN=/usr/local/lib/unetback
-[ "$FROM_SHARE" = 1 ] && BIN=$H/bin # xenlab.sh --programs-from-share (debugging)
-CTL="$BIN/unetback-ctl"
+# unetbackd and unetback-ctl as the package installs them; unetbackd runs as unetbackd.service.
+BIN=/usr/sbin
+CTL=/usr/bin/unetback-ctl
+[ "$FROM_SHARE" = 1 ] && BIN=$H/bin CTL=$H/bin/unetback-ctl # --programs-from-share (debugging)
+UNIT=unetbackd.service
 
 # ---------------------------------------------------------------------------------------------
-# dom0 setup, as the Debian xen-utils init script would do it (no systemd here)
+# dom0 setup. systemd (PID 1) ran Debian's /etc/init.d/xen as xen.service: xenfs, xen-evtchn,
+# xen-gntdev, xenstored, xen-init-dom0, xenconsoled. What is left is the operator's part.
 say "dom0 up, kernel $(uname -r), rounds=$ROUNDS secs=$SECS shim=$SHIM"
+fig dom0_boot_s "$(up)"
+check dom0.systemd_pid1 "$([ "$(cat /proc/1/comm)" = systemd ] && echo 0 || echo 1)" \
+  "PID 1 is $(cat /proc/1/comm), system state $(systemctl is-system-running 2>&1)"
+XS_PID=$(pgrep -o -x oxenstored || pgrep -o -x xenstored)
+check dom0.xenstored_from_xen_service "$(grep -qs '/xen.service$' "/proc/${XS_PID:-0}/cgroup" && echo 0 || echo 1)" \
+  "$(cat "/proc/${XS_PID:-0}/comm" 2>/dev/null || echo "no xenstored") pid ${XS_PID:-none}, cgroup $(cut -d: -f3 "/proc/${XS_PID:-0}/cgroup" 2>/dev/null)"
+fig dom0.xenstored "$(cat "/proc/${XS_PID:-0}/comm" 2>/dev/null || echo none)"
+systemd-analyze >"$OUT/systemd-analyze-at-start.txt" 2>&1
 modprobe -a xen-evtchn xen-gntdev xen-gntalloc xen-privcmd xenfs bridge tun
-mount -t xenfs xenfs /proc/xen
+mountpoint -q /proc/xen || mount -t xenfs xenfs /proc/xen
 # perf finds its tracepoints (unetbackd's syscall count) in tracefs.
-mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null
+mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing 2>/dev/null
 # A process that dies of a signal with a core dump is named on the console (the core itself
 # is dropped): heap corruption in any dom0 process shows which one it was.
-cat >/tmp/corelog <<'EOF2'
+cat >/run/corelog <<'EOF2'
 #!/bin/sh
 echo "XENLAB-CORE $(cut -d' ' -f1 /proc/uptime) $1[$2] died of signal $3" >/dev/console
 cat >/dev/null
 EOF2
-chmod +x /tmp/corelog
-echo '|/tmp/corelog %e %p %s' >/proc/sys/kernel/core_pattern
+chmod +x /run/corelog
+echo '|/run/corelog %e %p %s' >/proc/sys/kernel/core_pattern
 ulimit -c unlimited
-mkdir -p /run/xen /run/xenstored /var/lib/xen /var/lib/xenstored /var/log/xen/console /run/lock \
-  /run/unetback
-xenstored --pid-file=/run/xenstored.pid || say "xenstored FAILED"
-xen-init-dom0 >/dev/null 2>&1
-xenconsoled --pid-file=/run/xenconsoled.pid --log=guest
-# The operator's setup for unetbackd: xen-netback must not be auto-loaded by udev (modalias
-# xen-backend:vif) when libxl writes a backend/vif directory. `modprobe xen-netback` by name, as
-# the kernel rounds do, still works.
-echo "blacklist xen-netback" >/etc/modprobe.d/unetback.conf
-# udevd handles the new devices' uevents (no coldplug: it would only load unrelated drivers).
-/lib/systemd/systemd-udevd --daemon >/dev/null 2>&1
+mkdir -p /var/log/xen/console
 ip link add xenbr0 type bridge
 ip addr add 10.99.0.1/24 dev xenbr0
 ip link set xenbr0 up
 ip link set lo up
-if [ "$BIN" != "$H/bin" ]; then
-  mkdir -p "$BIN"
-  mount -t tmpfs tmpfs "$BIN"
-  cp "$H"/bin/* "$BIN/"
-fi
-# sums_match DIR: the programs in DIR match the checksums xenlab.sh took when it built them.
-sums_match() { (cd "$1" && sha256sum -c --quiet SHA256SUMS >/dev/null 2>&1); }
-sums_match "$BIN"
-check dom0.programs_copied $? "unetbackd, unetback-ctl copied from the share into $BIN, checksums as built"
+
+# The package, as an operator installs it: dpkg -i from the share. Its postinst enables and
+# starts unetbackd.service (Type=notify: systemctl's start job ends at the daemon's READY=1).
+# mono_us: CLOCK_MONOTONIC in microseconds (/proc/uptime is CLOCK_BOOTTIME: the same here, no
+# suspend), for comparison with systemd's *TimestampMonotonic.
+mono_us() { awk '{printf "%d", $1 * 1000000}' /proc/uptime; }
+unit_prop() { systemctl show -p "$1" --value "$UNIT"; }
+t0=$(now)
+dpkg -i "$H"/debs/unetback_*.deb >"$OUT/dpkg-install.log" 2>&1
+rc=$?
+fig pkg.install_s "$(since "$t0")"
+check pkg.dpkg_install $rc "dpkg -i $(cd "$H/debs" && ls unetback_*.deb | tr '\n' ' ')rc=$rc"
+[ $rc = 0 ] || tail -15 "$OUT/dpkg-install.log" | sed 's/^/XENLAB   dpkg: /'
+dpkg --verify unetback >/dev/null 2>&1
+check dom0.programs_copied $? "the package's files in dom0 match its md5sums (dpkg --verify unetback)"
+st=$(systemctl is-active "$UNIT")
+check systemd.unetbackd_active "$([ "$st" = active ] && echo 0 || echo 1)" \
+  "after dpkg -i: systemctl is-active $UNIT: $st (Type=$(unit_prop Type), enabled: $(systemctl is-enabled "$UNIT" 2>&1))"
+READY_US=$(unit_prop ActiveEnterTimestampMonotonic)
+EXEC_US=$(unit_prop ExecMainStartTimestampMonotonic)
+[ "${READY_US:-0}" -gt 0 ] && [ "${EXEC_US:-0}" -gt 0 ] &&
+  fig systemd.ready_after_exec_s "$(awk -v a="$EXEC_US" -v b="$READY_US" 'BEGIN{printf "%.3f", (b - a) / 1e6}')"
+befores=$(unit_prop Before)
+check systemd.unetbackd_before_libvirtd "$(echo " $befores " | grep -q ' libvirtd.service ' && echo 0 || echo 1)" \
+  "Before=$befores"
+# The modprobe file: udev's alias load is blacklisted, an explicit load by name is refused.
+# The kernel netback rounds below load it with modprobe -i (--ignore-install), which skips the
+# package's "install xen-netback /bin/false" on purpose, with unetbackd.service stopped.
+MODFILE=$(dpkg -L unetback 2>/dev/null | grep '/modprobe.d/' | head -1)
+modprobe xen-netback >/dev/null 2>&1
+rc=$?
+lsmod | grep -q '^xen_netback'
+loaded=$?
+check pkg.netback_load_refused "$([ $rc != 0 ] && [ $loaded != 0 ] && echo 0 || echo 1)" \
+  "modprobe xen-netback rc=$rc, $([ $loaded = 0 ] && echo loaded || echo not loaded) ($MODFILE: $(grep -v '^#' "$MODFILE" 2>/dev/null | tr '\n' ';'))"
+rmmod xen-netback 2>/dev/null
 # Integrity probe: a tmpfs file of random data whose checksum is taken again after every
 # scenario. A stray write into dom0 memory (a grant copy landing on the wrong frame, say) shows
 # up here, or as processes dying of heap corruption (counted from the console on the host).
@@ -105,6 +133,7 @@ integrity() { # integrity TAG
     "128 MiB tmpfs canary checksum $([ "$s" = "$CANARY_SUM" ] && echo unchanged || echo CHANGED)"
 }
 say "dom0 ready: $(xl info | awk '/xen_version/{print "xen " $3}'), $(nproc) vCPUs"
+for u in xen.service libvirtd.socket systemd-udevd.service; do say "unit $u: $(systemctl is-active $u)"; done
 fig dom0_ready_s "$(up)"
 
 # Watchdog: when the scenarios have said nothing for 45 s, what every process is doing goes
@@ -146,35 +175,86 @@ mkcfg /tmp/shim.cfg labshim 1 10.99.0.4 00:16:3e:00:00:04 domU-shim-initrd.cpio.
 # ---------------------------------------------------------------------------------------------
 # helpers
 
+# unetbackd runs as the package's unetbackd.service. Extra arguments (the B variant's, xenlab.sh
+# --daemon-arg / --daemon-wrap / --programs-from-share) go into a runtime drop-in that replaces
+# the unit's ExecStart with the same command line plus them, and START_ENV (the B variant's
+# --b-env) into its Environment=; without any, no drop-in.
+DROPIN=/run/systemd/system/$UNIT.d/xenlab.conf
+unit_cmdline() { sed -n 's/^ExecStart=//p' "/lib/systemd/system/$UNIT" | tail -1; }
+set_dropin() { # [ARG...]
+  local cmd want=
+  # shellcheck disable=SC2086 # DAEMON_WRAP, DAEMON_ARGS: words
+  if [ -n "$DAEMON_WRAP$DAEMON_ARGS$*" ] || [ "$FROM_SHARE" = 1 ]; then
+    cmd=$(unit_cmdline)
+    [ "$FROM_SHARE" = 1 ] && cmd="$BIN/unetbackd ${cmd#* }"
+    want=$(printf '[Service]\nExecStart=\nExecStart=%s %s %s %s\n' "$DAEMON_WRAP" "$cmd" "$DAEMON_ARGS" "$*")
+  fi
+  # START_ENV: NAME=VALUE words without spaces (xenlab.sh checks them), as Environment= takes them
+  if [ -n "${START_ENV:-}" ]; then
+    [ -n "$want" ] || want='[Service]'
+    want=$(printf '%s\nEnvironment=%s\n' "$want" "$START_ENV")
+  fi
+  [ "$want" = "$(cat "$DROPIN" 2>/dev/null)" ] && return 0
+  if [ -n "$want" ]; then
+    mkdir -p "$(dirname "$DROPIN")"
+    echo "$want" >"$DROPIN"
+  else
+    rm -f "$DROPIN"
+  fi
+  systemctl daemon-reload
+}
+
+# The first xl create after unetbackd got ready is checked against its readiness (READY_US).
+READY_CHECK_PENDING=0
 start_unetbackd() { # [ARG...]: added to the command line (the B variant's); env: START_ENV
-  rm -f /run/unetback/unetbackd.sock
-  # shellcheck disable=SC2086 # DAEMON_WRAP, DAEMON_ARGS, START_ENV: words (xenlab.sh --daemon-wrap/-arg, --b-env)
-  ${START_ENV:+env $START_ENV} $DAEMON_WRAP "$BIN/unetbackd" --hypervisor xen --log-level info $DAEMON_ARGS "$@" >>"$OUT/unetbackd.log" 2>&1 &
-  UNETBACKD_PID=$!
+  set_dropin "$@"
+  local t0 rc
+  t0=$(now)
+  systemctl start "$UNIT"
+  rc=$?
+  fig unetbackd.systemctl_start_s "$(since "$t0")"
+  UNETBACKD_PID=$(unit_prop MainPID)
+  [ "$UNETBACKD_PID" = 0 ] && UNETBACKD_PID=
+  READY_US=$(unit_prop ActiveEnterTimestampMonotonic)
+  [ "$READY_CHECK_PENDING" = 0 ] && READY_CHECK_PENDING=1
+  # Type=notify: systemctl start returned at READY=1, which the daemon sends once it serves
+  # xenstore; its control socket must answer at once, without waiting.
+  "$CTL" list >/dev/null 2>&1
+  local at_once=$?
   wait_for 30 "$CTL" list
   local st=$?
-  check "unetbackd.start" $st "pid $UNETBACKD_PID, control socket answers"
+  [ $rc = 0 ] || st=1
+  check "unetbackd.start" $st "systemctl start $UNIT rc=$rc, pid ${UNETBACKD_PID:-none}, control socket answers"
+  check "systemd.ready_means_serving" $at_once "unetback-ctl list right after systemctl start returned: rc=$at_once"
   return $st
 }
 
 stop_unetbackd() {
-  [ -n "$UNETBACKD_PID" ] || return 0
-  kill -TERM "$UNETBACKD_PID"
-  local i=0
-  while kill -0 "$UNETBACKD_PID" 2>/dev/null && [ $i -lt 40 ]; do sleep 0.5; i=$((i + 1)); done
-  if kill -0 "$UNETBACKD_PID" 2>/dev/null; then
-    check "unetbackd.stop" 1 "still running 20 s after SIGTERM"
-    kill -KILL "$UNETBACKD_PID"
-  fi
-  wait "$UNETBACKD_PID"
-  local rc=$?
-  check "unetbackd.stop" "$([ $rc = 0 ] && echo 0 || echo 1)" "exit status $rc after SIGTERM"
+  [ -n "$UNETBACKD_PID" ] || [ "$(systemctl is-active "$UNIT")" = active ] || return 0
+  local t0 code status
+  t0=$(now)
+  systemctl stop "$UNIT"
+  fig unetbackd.systemctl_stop_s "$(since "$t0")"
+  # ExecMainCode 1: the process exited (2 would be: killed by a signal), with ExecMainStatus.
+  code=$(unit_prop ExecMainCode)
+  status=$(unit_prop ExecMainStatus)
+  check "unetbackd.stop" "$([ "$code" = 1 ] && [ "$status" = 0 ] && echo 0 || echo 1)" \
+    "systemctl stop: exit code $code status $status after SIGTERM ($(since "$t0") s), result $(unit_prop Result)"
   UNETBACKD_PID=
 }
 
 # xl_create TAG CFG NAME IP: creates, times it, waits for ping. Status 0 when pingable.
 xl_create() {
   local tag=$1 cfg=$2 name=$3 ip=$4 t0 rc
+  if [ "$READY_CHECK_PENDING" = 1 ] && [ -n "$UNETBACKD_PID" ]; then
+    # The first xl create served by unetbackd.service: its READY=1 came before it.
+    local c_us
+    c_us=$(mono_us)
+    check systemd.ready_before_xl_create "$([ "${READY_US:-0}" -gt 0 ] && [ "$READY_US" -lt "$c_us" ] && echo 0 || echo 1)" \
+      "READY=1 at monotonic ${READY_US:-0} us, xl create at $c_us us"
+    fig systemd.ready_to_xl_create_s "$(awk -v a="${READY_US:-0}" -v b="$c_us" 'BEGIN{printf "%.3f", (b - a) / 1e6}')"
+    READY_CHECK_PENDING=2
+  fi
   t0=$(now)
   xl -vvv create "$cfg" >"$OUT/xl-create-$tag.log" 2>&1
   rc=$?
@@ -386,6 +466,9 @@ fe_ports() { # all event-channel* values under a frontend vif dir
 
 # xl destroy + the checks of the issue: backend reached 6 (libxl saw it, no timeout), no TAP,
 # no mapped grant, no bound port.
+# DESTROY_WITH: the command that destroys the domain (virsh's for the libvirt domain); its log
+# (and libvirt's libxl log, DESTROY_LOG) is searched for libxl's "wanted state 6 ok".
+DESTROY_WITH="xl -vvv destroy" DESTROY_LOG=
 destroy_checked() { # TAG NAME [MAPS_LEFT]
   local tag=$1 name=$2 d ports t0 rc
   d=$(xl domid "$name")
@@ -401,11 +484,15 @@ destroy_checked() { # TAG NAME [MAPS_LEFT]
   ) &
   local watcher=$!
   t0=$(now)
-  xl -vvv destroy "$name" >"$OUT/xl-destroy-$tag.log" 2>&1
+  local lines0=0
+  [ -n "$DESTROY_LOG" ] && lines0=$(wc -l <"$DESTROY_LOG" 2>/dev/null || echo 0)
+  $DESTROY_WITH "$name" >"$OUT/xl-destroy-$tag.log" 2>&1
   rc=$?
   fig "$tag.destroy_s" "$(since "$t0")"
   wait $watcher
-  check "$tag.xl_destroy" $rc "xl destroy rc=$rc"
+  [ -n "$DESTROY_LOG" ] && tail -n +$((lines0 + 1)) "$DESTROY_LOG" >>"$OUT/xl-destroy-$tag.log" 2>/dev/null
+  local tool=${DESTROY_WITH#timeout [0-9]* } # xl, or virsh (under its time limit)
+  check "$tag.xl_destroy" $rc "${tool%% *} destroy rc=$rc"
   local seen6=1
   grep -q "wanted state 6 ok" "$OUT/xl-destroy-$tag.log" && seen6=0
   grep -qw 6 "/tmp/states-$tag" && seen6=0
@@ -413,11 +500,19 @@ destroy_checked() { # TAG NAME [MAPS_LEFT]
   check_vif_gone "$tag" "$d" "vif$d.0" "$ports" "${3:-0}"
 }
 
+# The kernel netback's turn: unetbackd.service stopped (it would race the kernel netback for
+# every vif), then xen-netback loaded by name with -i (--ignore-install: skips the package's
+# "install xen-netback /bin/false", which is there to stop exactly this load).
+kernel_netback_load() {
+  stop_unetbackd
+  modprobe -i xen-netback
+}
+
 # The 2-vCPU domU on the kernel netback: the baseline of unetbackd's multi-queue scenario.
 kernel_mq() { # [long]: also network-detach/attach, as unetbackd's scenario does
   local tag=kernel.mq d q
   say "=== kernel xen-netback: 2-vCPU domU"
-  modprobe xen-netback
+  kernel_netback_load
   if xl_create "$tag" /tmp/mq.cfg labmq 10.99.0.3; then
     d=$(xl domid labmq)
     q=$(xenstore-read "/local/domain/$d/device/vif/0/multi-queue-num-queues" 2>/dev/null)
@@ -445,7 +540,7 @@ kernel_mq() { # [long]: also network-detach/attach, as unetbackd's scenario does
 kernel_round() { # ROUND
   local tag=kernel.r$1
   say "=== round $1: kernel xen-netback"
-  modprobe xen-netback
+  kernel_netback_load
   if xl_create "$tag" /tmp/u1.cfg labu 10.99.0.2; then
     ping_rtt "$tag" 10.99.0.2
     iperf "$tag" 10.99.0.2 guest_rx
@@ -556,11 +651,14 @@ unetbackd_extras() {
 shim_round() {
   local be=$1 tag=shim.$1
   say "=== shim in a domU against $be"
-  if [ "$be" = kernel ]; then modprobe xen-netback; else start_unetbackd || return; fi
+  if [ "$be" = kernel ]; then kernel_netback_load; else start_unetbackd || return; fi
   if xl_create "$tag" /tmp/shim.cfg labshim 10.99.0.4; then
     ping_rtt "$tag" 10.99.0.4
     iperf "$tag" 10.99.0.4 guest_rx
     iperf "$tag" 10.99.0.4 guest_tx
+    # netfront-shim starts over (state 1) when its backend closes: the guest whose vif the
+    # restarted daemon adopts without help from inside the guest.
+    [ "$be" = unetbackd ] && sigkill_restart "$tag" 10.99.0.4
   fi
   xl destroy labshim >/dev/null 2>&1
   cp /var/log/xen/console/guest-labshim.log "$OUT/console-$tag.log" 2>/dev/null
@@ -570,6 +668,152 @@ shim_round() {
     stop_unetbackd
   fi
   integrity "$tag"
+}
+
+
+# SIGKILL of the daemon: systemd restarts it (Restart=on-failure), the new daemon adopts the vif
+# (README, "Restarting the daemon") and the guest at IP answers ping again.
+sigkill_restart() { # TAG IP
+  local tag=$1 ip=$2 old=$UNETBACKD_PID n0 n1 new t0 rc
+  n0=$(unit_prop NRestarts)
+  say "=== SIGKILL of unetbackd (pid $old), restart by systemd"
+  t0=$(now)
+  kill -KILL "$old"
+  wait_for 30 sh -c "[ \"\$(systemctl show -p NRestarts --value $UNIT)\" -gt $n0 ] && systemctl is-active -q $UNIT && [ \"\$(systemctl show -p MainPID --value $UNIT)\" != $old ]"
+  rc=$?
+  fig systemd.restart_after_sigkill_s "$(since "$t0")"
+  n1=$(unit_prop NRestarts)
+  new=$(unit_prop MainPID)
+  check systemd.restart_after_sigkill $rc "NRestarts $n0 -> $n1, pid $old -> $new, $(systemctl is-active $UNIT)"
+  [ "$new" != 0 ] && UNETBACKD_PID=$new
+  wait_for 60 ping -c1 -W1 "$ip"
+  rc=$?
+  fig systemd.served_after_restart_s "$(since "$t0")"
+  check systemd.served_after_restart $rc "$ip answers ping again after the restart ($(since "$t0") s after the SIGKILL)"
+  [ $rc = 0 ] && iperf "$tag.restarted" "$ip" guest_rx
+}
+
+# The daemon's lines in the journal, with a priority per level: an info line ("new vif") is in
+# journalctl -u, a warning (a bad tunable written into xenstore, rejected) is in -p warning and
+# the info line is not.
+journal_checks() {
+  local t0 all warn
+  say "=== journal: journalctl -u $UNIT"
+  t0=$(now)
+  xenstore-write /local/domain/0/unetback/max-queues bogus
+  wait_for 15 sh -c "journalctl -b -u $UNIT -p warning -o cat | grep -q 'max-queues: rejected'"
+  all=$(journalctl -b -u $UNIT -o cat 2>&1)
+  warn=$(journalctl -b -u $UNIT -p warning -o cat 2>&1)
+  fig systemd.journal_lines "$(echo "$all" | wc -l)"
+  check systemd.journal_has_daemon_lines "$(echo "$all" | grep -q 'new vif ' && echo 0 || echo 1)" \
+    "journalctl -u $UNIT: $(echo "$all" | wc -l) lines, $(echo "$all" | grep -c 'new vif ') 'new vif' (info)"
+  check systemd.journal_priorities "$(echo "$warn" | grep -q 'max-queues: rejected' && ! echo "$warn" | grep -q 'new vif ' && echo 0 || echo 1)" \
+    "-p warning: $(echo "$warn" | grep -c .) lines, $(echo "$warn" | grep -c 'new vif ') 'new vif'; $(echo "$warn" | grep 'max-queues' | tail -1 | cut -c1-120)"
+  fig systemd.journal_checks_s "$(since "$t0")"
+}
+
+# libvirt: a PV domain created through libvirtd's libxl driver (virsh -c xen:///), its
+# <interface type='bridge'> on xenbr0 served by unetbackd; then virsh destroy with the same
+# checks as after xl destroy.
+# Every virsh call has a time limit: a libvirtd that does not answer fails the scenario, not the
+# whole boot.
+VIRSH="timeout 300 virsh -c xen:///"
+libvirt_round() {
+  local tag=libvirt d t0 rc fe script
+  say "=== libvirt: virsh -c xen:/// create, bridge interface on xenbr0"
+  # libxl's debug lines (the teardown's "wanted state 6 ok") in libvirt's libxl log.
+  sed -i 's/^#* *log_level *=.*/log_level = 1/' /etc/libvirt/libxl.conf 2>/dev/null
+  cat >/tmp/virt.xml <<'XML'
+<domain type='xen'>
+  <name>labvirt</name>
+  <memory unit='MiB'>256</memory>
+  <vcpu>1</vcpu>
+  <os>
+    <type arch='x86_64' machine='xenpv'>linux</type>
+    <kernel>/tmp/img/vmlinuz</kernel>
+    <initrd>/tmp/img/domU-initrd.cpio.gz</initrd>
+    <cmdline>console=hvc0 rdinit=/init lab_ip=10.99.0.6/24 quiet loglevel=4</cmdline>
+  </os>
+  <on_poweroff>destroy</on_poweroff>
+  <on_crash>destroy</on_crash>
+  <devices>
+    <interface type='bridge'>
+      <source bridge='xenbr0'/>
+      <mac address='00:16:3e:00:00:06'/>
+    </interface>
+    <console type='pty'><target type='xen' port='0'/></console>
+  </devices>
+</domain>
+XML
+  t0=$(now)
+  $VIRSH version >"$OUT/virsh-version.txt" 2>&1
+  rc=$?
+  fig "$tag.libvirtd_first_answer_s" "$(since "$t0")"
+  check "$tag.virsh_connect" $rc "virsh -c xen:/// version: $(grep -i 'running hypervisor' "$OUT/virsh-version.txt" | tr -s ' ')"
+  if [ $rc != 0 ]; then
+    tail -5 "$OUT/virsh-version.txt" | sed 's/^/XENLAB   virsh: /'
+    journalctl -b -u libvirtd -o short-monotonic --no-pager 2>&1 | tail -15 | sed 's/^/XENLAB   libvirtd: /'
+    cp /var/log/libvirt/libxl/libxl-driver.log "$OUT/libvirt-libxl-driver.log" 2>/dev/null
+    return
+  fi
+  t0=$(now)
+  $VIRSH create /tmp/virt.xml >"$OUT/virsh-create.log" 2>&1
+  rc=$?
+  fig "$tag.create_s" "$(since "$t0")"
+  check "$tag.virsh_create" $rc "virsh create rc=$rc: $(grep . "$OUT/virsh-create.log" | tail -1)"
+  if [ $rc != 0 ]; then
+    tail -20 /var/log/libvirt/libxl/libxl-driver.log 2>/dev/null | sed 's/^/XENLAB   libxl: /'
+    cp /var/log/libvirt/libxl/libxl-driver.log "$OUT/libvirt-libxl-driver.log" 2>/dev/null
+    return
+  fi
+  d=$(xl domid labvirt)
+  t0=$(now)
+  wait_for 90 ping -c1 -W1 10.99.0.6
+  rc=$?
+  fig "$tag.ping_ready_s" "$(since "$t0")"
+  check "$tag.ping" $rc "10.99.0.6 answers ping"
+  fe=$(xenstore-read "/local/domain/$d/device/vif/0/backend" 2>/dev/null)
+  script=$(xenstore-read "$BE/$d/0/script" 2>/dev/null)
+  fig "$tag.vif_script" "${script:-none}"
+  check "$tag.backend_in_dom0" "$([ "$fe" = "$BE/$d/0" ] && [ "$(xenstore-read "$BE/$d/0/state" 2>/dev/null)" = 4 ] && echo 0 || echo 1)" \
+    "frontend's backend $fe, state $(xenstore-read "$BE/$d/0/state" 2>/dev/null), hotplug-status $(xenstore-read "$BE/$d/0/hotplug-status" 2>/dev/null), script $script"
+  "$CTL" list >"$OUT/ctl-list-$tag.txt" 2>&1
+  check "$tag.served_by_unetbackd" "$(grep -q "vif$d\.0\|$d/0" "$OUT/ctl-list-$tag.txt" && ip link show master xenbr0 2>/dev/null | grep -q "vif$d\.0" && echo 0 || echo 1)" \
+    "unetback-ctl list: $(grep "vif$d\.0\|$d/0" "$OUT/ctl-list-$tag.txt" | head -1 | tr -s ' '); vif$d.0 on xenbr0: $(ip link show master xenbr0 2>/dev/null | grep -c "vif$d\.0")"
+  check "$tag.netback_not_loaded" "$(lsmod | grep -q '^xen_netback' && echo 1 || echo 0)" \
+    "xen-netback not loaded though libvirt's libxl wrote backend/vif"
+  if [ $rc = 0 ]; then
+    ping_rtt "$tag" 10.99.0.6
+    iperf "$tag" 10.99.0.6 guest_rx
+    iperf "$tag" 10.99.0.6 guest_tx
+  fi
+  DESTROY_WITH="$VIRSH destroy" DESTROY_LOG=/var/log/libvirt/libxl/libxl-driver.log
+  destroy_checked "$tag" labvirt
+  DESTROY_WITH="xl -vvv destroy" DESTROY_LOG=
+  wait_for 15 sh -c "! xenstore-read $BE/$d/0/state"
+  check "$tag.backend_removed" $? "backend directory $BE/$d/0 removed"
+  cp /var/log/libvirt/libxl/libxl-driver.log "$OUT/libvirt-libxl-driver.log" 2>/dev/null
+  cp /var/log/libvirt/libxl/labvirt.log "$OUT/libvirt-labvirt.log" 2>/dev/null
+  integrity "$tag"
+}
+
+# apt-get remove: the service is stopped (by the package's prerm), the daemon gone, the
+# programs removed, the conffiles kept until a purge.
+remove_checks() {
+  local t0 rc pid st
+  say "=== apt-get remove unetback"
+  [ "$(systemctl is-active $UNIT)" = active ] || start_unetbackd
+  pid=$(unit_prop MainPID)
+  t0=$(now)
+  apt-get remove -y unetback >"$OUT/apt-remove.log" 2>&1
+  rc=$?
+  fig pkg.remove_s "$(since "$t0")"
+  check pkg.apt_remove $rc "apt-get remove -y unetback rc=$rc"
+  [ $rc = 0 ] || tail -10 "$OUT/apt-remove.log" | sed 's/^/XENLAB   apt: /'
+  st=$(systemctl is-active $UNIT)
+  check systemd.remove_stops_service "$([ "$st" != active ] && ! kill -0 "$pid" 2>/dev/null && [ ! -e /usr/sbin/unetbackd ] && echo 0 || echo 1)" \
+    "after apt-get remove: $UNIT $st, pid $pid $(kill -0 "$pid" 2>/dev/null && echo alive || echo gone), /usr/sbin/unetbackd $([ -e /usr/sbin/unetbackd ] && echo present || echo removed), dpkg: $(dpkg-query -W -f='${db:Status-Abbrev}' unetback 2>&1)"
+  UNETBACKD_PID=
 }
 
 # ---------------------------------------------------------------------------------------------
@@ -587,6 +831,14 @@ if [ "$SHIM" = 1 ] && want shim; then
   shim_round kernel
   shim_round unetbackd
 fi
+# libvirt (and the journal's lines from everything unetbackd served so far).
+if want unetbackd || want libvirt; then
+  start_unetbackd && {
+    libvirt_round
+    journal_checks
+    stop_unetbackd
+  }
+fi
 if [ "$ONLY" = kmq ]; then # the kernel netback's 2-vCPU scenario, three times (debugging)
   kernel_mq long
   kernel_mq long
@@ -601,11 +853,18 @@ fi
 for f in /var/log/xen/console/guest-*.log; do [ -f "$f" ] && cp "$f" "$OUT/console-$(basename "$f")"; done
 cp /var/log/xen/xl-*.log "$OUT/" 2>/dev/null
 dmesg >"$OUT/dmesg.txt" 2>/dev/null
-sums_match "$BIN"
-check dom0.programs_intact $? "the programs in $BIN still match their build checksums"
+journalctl -b -u $UNIT -o short-monotonic >"$OUT/unetbackd.log" 2>&1
+dpkg --verify unetback >/dev/null 2>&1
+check dom0.programs_intact $? "the package's files in dom0 still match its md5sums (dpkg --verify unetback)"
+remove_checks
 echo 3 >/proc/sys/vm/drop_caches
-sums_match "$H/bin"
-check dom0.share_intact $? "the programs read again over 9p match their build checksums"
+(cd "$H/debs" && sha256sum -c --quiet SHA256SUMS >/dev/null 2>&1)
+check dom0.share_intact $? "the package files read again over 9p match their checksums taken on the host"
 kill "$WATCHDOG_PID" 2>/dev/null
+# systemd's boot (finished once xenlab.service ran, Type=exec): when it finished, counted from
+# the kernel's start, and its slowest units (the whole list: out/systemd-analyze.txt).
+FIN_US=$(systemctl show -p FinishTimestampMonotonic --value 2>/dev/null)
+[ "${FIN_US:-0}" -gt 0 ] && fig dom0.systemd_boot_finished_s "$(awk -v u="$FIN_US" 'BEGIN{printf "%.1f", u / 1e6}')"
+systemd-analyze blame --no-pager 2>&1 | head -12 | sed 's/^/XENLAB   blame: /'
 fig dom0_uptime_end_s "$(up)"
 say "DONE"

@@ -200,6 +200,57 @@ TEST_F(XlEndToEnd, MissingBridgeFailsTheHotplugScriptAndTheCreateLikeXl) {
   EXPECT_EQ(l.out.find("g2"), std::string::npos) << l.out;
 }
 
+/// A driver domain serves the vif: libxl runs the hotplug script there with XENBUS_PATH relative
+/// to that domain's home (backend/vif/<D>/<N>), so vif-unetback must work on
+/// /local/domain/<driver>/backend/vif/<D>/<N>, the path unetbackd in the driver domain marks
+/// its TAP with, and not on dom0's (it used to take /local/domain/0 for granted: "no bridge
+/// given", hotplug-status=error in dom0's tree and the vif never connected).
+TEST_F(XlEndToEnd, VifUnetbackInADriverDomainWorksOnThatDomainsBackendPath) {
+  auto driver = hv_->create_domain("netdrv");
+  ASSERT_TRUE(driver);
+  auto guest = hv_->create_domain("guest");
+  ASSERT_TRUE(guest);
+  const std::string rel = "backend/vif/" + std::to_string(guest->value()) + "/0";
+  const std::string home = "/local/domain/" + std::to_string(driver->value());
+  const std::string be = home + "/" + rel;
+  const std::string tap = "vif" + std::to_string(guest->value()) + ".0";
+  // What libxl writes for the backend: its directory, owned by the driver domain.
+  ASSERT_FALSE(xs_->write(be + "/bridge", "xlbr0"));
+  ASSERT_FALSE(xs_->write(be + "/mtu", "1400"));
+  const hv::XsPerm owner[] = {hv::XsPerm{*driver, hv::XsPerm::Kind::none}};
+  for (const std::string& p :
+       {home + "/backend", home + "/backend/vif",
+        home + "/backend/vif/" + std::to_string(guest->value()), be, be + "/bridge", be + "/mtu"})
+    ASSERT_FALSE(xs_->set_perms(p, owner)) << p;
+  // The TAP as unetbackd in the driver domain makes it: named vif<D>.<N>, marked with its path.
+  ASSERT_EQ(run({"ip", "-n", ns0_, "tuntap", "add", "dev", tap, "mode", "tap"}, dir_).status, 0);
+  ASSERT_EQ(
+      run({"ip", "-n", ns0_, "link", "set", "dev", tap, "alias", "unetbackd " + be}, dir_).status,
+      0);
+
+  // libxl's call, in the driver domain: its xenstore connection, XENBUS_PATH relative to it.
+  auto hotplug = [&](const std::string& action) {
+    return run({"ip", "netns", "exec", ns0_, "env",
+                "XENSTORED_PATH=" + world() + "/dom" + std::to_string(driver->value()) + ".sock",
+                "XENBUS_PATH=" + rel, "vif=" + tap, script_, action, "type_if=vif"},
+               dir_);
+  };
+  const RunResult on = hotplug("online");
+  EXPECT_EQ(on.status, 0) << on.err;
+  EXPECT_EQ(xs_->read(be + "/hotplug-status").value_or(""), "connected") << on.err;
+  EXPECT_FALSE(xs_->read("/local/domain/0/" + rel + "/hotplug-status").has_value());
+  const RunResult l = run({"ip", "-n", ns0_, "-o", "link", "show", "dev", tap}, dir_);
+  EXPECT_NE(l.out.find("master xlbr0"), std::string::npos) << l.out;
+  EXPECT_NE(l.out.find("mtu 1400"), std::string::npos) << l.out;
+  EXPECT_NE(l.out.find(",UP"), std::string::npos) << l.out;
+
+  const RunResult off = hotplug("offline");
+  EXPECT_EQ(off.status, 0) << off.err;
+  const RunResult after = run({"ip", "-n", ns0_, "-o", "link", "show", "dev", tap}, dir_);
+  EXPECT_EQ(after.out.find("master xlbr0"), std::string::npos) << after.out;
+  EXPECT_EQ(after.out.find(",UP"), std::string::npos) << after.out;
+}
+
 TEST_F(XlEndToEnd, UsageErrorsExitTwo) {
   EXPECT_EQ(xl({"create", "g3"}).status, 2);
   EXPECT_EQ(xl({"create", "g3", "--vif", "rate=fast"}).status, 2);
