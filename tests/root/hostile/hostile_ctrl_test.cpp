@@ -172,13 +172,20 @@ TEST_F(HostileCtrl, RequestStormWhileTrafficFlowsCostsTheGoodGuestNothing) {
     }
   });
   const auto during = good_traffic(32);
+  const auto answered_during = answered.load();
+  // How many requests the good guest's 64 packets overlap depends on the machine's load (64
+  // to 4 000 on a loaded 2-core host): that the storm is served, not ignored, is checked by
+  // letting it go on until 1 000 answers, with a deadline far above what that takes.
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (answered.load() <= 1000u && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(1ms);
   stop = true;
   storm.join();
   EXPECT_EQ(during.sent, 64u);
   EXPECT_EQ(during.received, during.sent) << "the good guest lost traffic under the storm";
-  EXPECT_GT(answered.load(), 1000u) << "the storm was served, not ignored";
-  std::cout << "[ storm ] ctrl responses during the good guest's 64 packets: " << answered.load()
-            << "\n";
+  EXPECT_GT(answered.load(), 1000u) << "the storm was not served within 10 s";
+  std::cout << "[ storm ] ctrl responses during the good guest's 64 packets: " << answered_during
+            << ", in all: " << answered.load() << "\n";
   EXPECT_TRUE(connected(bad->dom())) << "a busy ring is no violation";
   finish(bad, base);
 }
