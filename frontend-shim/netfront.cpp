@@ -29,6 +29,9 @@ NetfrontStats& NetfrontStats::operator+=(const NetfrontStats& o) {
   rx_notify_sent += o.rx_notify_sent;
   rx_notify_suppressed += o.rx_notify_suppressed;
   broken += o.broken;
+  rx_slot_checked += o.rx_slot_checked;
+  rx_gso_checked += o.rx_gso_checked;
+  rx_protocol_errors += o.rx_protocol_errors;
   return *this;
 }
 
@@ -118,6 +121,9 @@ std::error_code Netfront::connect(std::chrono::milliseconds timeout) {
   setup.limiter = opts_.tx_limiter;
   setup.tx_headroom = opts_.tx_headroom;
   setup.tx_buffer_pages = opts_.tx_buffer_pages;
+  // A frontend without feature-rx-notify does not kick when it re-posts RX buffers.
+  setup.rx_refill_kick = opts_.rx_notify && opts_.feature_keys;
+  setup.rx_checks = opts_.rx_checks;
 
   std::vector<std::shared_ptr<NetfrontQueue>> queues;
   FrontendConnect fc;
@@ -126,7 +132,12 @@ std::error_code Netfront::connect(std::chrono::milliseconds timeout) {
   fc.gso_tcpv4 = opts_.gso_tcpv4;
   fc.gso_tcpv6 = opts_.gso_tcpv6;
   fc.ipv6_csum = opts_.csum_ipv6;
-  fc.write_num_queues = backend_.max_queues.has_value();
+  // Mini-OS (no feature keys) knows nothing of multi-queue either.
+  fc.write_num_queues =
+      opts_.feature_keys && (backend_.max_queues.has_value() || opts_.always_write_num_queues);
+  fc.feature_keys = opts_.feature_keys;
+  fc.request_multicast_control =
+      opts_.request_multicast_control && (backend_.mcast_control || backend_.dynamic_mcast_control);
   fc.split_event_channels = split_;
   for (std::uint32_t i = 0; i < nq; ++i) {
     setup.id = QueueId{i};

@@ -166,7 +166,8 @@ std::error_code NetfrontQueue::check_meta(const TxMeta& meta) const {
 }
 
 bool NetfrontQueue::room_for(std::uint32_t data_slots, const TxMeta& meta, bool linux_stop) const {
-  const std::uint32_t needed = data_slots + (meta.gso ? 1 : 0) + (meta.mcast ? 1 : 0);
+  const std::uint32_t needed =
+      data_slots + (meta.gso ? 1 : 0) + (meta.mcast ? 1 : 0) + (meta.hash ? 1 : 0);
   const std::uint32_t free = tx_->free_requests();
   // Netfront keeps its queue stopped below 19 free slots (the largest packet + its extra).
   if (linux_stop && free < kTxStopThreshold) return false;
@@ -341,7 +342,7 @@ void NetfrontQueue::emit(std::span<const OutSlot> slots, std::uint16_t first_siz
     if (i == 0) {
       if (meta.csum_blank) flags |= wire::TxFlag::csum_blank;
       if (meta.data_validated) flags |= wire::TxFlag::data_validated;
-      if (meta.gso || meta.mcast) flags |= wire::TxFlag::extra_info;
+      if (meta.gso || meta.mcast || meta.hash) flags |= wire::TxFlag::extra_info;
     }
     wire::TxRequest req{};
     req.gref = s.ref.value();
@@ -352,25 +353,7 @@ void NetfrontQueue::emit(std::span<const OutSlot> slots, std::uint16_t first_siz
     req.size = i == 0 ? first_size : s.size;
     tx_->put_request(req);
     bytes += s.size;
-    if (i == 0 && meta.gso) {
-      // The GSO extra follows the first request (netif.h; backends reject it elsewhere).
-      wire::ExtraInfo extra{};
-      extra.type = static_cast<std::uint8_t>(wire::ExtraType::gso);
-      extra.flags = meta.mcast ? XEN_NETIF_EXTRA_FLAG_MORE : 0;
-      extra.u.gso.size = meta.gso->size;
-      extra.u.gso.type = static_cast<std::uint8_t>(meta.gso->type);
-      extra.u.gso.pad = 0;
-      extra.u.gso.features = 0;
-      tx_->put_request_as(extra);
-    }
-    if (i == 0 && meta.mcast) {
-      wire::ExtraInfo extra{};
-      extra.type = static_cast<std::uint8_t>(meta.mcast->add ? wire::ExtraType::mcast_add
-                                                             : wire::ExtraType::mcast_del);
-      extra.flags = 0;
-      std::memcpy(extra.u.mcast.addr, meta.mcast->addr.data(), 6);
-      tx_->put_request_as(extra);
-    }
+    if (i == 0) emit_extras(meta);
   }
   ++stats_.tx_packets;
   stats_.tx_bytes += bytes;
@@ -380,6 +363,38 @@ void NetfrontQueue::emit(std::span<const OutSlot> slots, std::uint16_t first_siz
     (void)tx_port_.notify();
   } else {
     ++stats_.tx_notify_suppressed;
+  }
+}
+
+void NetfrontQueue::emit_extras(const TxMeta& meta) {
+  // The extras follow the first request (netif.h; backends reject them elsewhere), chained
+  // with FLAG_MORE: GSO, MCAST, then HASH.
+  std::array<wire::ExtraInfo, 3> extras{};
+  std::size_t n = 0;
+  if (meta.gso) {
+    wire::ExtraInfo& e = extras[n++];
+    e.type = static_cast<std::uint8_t>(wire::ExtraType::gso);
+    e.u.gso.size = meta.gso->size;
+    e.u.gso.type = static_cast<std::uint8_t>(meta.gso->type);
+    e.u.gso.pad = 0;
+    e.u.gso.features = 0;
+  }
+  if (meta.mcast) {
+    wire::ExtraInfo& e = extras[n++];
+    e.type = static_cast<std::uint8_t>(meta.mcast->add ? wire::ExtraType::mcast_add
+                                                       : wire::ExtraType::mcast_del);
+    std::memcpy(e.u.mcast.addr, meta.mcast->addr.data(), 6);
+  }
+  if (meta.hash) {
+    wire::ExtraInfo& e = extras[n++];
+    e.type = static_cast<std::uint8_t>(wire::ExtraType::hash);
+    e.u.hash.type = meta.hash->type;
+    e.u.hash.algorithm = meta.hash->algorithm;
+    std::memcpy(e.u.hash.value, &meta.hash->value, sizeof(e.u.hash.value));
+  }
+  for (std::size_t k = 0; k < n; ++k) {
+    extras[k].flags = k + 1 < n ? XEN_NETIF_EXTRA_FLAG_MORE : 0;
+    tx_->put_request_as(extras[k]);
   }
 }
 
@@ -467,7 +482,8 @@ void NetfrontQueue::post_rx_buffers(std::uint32_t n) {
   }
   stats_.rx_requests_posted += n;
   const Port port = setup_.split_event_channels ? rx_port_.port() : tx_port_.port();
-  if (rx_->push_requests()) {
+  // Without feature-rx-notify the backend was told not to count on a kick: it polls.
+  if (rx_->push_requests() && setup_.rx_refill_kick) {
     ++stats_.rx_notify_sent;
     (void)channel_->notify(port);
   } else {
@@ -549,6 +565,8 @@ std::size_t NetfrontQueue::poll(RxSink& sink) {
         mark_broken("RX buffer grant still in use by the backend");
       }
     }
+    if (p.drop == RxDrop::none && setup_.rx_checks && !check_rx_packet(p))
+      p.drop = RxDrop::out_of_slot;
     if (p.drop == RxDrop::none) {
       // The packet is handed over where the backend put it: its pages are not posted
       // again before the sink's flush() (refill_if_due below).
@@ -578,6 +596,31 @@ std::size_t NetfrontQueue::poll(RxSink& sink) {
   if (got > 0) sink.flush();
   refill_if_due();
   return got;
+}
+
+bool NetfrontQueue::check_rx_packet(const RxParse& p) {
+  const std::span<const wire::RxResponse> avail(rx_pending_.data() + rx_head_, rx_tail_ - rx_head_);
+  auto protocol_error = [&](const std::string& what) {
+    ++stats_.rx_protocol_errors;
+    static log::RateLimit limit;
+    std::uint64_t suppressed = 0;
+    if (limit.allow(suppressed))
+      log::write(log::Level::error, "netfront-q" + std::to_string(setup_.id.value()),
+                 "backend protocol error: " + what +
+                     (suppressed ? " (" + std::to_string(suppressed) + " suppressed)" : ""));
+  };
+  ++stats_.rx_slot_checked;
+  if (!rx_responses_in_slot(avail, p, rx_processed_.value(), kRxRingSize)) {
+    protocol_error("RX response at ring index " + std::to_string(rx_processed_.value()) +
+                   " is not in its request's slot (packet dropped)");
+    return false;
+  }
+  if (p.gso) {
+    ++stats_.rx_gso_checked;
+    if (!rx_gso_flags_ok(p))
+      protocol_error("GSO packet without both csum_blank and data_validated");
+  }
+  return true;
 }
 
 EventKinds NetfrontQueue::handle_event() {

@@ -95,6 +95,11 @@ struct QueueSetup {
   zerocopy::LimiterConfig limiter;
   std::uint16_t tx_headroom = 0;
   std::uint32_t tx_buffer_pages = 320;
+  /// Kick the backend when re-posted RX buffers cross its req_event (feature-rx-notify);
+  /// a frontend without it never does.
+  bool rx_refill_kick = true;
+  /// win-xenvif's RX checks (NetfrontOptions::rx_checks).
+  bool rx_checks = false;
 };
 
 class NetfrontQueue : public std::enable_shared_from_this<NetfrontQueue> {
@@ -173,6 +178,7 @@ class NetfrontQueue : public std::enable_shared_from_this<NetfrontQueue> {
                                std::size_t total, const TxMeta& meta);
   Result<TxSendInfo> post_zerocopy(TxBuffer& buffer, const TxMeta& meta);
   void emit(std::span<const OutSlot> slots, std::uint16_t first_size, const TxMeta& meta);
+  void emit_extras(const TxMeta& meta);
   void on_tx_response(const wire::TxResponse& rsp);
   void finish_packet(std::uint16_t packet);
   void release_held();
@@ -183,6 +189,8 @@ class NetfrontQueue : public std::enable_shared_from_this<NetfrontQueue> {
   void post_rx_buffers(std::uint32_t n);
   void refill_if_due();
   void mark_broken(const char* why);
+  /// rx_checks on one parsed packet at rx_pending_[rx_head_]: false if it must be dropped.
+  bool check_rx_packet(const RxParse& p);
 
   hv::GrantSharer& sharer_;
   QueueSetup setup_;

@@ -41,6 +41,19 @@ struct NetfrontOptions {
   /// Offer a control ring (ctrl-ring-ref, event-channel-ctrl) when the backend advertises
   /// feature-ctrl-ring; Netfront::ctrl() then drives it.
   bool ctrl_ring = false;
+  /// win-xenvif: multi-queue-num-queues even without a backend maximum, even for 1 queue.
+  bool always_write_num_queues = false;
+  /// Write the feature-* keys (and multi-queue-num-queues) at all: Mini-OS writes only the
+  /// rings, the event channel, request-rx-copy and the state. Without them the backend sees
+  /// no rx-notify, no SG.
+  bool feature_keys = true;
+  /// win-xenvif's RX checks (NetfrontStats::rx_protocol_errors): each data response at its
+  /// request's ring slot (id == index & 255), each GSO packet with csum_blank and
+  /// data_validated.
+  bool rx_checks = false;
+  /// request-multicast-control=1 when the backend offers feature-multicast-control or
+  /// feature-dynamic-multicast-control (then only added groups reach us).
+  bool request_multicast_control = false;
 };
 
 /// Per-frame TX metadata (netif TX flags and the GSO extra).
@@ -55,6 +68,9 @@ struct TxMeta {
     std::array<std::uint8_t, 6> addr{};
   };
   std::optional<Mcast> mcast;
+  /// A HASH extra (netif.h XEN_NETIF_EXTRA_TYPE_HASH: the type's bit number, the algorithm,
+  /// the value), after the GSO and MCAST ones; win-xenvif attaches one to TX packets.
+  std::optional<RxHash> hash;
 };
 
 /// What send() did with a frame.
@@ -117,6 +133,10 @@ struct NetfrontStats {
   std::uint64_t rx_refills = 0, rx_requests_posted = 0;
   std::uint64_t rx_notify_sent = 0, rx_notify_suppressed = 0;
   std::uint64_t broken = 0;  ///< queues that stopped because the backend broke the protocol
+  /// rx_checks: packets whose slots were checked, GSO packets whose flags were checked, and
+  /// the violations (a response out of its request's slot: dropped; a GSO packet without
+  /// both csum_blank and data_validated: delivered, as win-xenvif's release build does).
+  std::uint64_t rx_slot_checked = 0, rx_gso_checked = 0, rx_protocol_errors = 0;
 
   [[nodiscard]] std::uint64_t rx_dropped(RxDrop why) const {
     return rx_drops[static_cast<std::size_t>(why)];

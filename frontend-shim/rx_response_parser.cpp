@@ -14,6 +14,7 @@ const char* rx_drop_name(RxDrop d) {
     case RxDrop::bad_extra_type: return "bad_extra_type";
     case RxDrop::bad_gso: return "bad_gso";
     case RxDrop::grant_in_use: return "grant_in_use";
+    case RxDrop::out_of_slot: return "out_of_slot";
   }
   return "?";
 }
@@ -95,6 +96,24 @@ RxParse parse_rx_packet(std::span<const wire::RxResponse> available) {
       p.drop = RxDrop::bad_gso;
   }
   return p;
+}
+
+bool rx_responses_in_slot(std::span<const wire::RxResponse> available, const RxParse& p,
+                          std::uint32_t first_index, std::uint32_t ring_size) {
+  if (p.consumed == 0 || p.consumed > available.size() || p.data_slots > p.consumed) return false;
+  const std::uint32_t extras = p.consumed - p.data_slots;
+  auto in_slot = [&](std::uint32_t pos) {
+    return available[pos].id == ((first_index + pos) & (ring_size - 1));
+  };
+  if (!in_slot(0)) return false;
+  for (std::uint32_t pos = extras + 1; pos < p.consumed; ++pos)
+    if (!in_slot(pos)) return false;
+  return true;
+}
+
+bool rx_gso_flags_ok(const RxParse& p) {
+  return !p.gso ||
+         (p.flags.has(wire::RxFlag::csum_blank) && p.flags.has(wire::RxFlag::data_validated));
 }
 
 }  // namespace unetback::netfront

@@ -33,8 +33,9 @@ enum class RxDrop : std::uint8_t {
   bad_extra_type,   ///< extra type NONE or >= XEN_NETIF_EXTRA_TYPE_MAX
   bad_gso,          ///< GSO extra with size 0 or a type other than TCPv4/TCPv6
   grant_in_use,     ///< the backend still holds the buffer's grant (the queue breaks)
+  out_of_slot,      ///< rx_checks: a data response not at its request's slot (win-xenvif)
 };
-inline constexpr std::size_t kRxDropCount = 8;
+inline constexpr std::size_t kRxDropCount = 9;
 [[nodiscard]] const char* rx_drop_name(RxDrop d);
 
 /// The GSO extra of a received packet.
@@ -77,5 +78,17 @@ struct RxParse {
 /// Parses the packet at the start of `available` (the responses published and not yet
 /// processed, in ring order).
 [[nodiscard]] RxParse parse_rx_packet(std::span<const wire::RxResponse> available);
+
+/// win-xenvif's slot rule for a parsed packet: every data response (slot 0 and those after
+/// the extras, which overlay their ids) names the id of the request posted at its ring
+/// index, id == index & (ring_size - 1), as netfront posts them. `first_index` is the ring
+/// index of available[0]; `ring_size` a power of two.
+[[nodiscard]] bool rx_responses_in_slot(std::span<const wire::RxResponse> available,
+                                        const RxParse& p, std::uint32_t first_index,
+                                        std::uint32_t ring_size);
+
+/// win-xenvif's GSO rule: a packet with a GSO extra carries both csum_blank and
+/// data_validated (a packet without one always passes).
+[[nodiscard]] bool rx_gso_flags_ok(const RxParse& p);
 
 }  // namespace unetback::netfront

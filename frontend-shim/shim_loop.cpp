@@ -8,6 +8,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "common/net/flow_hash.hpp"
 #include "common/net/frame.hpp"
 #include "common/util/log.hpp"
 #include "frontend-shim/guest_netdev.hpp"
@@ -59,6 +60,13 @@ netfront::NetfrontOptions netfront_options(const ShimOptions& o) {
   // goes below zero (about 100 polls per second at most).
   if (o.rx_rate) n.rx_budget = std::clamp<std::uint32_t>(*o.rx_rate / 100, 1, o.rx_budget);
   n.ctrl_ring = o.rss;
+  const ModeRules r = mode_rules(o.mode);
+  n.always_write_num_queues = r.always_num_queues;
+  n.feature_keys = r.feature_keys;
+  n.rx_notify = r.rx_notify;
+  n.rx_checks = r.rx_checks;
+  n.request_multicast_control = r.mcast_extras;
+  n.split_event_channels = r.split_event_channels;
   return n;
 }
 
@@ -68,6 +76,8 @@ constexpr std::array<std::uint8_t, 40> kRssKey{
     0x8f, 0xb0, 0xd0, 0xca, 0x2b, 0xcb, 0xae, 0x7b, 0x30, 0xb4, 0x77, 0xcb, 0x2d, 0xa3,
     0x80, 0x30, 0xf2, 0x0c, 0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac, 0x01, 0xfa};
 constexpr auto kRssFilePoll = 200ms;
+/// How often --mode xenvif looks at the guest's multicast list.
+constexpr auto kMcastPoll = 200ms;
 
 std::optional<std::string> slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -86,10 +96,12 @@ ShimLoop::ShimLoop(hv::Hypervisor& hv, ShimOptions opts, std::ostream& ready_out
       ready_out_(ready_out),
       nf_opts_(netfront_options(opts_)),
       signals_(io_, SIGTERM, SIGINT),
+      rules_(mode_rules(opts_.mode)),
       deadline_timer_(io_),
       rx_timer_(io_),
       tx_retry_timer_(io_),
-      rss_timer_(io_) {
+      rss_timer_(io_),
+      mcast_timer_(io_) {
   fe_dir_ = "/local/domain/" + std::to_string(hv_.self().value()) + "/device/vif/" +
             std::to_string(opts_.devid.value());
 }
@@ -124,13 +136,7 @@ int ShimLoop::run() {
     info("signal " + std::to_string(sig) + ": disconnecting");
     stop(kExitClean);
   });
-  deadline_timer_.expires_after(std::chrono::milliseconds(opts_.connect_timeout_ms));
-  deadline_timer_.async_wait([this](const boost::system::error_code& ec) {
-    if (ec || ever_ready_) return;
-    error("not connected within " + std::to_string(opts_.connect_timeout_ms) + " ms (backend " +
-          (be_dir_.empty() ? fe_dir_ + "/backend" : be_dir_) + " never reached Connected)");
-    stop(kExitSetupFailure);
-  });
+  arm_connect_deadline();
   evaluate();
   io_.run();
   teardown(kDisconnectWait);
@@ -143,8 +149,30 @@ int ShimLoop::run() {
        std::to_string(stats_.tx_busy_stalls) + " reconnects=" + std::to_string(stats_.reconnects) +
        " tx_frags=" + std::to_string(stats_.tx_frags) + " tx_frags_fallback=" +
        std::to_string(stats_.tx_frags_fallback) + " nf_tx_packets=" + std::to_string(s.tx_packets) +
-       " nf_rx_packets=" + std::to_string(s.rx_packets));
+       " nf_rx_packets=" + std::to_string(s.rx_packets) +
+       " mode=" + std::string(frontend_mode_name(opts_.mode)) +
+       " rx_protocol_errors=" + std::to_string(s.rx_protocol_errors) + " rx_slot_checked=" +
+       std::to_string(s.rx_slot_checked) + " rx_gso_checked=" + std::to_string(s.rx_gso_checked) +
+       " tx_hash_extras=" + std::to_string(stats_.tx_hash_extras) +
+       " mcast_added=" + std::to_string(stats_.mcast_added) +
+       " mcast_removed=" + std::to_string(stats_.mcast_removed) +
+       " rx_notify_sent=" + std::to_string(s.rx_notify_sent));
   return exit_code_;
+}
+
+void ShimLoop::arm_connect_deadline() {
+  deadline_timer_.expires_after(std::chrono::milliseconds(opts_.connect_timeout_ms));
+  deadline_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || ever_ready_) return;
+    const std::string what =
+        rules_.per_state_wait && deadline_state_
+            ? "backend stayed in state " + std::to_string(*deadline_state_) + " for " +
+                  std::to_string(opts_.connect_timeout_ms) + " ms"
+            : "not connected within " + std::to_string(opts_.connect_timeout_ms) + " ms";
+    error(what + " (backend " + (be_dir_.empty() ? fe_dir_ + "/backend" : be_dir_) +
+          " never reached Connected)");
+    stop(kExitSetupFailure);
+  });
 }
 
 void ShimLoop::stop(int code) {
@@ -212,6 +240,11 @@ void ShimLoop::evaluate() {
   be_dir_ = *be;
   watch_backend(be_dir_);
   auto state = read_state(*xs_, be_dir_ + "/state");
+  if (rules_.per_state_wait && !ever_ready_ && state != deadline_state_) {
+    // win-xenvif: each backend state is waited for on its own (120 s), not the connect.
+    deadline_state_ = state;
+    arm_connect_deadline();
+  }
   if (nf_->connected()) {
     if (!state || *state == 5 || *state == 6) {
       // netfront: the backend Closing/Closed closes the frontend.
@@ -232,6 +265,7 @@ void ShimLoop::evaluate() {
       if (*state == 4 && !announced_) {
         announced_ = true;
         configure_rss();
+        if (rules_.mcast_extras) sync_mcast();
         if (!ever_ready_) {
           ever_ready_ = true;
           deadline_timer_.cancel();
@@ -281,7 +315,8 @@ bool ShimLoop::connect_now() {
        std::to_string(negotiated_.sg) + " tso4=" + std::to_string(negotiated_.gso_tcpv4) +
        " tso6=" + std::to_string(negotiated_.gso_tcpv6) +
        " rx-refill=" + std::string(netfront::rx_refill_rule_name(opts_.rx_refill)) +
-       " tx-frags=" + (opts_.tx_frags ? std::to_string(*opts_.tx_frags) : std::string("off")));
+       " tx-frags=" + (tx_frag_size() ? std::to_string(*tx_frag_size()) : std::string("off")) +
+       " mode=" + std::string(frontend_mode_name(opts_.mode)));
   return true;
 }
 
@@ -428,6 +463,8 @@ void ShimLoop::teardown(std::chrono::milliseconds wait_for_backend) {
   rx_timer_.cancel();
   tx_retry_timer_.cancel();
   rss_timer_.cancel();
+  mcast_timer_.cancel();
+  mcast_known_.clear();  // a new connection starts with an empty filter
   rx_timer_armed_ = tx_retry_armed_ = false;
   announced_ = false;
   if (nf_ && nf_->connected()) {
@@ -498,12 +535,63 @@ void ShimLoop::on_tap_readable(std::size_t i) {
   }
 }
 
+std::optional<std::uint32_t> ShimLoop::tx_frag_size() const {
+  if (opts_.tx_frags) return opts_.tx_frags;
+  if (rules_.tx_chain_piece != 0 && negotiated_.sg) return rules_.tx_chain_piece;
+  return std::nullopt;
+}
+
+void ShimLoop::add_tx_hash(netfront::TxMeta& meta, std::span<const std::byte> head) {
+  // win-xenvif attaches the packet's hash to TX: here its Toeplitz hash under the RSS key,
+  // over the widest of the four types the frame has (nothing for a frame that is not IP).
+  const auto h = net::toeplitz_frame_hash(kRssKey, wire::kHashTypesAll, head);
+  if (!h) return;
+  meta.hash = netfront::RxHash{h->type, XEN_NETIF_CTRL_HASH_ALGORITHM_TOEPLITZ, h->value};
+  ++stats_.tx_hash_extras;
+}
+
+void ShimLoop::arm_mcast_timer() {
+  mcast_timer_.expires_after(kMcastPoll);
+  mcast_timer_.async_wait([this, gen = generation_](const boost::system::error_code& ec) {
+    if (ec || gen != generation_ || stopping_) return;
+    sync_mcast();
+  });
+}
+
+void ShimLoop::sync_mcast() {
+  // /proc/net is the reading process's namespace: the guest's, where the TAP lives.
+  if (auto text = slurp("/proc/net/dev_mcast")) {
+    const auto wanted = parse_dev_mcast(*text, opts_.tap);
+    const McastDelta d = mcast_delta(mcast_known_, wanted);
+    // One dummy request (one slot of size 0) per change, netif.h's way to amend the filter;
+    // a busy ring leaves the rest for the next look.
+    auto send = [&](const McastAddr& a, bool add) {
+      netfront::TxMeta meta;
+      meta.mcast = netfront::TxMeta::Mcast{add, a};
+      const netfront::RawTxSlot slot{0, 0};
+      return nf_->send_raw(std::span(&slot, 1), {}, meta, std::uint16_t{0}).has_value();
+    };
+    for (const McastAddr& a : d.remove) {
+      if (!send(a, false)) break;
+      mcast_known_.erase(std::find(mcast_known_.begin(), mcast_known_.end(), a));
+      ++stats_.mcast_removed;
+    }
+    for (const McastAddr& a : d.add) {
+      if (!send(a, true)) break;
+      mcast_known_.insert(std::lower_bound(mcast_known_.begin(), mcast_known_.end(), a), a);
+      ++stats_.mcast_added;
+    }
+  }
+  arm_mcast_timer();
+}
+
 ShimLoop::TapRead ShimLoop::read_tap_frame(std::size_t i, QueueId q) {
   auto& tq = tap_queues_[i];
   // Straight into granted pages (no copy before the send) unless --tx-frags wants the
   // frame linear or the queue's TX pool is out of pages; then into our own buffer.
   netfront::TxBuffer buf;
-  if (!opts_.tx_frags) {
+  const auto frag_size = tx_frag_size();
+  if (!frag_size) {
     if (auto b = nf_->alloc_tx_buffer(negotiated_.sg ? wire::kMaxTxSize : wire::kPageSize, q))
       buf = std::move(*b);
   }
@@ -550,6 +638,7 @@ ShimLoop::TapRead ShimLoop::read_tap_frame(std::size_t i, QueueId q) {
       ++stats_.tap_rx_dropped;
       return TapRead::dropped;
     }
+    if (rules_.tx_hash_extras) add_tx_hash(*meta, pieces[0]);
     tq.pending_buf = std::move(buf);
     tq.pending_meta = *meta;
     tq.pending_frags.reset();
@@ -562,13 +651,14 @@ ShimLoop::TapRead ShimLoop::read_tap_frame(std::size_t i, QueueId q) {
     ++stats_.tap_rx_dropped;
     return TapRead::dropped;
   }
+  if (rules_.tx_hash_extras) add_tx_hash(*meta, frame);
   tq.pending_len = len;
   tq.pending_meta = *meta;
   tq.pending_frags.reset();
-  if (opts_.tx_frags) {
+  if (frag_size) {
     // Planned once per frame (after tap_frame_to_tx, which may complete a checksum), so a
     // frame that waits for slots is counted once.
-    auto layout = plan_tx_frags(frame, *opts_.tx_frags);
+    auto layout = plan_tx_frags(frame, *frag_size);
     if (layout)
       tq.pending_frags = *layout;
     else if (layout.error() == std::errc::argument_list_too_long)

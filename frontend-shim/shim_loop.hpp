@@ -30,6 +30,8 @@
 #include "common/hv/hypervisor.hpp"
 #include "common/net/tap_device.hpp"
 #include "common/util/unique_fd.hpp"
+#include "frontend-shim/frontend_mode.hpp"
+#include "frontend-shim/mcast_list.hpp"
 #include "frontend-shim/netfront.hpp"
 #include "frontend-shim/shim_offload.hpp"
 #include "frontend-shim/shim_options.hpp"
@@ -48,6 +50,8 @@ struct ShimStats {
   std::uint64_t reconnects = 0;
   std::uint64_t tx_frags = 0;           ///< frames sent as --tx-frags slot chains
   std::uint64_t tx_frags_fallback = 0;  ///< frames that needed > 18 slots: normal layout
+  std::uint64_t tx_hash_extras = 0;     ///< --mode xenvif: frames sent with a HASH extra
+  std::uint64_t mcast_added = 0, mcast_removed = 0;  ///< MCAST_ADD / MCAST_DEL extras sent
 };
 
 class ShimLoop {
@@ -109,6 +113,15 @@ class ShimLoop {
   /// --rss-mapping-file: the file's table if its text changed since the last look.
   std::optional<std::vector<std::uint32_t>> read_rss_file();
   void arm_rss_timer();
+  /// The connect deadline: the whole connect, or (per_state_wait) each backend state.
+  void arm_connect_deadline();
+  /// --mode xenvif: the TAP's multicast list to the backend as MCAST_ADD/DEL extras.
+  void sync_mcast();
+  void arm_mcast_timer();
+  /// The --tx-frags piece size in use: the option, or the mode's chains (with SG only).
+  [[nodiscard]] std::optional<std::uint32_t> tx_frag_size() const;
+  /// --mode xenvif: a HASH extra for the frame whose headers are in `head`.
+  void add_tx_hash(netfront::TxMeta& meta, std::span<const std::byte> head);
 
   hv::Hypervisor& hv_;
   ShimOptions opts_;
@@ -118,8 +131,11 @@ class ShimLoop {
   // instead of waking the reactor (an epoll_ctl) for every continuation.
   boost::asio::io_context io_{1};
   boost::asio::signal_set signals_;
-  boost::asio::steady_timer deadline_timer_, rx_timer_, tx_retry_timer_, rss_timer_;
-  std::string rss_file_text_;  ///< the mapping file as last read
+  ModeRules rules_;
+  boost::asio::steady_timer deadline_timer_, rx_timer_, tx_retry_timer_, rss_timer_, mcast_timer_;
+  std::optional<std::uint32_t> deadline_state_;  ///< the backend state the deadline is for
+  std::vector<McastAddr> mcast_known_;           ///< the groups the backend was told about
+  std::string rss_file_text_;                    ///< the mapping file as last read
   std::unique_ptr<hv::XenStore> xs_;
   std::unique_ptr<Descriptor> xs_desc_;
   std::unique_ptr<netfront::Netfront> nf_;

@@ -43,7 +43,7 @@ bool valid_cidr(std::string_view text) {
 
 ParseOutcome parse_shim_options(std::span<const std::string_view> args) {
   ShimOptions o;
-  bool have_name = false;
+  bool have_name = false, have_timeout = false;
   for (std::size_t i = 0; i < args.size(); ++i) {
     std::string_view arg = args[i];
     if (arg == "-h" || arg == "--help") return HelpRequested{};
@@ -68,7 +68,8 @@ ParseOutcome parse_shim_options(std::span<const std::string_view> args) {
         "--hypervisor", "--domid",     "--name",     "--devid",
         "--tap",        "--netns",     "--address",  "--mtu",
         "--queues",     "--rx-budget", "--rx-rate",  "--connect-timeout-ms",
-        "--log-level",  "--rx-refill", "--tx-frags", "--rss-mapping-file"};
+        "--log-level",  "--rx-refill", "--tx-frags", "--rss-mapping-file",
+        "--mode"};
     if (std::find(std::begin(kValued), std::end(kValued), key) == std::end(kValued))
       return UsageError{"unknown option " + std::string(key)};
     std::string_view value;
@@ -138,6 +139,11 @@ ParseOutcome parse_shim_options(std::span<const std::string_view> args) {
       auto v = parse_decimal<std::uint32_t>(value, 1, 3'600'000);
       if (!v) return bad();
       o.connect_timeout_ms = *v;
+      have_timeout = true;
+    } else if (key == "--mode") {
+      auto v = parse_frontend_mode(value);
+      if (!v) return bad();
+      o.mode = *v;
     } else if (key == "--log-level") {
       auto v = parse_level(value);
       if (!v) return bad();
@@ -153,6 +159,17 @@ ParseOutcome parse_shim_options(std::span<const std::string_view> args) {
     return UsageError{"--mtu above 1500 needs scatter-gather (drop --no-sg)"};
   // A slot chain is a multi-slot packet: without feature-sg the backend takes one slot only.
   if (!o.sg && o.tx_frags) return UsageError{"--tx-frags needs scatter-gather (drop --no-sg)"};
+  const ModeRules rules = mode_rules(o.mode);
+  const std::string mode = "--mode " + std::string(frontend_mode_name(o.mode));
+  if (!rules.sg_allowed) {
+    // Mini-OS: no feature-sg, so single-slot packets and a 1500-byte MTU at most.
+    if (o.mtu > 1500) return UsageError{"--mtu above 1500 needs scatter-gather, not " + mode};
+    if (o.tx_frags) return UsageError{"--tx-frags needs scatter-gather, not " + mode};
+    o.sg = false;
+  }
+  if (!rules.multi_queue && o.queues > 1) return UsageError{"--queues above 1 is not " + mode};
+  if (!rules.feature_keys && o.rss) return UsageError{"--rss needs a control ring, not " + mode};
+  if (!have_timeout) o.connect_timeout_ms = static_cast<std::uint32_t>(rules.state_wait.count());
   return o;
 }
 
@@ -183,7 +200,7 @@ std::string shim_usage() {
                      [--tap eth0] [--netns NAME] [--address 10.0.0.2/24] [--mtu 1500]
                      [--queues N] [--no-sg] [--rx-budget 64] [--rx-rate PPS]
                      [--rx-refill early|half-ring] [--tx-frags SIZE]
-                     [--rss] [--rss-mapping-file PATH]
+                     [--rss] [--rss-mapping-file PATH] [--mode linux|xenvif|minimal]
                      [--connect-timeout-ms 10000] [--log-level debug|info|warn|error]
 
 A userspace Xen netfront acting as a guest domain: connects device/vif/<devid> to its
@@ -219,8 +236,24 @@ backend and bridges it to a TAP interface (with virtio-net offload headers).
                            change (checked every 200 ms) and the new table sent while traffic
                            runs (SET_HASH_MAPPING_SIZE if the size changed, SET_HASH_MAPPING);
                            an unreadable or bad file is logged and the table in use kept
-  --connect-timeout-ms N   give up if not connected within N ms (default 10000)
+  --mode MODE              the frontend to play: "linux" (default, Linux xen-netfront),
+                           "xenvif" (the Windows PV drivers: multi-queue-num-queues always,
+                           also 1; every RX response checked to sit in its request's slot
+                           and every GSO packet to carry csum_blank and data_validated, a
+                           violation counted and logged as a backend protocol error; a HASH
+                           extra on every TCP/IP frame, the TAP's multicast list sent as
+                           MCAST_ADD/DEL extras, TX frames as slot chains of up to 18 slots
+                           in 4000-byte pieces; 120 s for each backend state) or "minimal"
+                           (Mini-OS: only the ring refs, the event channel, request-rx-copy
+                           and state 4, in one transaction; no feature-rx-notify, so RX
+                           refills are never kicked; no feature-sg; one queue)
+  --connect-timeout-ms N   give up if not connected within N ms (default 10000; with
+                           --mode xenvif the limit for each backend state, default 120000)
   --log-level LEVEL        stderr log level (default info)
+
+On stopping it logs its counters (a "stopped:" line), among them rx_protocol_errors (RX
+responses out of their slot or GSO packets without both checksum flags, --mode xenvif),
+rx_slot_checked and rx_gso_checked (what those checks looked at).
 
 On connection it prints one line to stdout:
   netfront-shim ready domid=N devid=D tap=NAME queues=Q

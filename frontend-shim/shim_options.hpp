@@ -12,6 +12,7 @@
 
 #include "common/util/log.hpp"
 #include "common/util/strong_id.hpp"
+#include "frontend-shim/frontend_mode.hpp"
 #include "frontend-shim/rx_refill.hpp"
 
 namespace unetback::shim {
@@ -46,7 +47,11 @@ struct ShimOptions {
   /// Send every TX frame as a Linux-like slot chain: a header slot, then payload pieces of
   /// this many bytes at odd page offsets (kTxFragMin..kTxFragMax; needs SG).
   std::optional<std::uint32_t> tx_frags;
+  /// Without --connect-timeout-ms: the mode's state wait (10 s for the whole connect; xenvif
+  /// 120 s for each backend state).
   std::uint32_t connect_timeout_ms = 10000;
+  /// Which frontend to play (--mode); its rules are mode_rules(mode).
+  FrontendMode mode = FrontendMode::linux_netfront;
   log::Level log_level = log::Level::info;
   /// Drive the control ring as win-xenvif does (Toeplitz, a 40-byte key, all four hash
   /// types, a mapping table) when the backend offers feature-ctrl-ring.

@@ -33,11 +33,14 @@ std::vector<std::pair<std::string, std::string>> frontend_connect_keys(const Fro
     keys.emplace_back("event-channel-ctrl", std::to_string(c.ctrl->second.value()));
   }
   keys.emplace_back("request-rx-copy", flag(c.request_rx_copy));
-  keys.emplace_back("feature-rx-notify", flag(c.rx_notify));
-  keys.emplace_back("feature-sg", flag(c.sg));
-  keys.emplace_back("feature-gso-tcpv4", flag(c.gso_tcpv4));
-  keys.emplace_back("feature-gso-tcpv6", flag(c.gso_tcpv6));
-  keys.emplace_back("feature-ipv6-csum-offload", flag(c.ipv6_csum));
+  if (c.feature_keys) {
+    keys.emplace_back("feature-rx-notify", flag(c.rx_notify));
+    keys.emplace_back("feature-sg", flag(c.sg));
+    keys.emplace_back("feature-gso-tcpv4", flag(c.gso_tcpv4));
+    keys.emplace_back("feature-gso-tcpv6", flag(c.gso_tcpv6));
+    keys.emplace_back("feature-ipv6-csum-offload", flag(c.ipv6_csum));
+  }
+  if (c.request_multicast_control) keys.emplace_back("request-multicast-control", "1");
   keys.emplace_back("state", std::to_string(static_cast<int>(XenbusState::connected)));
   return keys;
 }

@@ -36,6 +36,8 @@ struct BackendFeatures {
   bool gso_tcpv6 = false;                   ///< feature-gso-tcpv6
   bool ipv6_csum = false;                   ///< feature-ipv6-csum-offload
   bool ctrl_ring = false;                   ///< feature-ctrl-ring
+  bool mcast_control = false;               ///< feature-multicast-control
+  bool dynamic_mcast_control = false;       ///< feature-dynamic-multicast-control
 };
 
 /// Parses a boolean feature key as netfront does (xenbus_read_unsigned(..., 0)): a decimal
@@ -57,8 +59,14 @@ struct FrontendConnect {
   bool request_rx_copy = true;
   bool rx_notify = true;
   bool sg = true, gso_tcpv4 = true, gso_tcpv6 = true, ipv6_csum = true;
-  /// Written only when the backend advertised multi-queue-max-queues.
+  /// Written only when the backend advertised multi-queue-max-queues (Linux), or always
+  /// (win-xenvif).
   bool write_num_queues = false;
+  /// feature-rx-notify, feature-sg, feature-gso-*, feature-ipv6-csum-offload written at all
+  /// (Mini-OS writes none of them: absent means off, IPv4 checksum offload on).
+  bool feature_keys = true;
+  /// request-multicast-control=1 (only groups added by MCAST_ADD extras get through).
+  bool request_multicast_control = false;
   bool split_event_channels = false;
   std::vector<QueueKeys> queues;  ///< one entry per queue (>= 1)
   /// ctrl-ring-ref and event-channel-ctrl, when we offer a control ring.
@@ -81,6 +89,8 @@ BackendFeatures read_backend_features(ReadFn&& read) {
   f.gso_tcpv6 = parse_feature(read("feature-gso-tcpv6"));
   f.ipv6_csum = parse_feature(read("feature-ipv6-csum-offload"));
   f.ctrl_ring = parse_feature(read("feature-ctrl-ring"));
+  f.mcast_control = parse_feature(read("feature-multicast-control"));
+  f.dynamic_mcast_control = parse_feature(read("feature-dynamic-multicast-control"));
   return f;
 }
 

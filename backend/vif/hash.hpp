@@ -17,17 +17,16 @@
 #include <span>
 #include <vector>
 
+#include "common/net/flow_hash.hpp"
+
 namespace unetback::vif {
 
 /// XEN_NETBK_MAX_HASH_KEY_SIZE and XEN_NETBK_MAX_HASH_MAPPING_SIZE.
 inline constexpr std::size_t kHashKeyMax = 40;
 inline constexpr std::uint32_t kHashMappingMax = 128;
 
-/// The Toeplitz hash of `input` under `key` (netif.h's definition: for every input bit set,
-/// from the left, XOR in the 32 key bits starting at that bit position; key bits past the
-/// key's end are zero).
-[[nodiscard]] std::uint32_t toeplitz_hash(std::span<const std::uint8_t> key,
-                                          std::span<const std::uint8_t> input);
+/// The Toeplitz hash (common/net/flow_hash.hpp).
+using net::toeplitz_hash;
 
 /// What the frontend asked for, as one consistent snapshot.
 struct HashSettings {

@@ -35,6 +35,8 @@ namespace unetback::vif {
   X(rx_notify_suppressed,                                                                        \
     "host->guest notifications left out: the frontend did not ask (rsp_event)")                  \
   X(rx_stalls, "carrier went off: no slots for the head packet too long")                        \
+  X(rx_polls, "RX ring polls on the timer: no feature-rx-notify, so refills are not kicked")     \
+  X(rx_poll_packets, "host->guest packets delivered by those polls")                             \
   X(rx_switch_packets, "packets queued by the internal switch (VM->VM, uplink)")                 \
   X(rx_over_18_slots, "> 18 data slots: Linux netfront drops such a packet")                     \
   X(rx_dropped_source_gone, "VM->VM zerocopy packets whose sender disconnected")                 \

@@ -66,8 +66,6 @@ void RxPath::drop_head(std::atomic<std::uint64_t>& reason) {
 
 RxPath::Pass RxPath::process(Clock::time_point now) {
   Pass pass;
-  while (!queue_.empty() && queue_.front().expires <= now) drop_head(counters_.rx_dropped_expired);
-
   while (!queue_.empty() && pass.packets < config_.max_packets_per_pass) {
     RxPacket& head = queue_.front();
     if (head.source_alive && !head.source_alive->load(std::memory_order_acquire)) {
@@ -93,6 +91,17 @@ RxPath::Pass RxPath::process(Clock::time_point now) {
     if (batch_.room() < plan_.chunks.size()) flush();
     deliver_head();
     ++pass.packets;
+  }
+  // What the ring had room for went out; a head packet still waiting for slots past its time
+  // goes now (a packet whose slots are there is delivered, however long it waited: a
+  // frontend without feature-rx-notify is only looked at every drain timeout).
+  if (pass.waiting_for_slots) {
+    bool dropped = false;
+    while (!queue_.empty() && queue_.front().expires <= now) {
+      drop_head(counters_.rx_dropped_expired);
+      dropped = true;
+    }
+    if (dropped) pass.waiting_for_slots = false;  // the new head has not been tried yet
   }
   if (queue_.empty()) short_of_slots_since_.reset();
   flush();

@@ -64,6 +64,10 @@ struct RxConfig {
   std::chrono::milliseconds drain_timeout{10000};
   std::chrono::milliseconds stall_timeout{60000};
   bool stall_detection = true;  // off without feature-rx-notify (Linux)
+  /// Without feature-rx-notify the frontend never kicks when it posts buffers: while the
+  /// head packet waits for slots the ring is looked at again this often (Linux's RX thread
+  /// wakes when the head's 30 ms drain timeout runs out, delivers, then drops what expired).
+  std::optional<std::chrono::milliseconds> poll_interval;
   std::size_t copy_batch = 64;
   std::uint32_t max_packets_per_pass = 64;  // RX_BATCH_SIZE
   /// Where the queue publishes its queued bytes and cap (a queue on a switch); may be null.
@@ -88,8 +92,10 @@ class RxPath {
     std::uint32_t packets = 0;
     bool waiting_for_slots = false;  // the head packet needs more posted buffers
   };
-  /// Drops expired head packets, then delivers as many queued packets as the ring has room
-  /// for (at most max_packets_per_pass), in one batch of copies and one push.
+  /// Delivers as many queued packets as the ring has room for (at most
+  /// max_packets_per_pass), in one batch of copies and one push; then, if the head packet
+  /// still waits for slots, drops the head packets that expired (netback's order:
+  /// rx_action, then drop_expired).
   Pass process(Clock::time_point now);
 
   /// Drops every queued VM->VM packet whose sender has stopped, wherever it sits in the

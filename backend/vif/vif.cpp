@@ -171,11 +171,12 @@ Result<std::unique_ptr<VifQueue>> Vif::make_queue(const xenbus::FrontendConfig& 
   res.rx.sg = fe.sg;
   res.rx.queue_bytes = tunables_.rx_queue_bytes;
   // Without feature-rx-notify the frontend never kicks on refill: Linux then drains after
-  // 30 ms and does no stall detection.
+  // 30 ms and does no stall detection; the ring is polled at that interval instead.
   res.rx.drain_timeout = fe.rx_notify ? std::chrono::milliseconds(tunables_.rx_drain_timeout_ms)
                                       : std::chrono::milliseconds(30);
   res.rx.stall_timeout = std::chrono::milliseconds(tunables_.rx_stall_timeout_ms);
   res.rx.stall_detection = fe.rx_notify;
+  if (!fe.rx_notify) res.rx.poll_interval = res.rx.drain_timeout;
   res.rx.copy_batch = tunables_.copy_batch;
 
   res.tx.frontend = frontend_;

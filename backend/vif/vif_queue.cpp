@@ -59,7 +59,8 @@ VifQueue::VifQueue(boost::asio::io_context& io, QueueResources res, std::string 
       evtchn_sd_(io),
       tap_sd_(io),
       housekeeping_(io),
-      tx_retry_(io) {
+      tx_retry_(io),
+      rx_poll_(io) {
   watch_duplicate(evtchn_sd_, res_.evtchn->fd());
   watch_duplicate(tap_sd_, res_.tap_fd.get());
   tx_.emplace(*res_.tx_ring, *res_.table, sink_, res_.tx, *counters_);
@@ -237,6 +238,9 @@ void VifQueue::run_rx() {
   if (!rx_->empty() && !pass.waiting_for_slots) {
     post([this] { run_rx(); });
   }
+  // A frontend without feature-rx-notify posts buffers without a kick: look at the ring again
+  // on a timer while the head packet waits for them.
+  if (pass.waiting_for_slots && res_.rx.poll_interval) arm_rx_poll();
   // Room again (buffers back, queue under its cap): take frames from the TAP again.
   if (!tap_waiting_ && tap_has_room()) do_wait_tap();
 }
@@ -399,6 +403,21 @@ void VifQueue::arm_housekeeping() {
   });
 }
 
+void VifQueue::arm_rx_poll() {
+  if (rx_poll_armed_ || stopped_) return;
+  rx_poll_armed_ = true;
+  rx_poll_.expires_after(*res_.rx.poll_interval);
+  rx_poll_.async_wait([this, t = op()](const boost::system::error_code& ec) {
+    rx_poll_armed_ = false;
+    if (stopped_ || ec) return;
+    QueueCounters::add(counters_->rx_polls);
+    const auto before = counters_->rx_packets.load(std::memory_order_relaxed);
+    run_rx();
+    QueueCounters::add(counters_->rx_poll_packets,
+                       counters_->rx_packets.load(std::memory_order_relaxed) - before);
+  });
+}
+
 void VifQueue::arm_tx_retry(Clock::time_point at) {
   // An armed retry stays unless this one is sooner: a new `rate` may have shortened the wait,
   // and the old expiry (up to an interval of 71 minutes away) would hold the ring back.
@@ -420,6 +439,7 @@ void VifQueue::cancel_all() {
   tap_sd_.cancel(ignored);
   housekeeping_.cancel();
   tx_retry_.cancel();
+  rx_poll_.cancel();
 }
 
 void VifQueue::fail(const std::string& why) {

@@ -114,6 +114,7 @@ class VifQueue {
   /// Internal switch: packets other vifs sent us, and our zerocopy packets they are done with.
   void drain_switch();
   void arm_housekeeping();
+  void arm_rx_poll();
   void arm_tx_retry(std::chrono::steady_clock::time_point at);
   /// Stops every wait of this queue (their handlers then see stopped_ and return).
   void cancel_all();
@@ -157,6 +158,8 @@ class VifQueue {
   boost::asio::posix::stream_descriptor tap_sd_;
   boost::asio::steady_timer housekeeping_;
   boost::asio::steady_timer tx_retry_;
+  boost::asio::steady_timer rx_poll_;  // RxConfig::poll_interval (no feature-rx-notify)
+  bool rx_poll_armed_ = false;
   bool tap_waiting_ = false;
   bool tx_retry_armed_ = false;
   bool stopped_ = false;

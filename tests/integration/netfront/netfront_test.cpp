@@ -647,6 +647,130 @@ TEST_F(NetfrontWorld, RxHostileResponsesAreDroppedAndCounted) {
   EXPECT_EQ(s.broken, 0U);
 }
 
+// --- other frontends' rules (netfront-shim --mode) ---
+
+constexpr std::uint32_t kRingSize = 256;
+
+NetfrontOptions mini_os() {
+  NetfrontOptions o;
+  o.feature_keys = false;
+  o.rx_notify = false;
+  o.sg = false;
+  o.split_event_channels = false;
+  return o;
+}
+
+TEST_F(NetfrontWorld, MiniOsFrontendWritesOnlyItsKeysWithStateInTheSameTransaction) {
+  BackendAdvert a;
+  a.max_queues = 4;
+  connect(mini_os(), a);
+  std::set<std::string> got;
+  for (const auto& [k, v] : backend_->frontend_keys()) got.insert(k);
+  const std::set<std::string> want{"backend",     "backend-id",    "state",          "tx-ring-ref",
+                                   "rx-ring-ref", "event-channel", "request-rx-copy"};
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(backend_->frontend_keys().at("state"), "4");
+}
+
+TEST_F(NetfrontWorld, MiniOsFrontendNeverKicksTheBackendWhenItRepostsRxBuffers) {
+  // The same exchange twice: a Linux frontend kicks on refill, Mini-OS's does not.
+  auto kicks_for = [&](const NetfrontOptions& o) {
+    connect(o);
+    (void)backend_->drain_events();
+    const auto frame = pattern(200, 3);
+    std::vector<RxPacket> out;
+    for (int i = 0; i < 300; ++i) {
+      if (!backend_->deliver_rx(frame)) break;
+      (void)backend_->rx_requests_available(kRingSize + 1);  // req_event: "kick me on refill"
+      (void)nf_->poll(out);
+    }
+    EXPECT_EQ(out.size(), 300U);
+    EXPECT_GT(nf_->stats().rx_refills, 0U);
+    const std::uint32_t kicks = backend_->drain_events();
+    nf_->disconnect(0ms);
+    backend_->detach();
+    backend_->set_state(1);
+    return kicks;
+  };
+  NetfrontOptions linux_fe;
+  linux_fe.split_event_channels = false;
+  EXPECT_GT(kicks_for(linux_fe), 0U);
+  EXPECT_EQ(kicks_for(mini_os()), 0U);
+}
+
+TEST_F(NetfrontWorld, XenvifChecksDropAResponseOutOfItsSlotAndCountAGsoPacketMissingAFlag) {
+  NetfrontOptions o;
+  o.rx_checks = true;
+  connect(o);
+  std::vector<RxPacket> out;
+  // A response at ring index 0 naming request 1: the data is in another buffer.
+  wire::RxResponse r{};
+  r.status = 60;
+  r.id = 1;
+  ASSERT_TRUE(backend_->deliver_raw_rx({r}, /*ids_as_given=*/true));
+  EXPECT_EQ(nf_->poll(out), 0U);
+  EXPECT_EQ(nf_->stats().rx_dropped(RxDrop::out_of_slot), 1U);
+  EXPECT_EQ(nf_->stats().rx_protocol_errors, 1U);
+  // GSO packets: with both flags fine; with csum_blank alone a protocol error (delivered).
+  const auto frame = pattern(3000, 9);
+  const RxGso gso{wire::GsoType::tcpv4, 1448};
+  ASSERT_TRUE(
+      backend_->deliver_rx(frame, gso, wire::RxFlag::csum_blank | wire::RxFlag::data_validated));
+  ASSERT_TRUE(backend_->deliver_rx(frame, gso, wire::RxFlag::csum_blank));
+  ASSERT_TRUE(backend_->deliver_rx(pattern(100, 1)));
+  EXPECT_EQ(nf_->poll(out), 3U);
+  const auto s = nf_->stats();
+  EXPECT_EQ(s.rx_slot_checked, 4U);
+  EXPECT_EQ(s.rx_gso_checked, 2U);
+  EXPECT_EQ(s.rx_protocol_errors, 2U);
+  EXPECT_EQ(s.broken, 0U);
+}
+
+TEST_F(NetfrontWorld, LinuxFrontendDoesNotCheckRxSlots) {
+  connect();
+  wire::RxResponse r{};
+  r.status = 60;
+  r.id = 1;
+  ASSERT_TRUE(backend_->deliver_raw_rx({r}, /*ids_as_given=*/true));
+  std::vector<RxPacket> out;
+  EXPECT_EQ(nf_->poll(out), 1U);  // Linux netfront takes the buffer by ring index
+  EXPECT_EQ(nf_->stats().rx_protocol_errors, 0U);
+  EXPECT_EQ(nf_->stats().rx_slot_checked, 0U);
+}
+
+TEST_F(NetfrontWorld, XenvifTxExtrasChainGsoMcastAndHashAfterTheFirstRequest) {
+  NetfrontOptions o;
+  o.always_write_num_queues = true;
+  connect(o);  // no multi-queue-max-queues advertised, and still:
+  EXPECT_EQ(backend_->frontend_keys().at("multi-queue-num-queues"), "1");
+  EXPECT_EQ(backend_->frontend_keys().count("tx-ring-ref"), 1U);  // flat keys for one queue
+  TxMeta meta;
+  meta.csum_blank = true;
+  meta.gso = RxGso{wire::GsoType::tcpv4, 1448};
+  meta.mcast = TxMeta::Mcast{true, {0x01, 0x00, 0x5e, 0x01, 0x02, 0x03}};
+  meta.hash = netfront::RxHash{_XEN_NETIF_CTRL_HASH_TYPE_IPV4_TCP,
+                               XEN_NETIF_CTRL_HASH_ALGORITHM_TOEPLITZ, 0x12345678};
+  const auto frame = pattern(9000, 5);
+  ASSERT_TRUE(nf_->send(frame, meta));
+  auto got = backend_->receive_tx();
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->bytes, frame);
+  ASSERT_EQ(got->extras.size(), 3U);
+  EXPECT_EQ(got->extras[0].type, XEN_NETIF_EXTRA_TYPE_GSO);
+  EXPECT_EQ(got->extras[1].type, XEN_NETIF_EXTRA_TYPE_MCAST_ADD);
+  EXPECT_EQ(got->extras[2].type, XEN_NETIF_EXTRA_TYPE_HASH);
+  EXPECT_NE(got->extras[0].flags & XEN_NETIF_EXTRA_FLAG_MORE, 0);
+  EXPECT_NE(got->extras[1].flags & XEN_NETIF_EXTRA_FLAG_MORE, 0);
+  EXPECT_EQ(got->extras[2].flags & XEN_NETIF_EXTRA_FLAG_MORE, 0);
+  EXPECT_EQ(got->extras[2].u.hash.algorithm, XEN_NETIF_CTRL_HASH_ALGORITHM_TOEPLITZ);
+  std::uint32_t v = 0;
+  std::memcpy(&v, got->extras[2].u.hash.value, 4);
+  EXPECT_EQ(v, 0x12345678U);
+  nf_->process_tx_responses();
+  EXPECT_EQ(nf_->stats().tx_completed, 1U);
+  EXPECT_EQ(nf_->stats().tx_error_responses, 0U);
+}
+
 TEST_F(NetfrontWorld, RxResponseProducerOverflowBreaksTheQueue) {
   connect();
   backend_->corrupt_rx_rsp_prod(1000);

@@ -160,8 +160,13 @@ std::optional<TxGot> TestBackend::receive_tx(bool hold_map, std::int16_t status,
   TxGot got;
   const wire::TxRequest first = tx_->take_request();
   got.requests.push_back(first);
-  if (wire::tx_flags(first).has(wire::TxFlag::extra_info))
-    got.extra = tx_->take_request_as<wire::ExtraInfo>();
+  if (wire::tx_flags(first).has(wire::TxFlag::extra_info)) {
+    do {
+      got.extras.push_back(tx_->take_request_as<wire::ExtraInfo>());
+    } while ((got.extras.back().flags & XEN_NETIF_EXTRA_FLAG_MORE) != 0 &&
+             tx_->unconsumed_requests() > 0);
+    got.extra = got.extras.front();
+  }
   wire::TxRequest cur = first;
   while (wire::tx_flags(cur).has(wire::TxFlag::more_data) && tx_->unconsumed_requests() > 0) {
     cur = tx_->take_request();
@@ -203,7 +208,7 @@ std::optional<TxGot> TestBackend::receive_tx(bool hold_map, std::int16_t status,
       rsp.id = got.requests[i].id;
       rsp.status = status;
       tx_->put_response(rsp);
-      if (i == 0 && got.extra) {
+      for (std::size_t e = 0; i == 0 && e < got.extras.size(); ++e) {
         wire::TxResponse null{};
         null.status = NETIF_RSP_NULL;
         tx_->put_response(null);
@@ -264,11 +269,11 @@ bool TestBackend::deliver_rx(std::span<const std::byte> frame, std::optional<net
   return ok;
 }
 
-bool TestBackend::deliver_raw_rx(std::vector<wire::RxResponse> responses) {
+bool TestBackend::deliver_raw_rx(std::vector<wire::RxResponse> responses, bool ids_as_given) {
   if (!rx_ || rx_->unconsumed_requests() < responses.size()) return false;
   for (auto& r : responses) {
     const wire::RxRequest req = rx_->take_request();
-    r.id = req.id;
+    if (!ids_as_given) r.id = req.id;
     rx_->put_response(r);
   }
   if (rx_->push_responses()) notify_rx();

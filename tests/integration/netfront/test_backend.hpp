@@ -30,7 +30,8 @@ struct BackendAdvert {
 struct TxGot {
   std::vector<std::byte> bytes;
   std::vector<wire::TxRequest> requests;  // data requests, in order (the extra excluded)
-  std::optional<wire::ExtraInfo> extra;
+  std::optional<wire::ExtraInfo> extra;   // the first extra
+  std::vector<wire::ExtraInfo> extras;    // every extra, in chain order (FLAG_MORE)
   bool copy_ok = true;
 };
 
@@ -78,13 +79,16 @@ class TestBackend {
   // --- RX (host -> guest) ---
   [[nodiscard]] RingIdx rx_req_prod() const { return rx_->req_prod(); }
   std::uint32_t rx_available() { return rx_->unconsumed_requests(); }
+  /// Whether `n` RX requests are posted; if not, asks for a kick on the next one (req_event),
+  /// as netback does when a packet waits for buffers.
+  bool rx_requests_available(std::uint32_t n) { return rx_->requests_available(n); }
   /// Delivers one frame netback-style; false if not enough requests are posted. The first
   /// slot holds at most `first_slot` bytes (a backend may cut it short), the others a page.
   bool deliver_rx(std::span<const std::byte> frame, std::optional<netfront::RxGso> gso = {},
                   wire::RxFlags flags = {}, std::uint16_t first_slot = wire::kPageSize);
   /// Consumes one request per response and writes the given responses as they are (ids
-  /// set to the request's); pushes them.
-  bool deliver_raw_rx(std::vector<wire::RxResponse> responses);
+  /// set to the request's unless `ids_as_given`); pushes them.
+  bool deliver_raw_rx(std::vector<wire::RxResponse> responses, bool ids_as_given = false);
   /// Makes the RX response producer claim far more responses than requests exist.
   void corrupt_rx_rsp_prod(std::uint32_t extra);
 

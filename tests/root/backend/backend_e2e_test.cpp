@@ -236,5 +236,59 @@ TEST_F(BackendEndToEnd, RemovalClosesReleasesEverythingAndRemovesTheTap) {
   EXPECT_EQ(open_fds(), fds_before);
 }
 
+// Mini-OS's netfront: no feature-rx-notify, no feature-sg, state 4 in the connect transaction.
+// It never kicks when it posts RX buffers, so the backend must look at the ring by itself.
+TEST_F(BackendEndToEnd, FrontendWithoutRxNotifyGetsABurstLargerThanItsRingByPolling) {
+  netfront::NetfrontOptions mini;
+  mini.feature_keys = false;
+  mini.rx_notify = false;
+  mini.sg = false;
+  mini.split_event_channels = false;
+  bring_up(1500, mini);
+  EXPECT_FALSE(toolstack_xs_->read("/local/domain/" + std::to_string(guest().dom.value()) +
+                                   "/device/vif/0/feature-rx-notify"));
+  // 400 frames at once: 256 fill the posted buffers, 144 wait for buffers the guest posts
+  // without telling the backend, and no more host traffic comes to wake it.
+  constexpr int kBurst = 400;
+  const auto frame = tcp_frame(1000, 3);
+  for (int i = 0; i < kBurst; ++i) host_send(frame);
+  std::size_t got = 0;
+  std::vector<netfront::RxPacket> out;
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (got < kBurst && std::chrono::steady_clock::now() < deadline) {
+    guest().netfront->handle_event();
+    out.clear();
+    got += guest().netfront->poll(out);  // refills, never kicks
+    std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_EQ(got, static_cast<std::size_t>(kBurst));
+  EXPECT_EQ(guest().netfront->stats().rx_notify_sent, 0u);
+  EXPECT_GT(guest().netfront->stats().rx_refills, 0u);
+  EXPECT_EQ(counter("rx_dropped_expired"), 0u);
+  EXPECT_GE(counter("rx_polls"), 1u);
+  EXPECT_GT(counter("rx_poll_packets"), 0u);
+  EXPECT_EQ(counter("rx_packets"), static_cast<std::uint64_t>(kBurst));
+  // One slot per packet: no scatter-gather.
+  EXPECT_EQ(counter("rx_slots"), static_cast<std::uint64_t>(kBurst));
+}
+
+TEST_F(BackendEndToEnd, FrontendWithRxNotifyIsNeverPolled) {
+  bring_up();
+  const auto frame = tcp_frame(1000, 3);
+  for (int i = 0; i < 400; ++i) host_send(frame);
+  std::size_t got = 0;
+  std::vector<netfront::RxPacket> out;
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (got < 400 && std::chrono::steady_clock::now() < deadline) {
+    guest().netfront->handle_event();
+    out.clear();
+    got += guest().netfront->poll(out);
+    std::this_thread::sleep_for(1ms);
+  }
+  EXPECT_EQ(got, 400u);
+  EXPECT_GT(guest().netfront->stats().rx_notify_sent, 0u);  // its refills kick
+  EXPECT_EQ(counter("rx_polls"), 0u);
+}
+
 }  // namespace
 }  // namespace unetback::test

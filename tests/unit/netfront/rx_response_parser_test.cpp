@@ -199,3 +199,58 @@ TEST(RxResponseParser, DropReasonsHaveNames) {
 
 }  // namespace
 }  // namespace unetback::netfront
+
+namespace unetback::netfront {
+namespace {
+
+/// `v` with each response's id set as netfront posted it: the ring index from `first`.
+std::vector<wire::RxResponse> with_slot_ids(std::vector<wire::RxResponse> v, std::uint32_t first) {
+  for (std::uint32_t i = 0; i < v.size(); ++i)
+    v[i].id = static_cast<std::uint16_t>((first + i) & 255);
+  return v;
+}
+
+TEST(RxSlotRule, ResponsesAtTheirRequestsSlotsPassAcrossTheRingWrap) {
+  auto v =
+      with_slot_ids({data(4096, RxFlag::more_data), data(4096, RxFlag::more_data), data(100)}, 254);
+  const RxParse p = parse_rx_packet(v);
+  ASSERT_EQ(p.drop, RxDrop::none);
+  EXPECT_TRUE(rx_responses_in_slot(v, p, 254, 256));
+}
+
+TEST(RxSlotRule, TheExtrasIdsAreNotLookedAtButTheDataSlotsAfterThemAre) {
+  // Slot 0, a GSO extra (its bytes overlay the id), then two data slots.
+  auto v = with_slot_ids({data(4096, RxFlag::more_data | RxFlag::extra_info),
+                          extra(XEN_NETIF_EXTRA_TYPE_GSO), data(4096, RxFlag::more_data), data(10)},
+                         7);
+  v[1] = extra(XEN_NETIF_EXTRA_TYPE_GSO);  // whatever id its layout implies
+  const RxParse p = parse_rx_packet(v);
+  ASSERT_EQ(p.drop, RxDrop::none);
+  EXPECT_TRUE(rx_responses_in_slot(v, p, 7, 256));
+  v[3].id = 3;  // the last data slot names another request
+  EXPECT_FALSE(rx_responses_in_slot(v, p, 7, 256));
+}
+
+TEST(RxSlotRule, AFirstSlotNamingAnotherRequestFails) {
+  auto v = with_slot_ids({data(60)}, 40);
+  v[0].id = 41;
+  EXPECT_FALSE(rx_responses_in_slot(v, parse_rx_packet(v), 40, 256));
+}
+
+TEST(RxGsoFlagRule, GsoPacketsNeedBothChecksumFlagsOthersNeither) {
+  auto gso = [](RxFlags f) {
+    std::vector<wire::RxResponse> v{data(1000, f | RxFlag::extra_info),
+                                    extra(XEN_NETIF_EXTRA_TYPE_GSO)};
+    return parse_rx_packet(v);
+  };
+  EXPECT_TRUE(rx_gso_flags_ok(gso(RxFlag::csum_blank | RxFlag::data_validated)));
+  EXPECT_FALSE(rx_gso_flags_ok(gso(RxFlag::csum_blank)));
+  EXPECT_FALSE(rx_gso_flags_ok(gso(RxFlag::data_validated)));
+  EXPECT_FALSE(rx_gso_flags_ok(gso({})));
+  std::vector<wire::RxResponse> plain{data(60)};
+  EXPECT_TRUE(rx_gso_flags_ok(parse_rx_packet(plain)));
+  EXPECT_STREQ(rx_drop_name(RxDrop::out_of_slot), "out_of_slot");
+}
+
+}  // namespace
+}  // namespace unetback::netfront

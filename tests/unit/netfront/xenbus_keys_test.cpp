@@ -93,3 +93,46 @@ TEST(XenbusKeys, BackendFeaturesAreReadLikeXenbusReadUnsigned) {
 
 }  // namespace
 }  // namespace unetback::netfront
+
+namespace unetback::netfront {
+namespace {
+
+TEST(XenbusKeys, MiniOsWritesTheRingsTheChannelRxCopyAndConnectedOnly) {
+  FrontendConnect c;
+  c.feature_keys = false;
+  c.rx_notify = false;
+  c.sg = false;
+  c.queues.push_back({GrantRef{8}, GrantRef{9}, Port{5}, Port{5}});
+  const std::vector<std::pair<std::string, std::string>> want{{"tx-ring-ref", "8"},
+                                                              {"rx-ring-ref", "9"},
+                                                              {"event-channel", "5"},
+                                                              {"request-rx-copy", "1"},
+                                                              {"state", "4"}};
+  EXPECT_EQ(frontend_connect_keys(c), want);
+}
+
+TEST(XenbusKeys, XenvifWritesNumQueuesForOneQueueWithFlatKeysAndCanAskForMulticastControl) {
+  FrontendConnect c;
+  c.write_num_queues = true;
+  c.request_multicast_control = true;
+  c.queues.push_back({GrantRef{8}, GrantRef{9}, Port{5}, Port{5}});
+  const auto keys = frontend_connect_keys(c);
+  const std::map<std::string, std::string> m(keys.begin(), keys.end());
+  EXPECT_EQ(m.at("multi-queue-num-queues"), "1");
+  EXPECT_EQ(m.at("tx-ring-ref"), "8");  // flat, not queue-0/
+  EXPECT_EQ(m.count("queue-0/tx-ring-ref"), 0U);
+  EXPECT_EQ(m.at("request-multicast-control"), "1");
+  EXPECT_EQ(keys.back(), (std::pair<std::string, std::string>{"state", "4"}));
+}
+
+TEST(XenbusKeys, MulticastControlFeaturesAreRead) {
+  const auto f = read_backend_features([](const char* key) -> std::optional<std::string> {
+    if (std::string_view(key) == "feature-dynamic-multicast-control") return "1";
+    return std::nullopt;
+  });
+  EXPECT_TRUE(f.dynamic_mcast_control);
+  EXPECT_FALSE(f.mcast_control);
+}
+
+}  // namespace
+}  // namespace unetback::netfront
