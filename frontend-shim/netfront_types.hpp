@@ -41,7 +41,13 @@ struct NetfrontOptions {
   /// Offer a control ring (ctrl-ring-ref, event-channel-ctrl) when the backend advertises
   /// feature-ctrl-ring; Netfront::ctrl() then drives it.
   bool ctrl_ring = false;
+  /// Free bytes the backend is asked to leave before each received packet in its first
+  /// buffer (xdp-headroom, 0..kMaxXdpHeadroom), when it offers feature-xdp-headroom.
+  std::uint32_t xdp_headroom = 0;
 };
+
+/// netif.h XEN_NETIF_MAX_XDP_HEADROOM.
+inline constexpr std::uint32_t kMaxXdpHeadroom = 0x7FFF;
 
 /// Per-frame TX metadata (netif TX flags and the GSO extra).
 struct TxMeta {

@@ -59,6 +59,7 @@ netfront::NetfrontOptions netfront_options(const ShimOptions& o) {
   // goes below zero (about 100 polls per second at most).
   if (o.rx_rate) n.rx_budget = std::clamp<std::uint32_t>(*o.rx_rate / 100, 1, o.rx_budget);
   n.ctrl_ring = o.rss;
+  n.xdp_headroom = o.xdp_headroom;
   return n;
 }
 
@@ -68,6 +69,10 @@ constexpr std::array<std::uint8_t, 40> kRssKey{
     0x8f, 0xb0, 0xd0, 0xca, 0x2b, 0xcb, 0xae, 0x7b, 0x30, 0xb4, 0x77, 0xcb, 0x2d, 0xa3,
     0x80, 0x30, 0xf2, 0x0c, 0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac, 0x01, 0xfa};
 constexpr auto kRssFilePoll = 200ms;
+constexpr auto kXdpFilePoll = 200ms;
+/// How long a reconfiguration waits for the backend's Reconfigured (Linux netfront waits
+/// forever; a test tool would rather say so and go back to Connected).
+constexpr auto kXdpReconfigureWait = 5s;
 
 std::optional<std::string> slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -89,7 +94,8 @@ ShimLoop::ShimLoop(hv::Hypervisor& hv, ShimOptions opts, std::ostream& ready_out
       deadline_timer_(io_),
       rx_timer_(io_),
       tx_retry_timer_(io_),
-      rss_timer_(io_) {
+      rss_timer_(io_),
+      xdp_timer_(io_) {
   fe_dir_ = "/local/domain/" + std::to_string(hv_.self().value()) + "/device/vif/" +
             std::to_string(opts_.devid.value());
 }
@@ -102,6 +108,9 @@ ShimLoop::~ShimLoop() {
 int ShimLoop::run() {
   try {
     xs_ = hv_.open_xenstore();
+    if (opts_.xdp_headroom_file) {
+      if (auto v = read_xdp_file()) nf_opts_.xdp_headroom = *v;
+    }
     nf_ = std::make_unique<netfront::Netfront>(hv_, nf_opts_);
   } catch (const SetupError& e) {
     error(e.what());
@@ -141,6 +150,8 @@ int ShimLoop::run() {
        std::to_string(stats_.tap_rx_dropped) + " tap_tx=" + std::to_string(stats_.tap_tx_frames) +
        " tap_tx_dropped=" + std::to_string(stats_.tap_tx_dropped) + " tx_busy_stalls=" +
        std::to_string(stats_.tx_busy_stalls) + " reconnects=" + std::to_string(stats_.reconnects) +
+       " xdp_reconfigurations=" + std::to_string(stats_.xdp_reconfigurations) +
+       " xdp_reconfigure_timeouts=" + std::to_string(stats_.xdp_reconfigure_timeouts) +
        " tx_frags=" + std::to_string(stats_.tx_frags) + " tx_frags_fallback=" +
        std::to_string(stats_.tx_frags_fallback) + " nf_tx_packets=" + std::to_string(s.tx_packets) +
        " nf_rx_packets=" + std::to_string(s.rx_packets));
@@ -229,9 +240,22 @@ void ShimLoop::evaluate() {
       restart_pending_ = true;
       state = read_state(*xs_, be_dir_ + "/state");
     } else {
+      if (xdp_change_since_ && *state == 8) {
+        // The backend has taken the new headroom: back to Connected (xennet_xdp_set).
+        xdp_change_since_.reset();
+        if (auto ec = nf_->end_xdp_headroom_change()) {
+          warn("writing frontend state 4: " + ec.message());
+        } else {
+          ++stats_.xdp_reconfigurations;
+          info("backend Reconfigured: guest RX with " + std::to_string(nf_->xdp_headroom()) +
+               " bytes of XDP headroom, Connected again");
+        }
+        return;
+      }
       if (*state == 4 && !announced_) {
         announced_ = true;
         configure_rss();
+        if (opts_.xdp_headroom_file) arm_xdp_timer();
         if (!ever_ready_) {
           ever_ready_ = true;
           deadline_timer_.cancel();
@@ -415,6 +439,50 @@ void ShimLoop::arm_rss_timer() {
   });
 }
 
+std::optional<std::uint32_t> ShimLoop::read_xdp_file() {
+  auto text = slurp(*opts_.xdp_headroom_file);
+  if (!text) {
+    if (xdp_file_text_ != "\n(unreadable)")
+      warn("cannot read " + *opts_.xdp_headroom_file + ": keeping the headroom in use");
+    xdp_file_text_ = "\n(unreadable)";
+    return std::nullopt;
+  }
+  auto v = parse_xdp_headroom(*text);
+  if (!v && *text != xdp_file_text_)
+    warn(*opts_.xdp_headroom_file + ": not a decimal 0..32767: keeping the headroom in use");
+  xdp_file_text_ = *text;
+  return v;
+}
+
+void ShimLoop::arm_xdp_timer() {
+  xdp_timer_.expires_after(kXdpFilePoll);
+  xdp_timer_.async_wait([this, gen = generation_](const boost::system::error_code& ec) {
+    if (ec || gen != generation_ || !nf_ || !nf_->connected()) return;
+    if (xdp_change_since_) {
+      if (std::chrono::steady_clock::now() - *xdp_change_since_ >= kXdpReconfigureWait) {
+        warn("the backend never said Reconfigured: Connected again");
+        xdp_change_since_.reset();
+        ++stats_.xdp_reconfigure_timeouts;
+        if (auto e = nf_->end_xdp_headroom_change())
+          warn("writing frontend state 4: " + e.message());
+      }
+    } else if (auto want = read_xdp_file(); want && *want != nf_->xdp_headroom()) {
+      if (!nf_->backend_features().xdp_headroom) {
+        if (xdp_unoffered_ != want)
+          warn("the backend offers no feature-xdp-headroom: headroom " + std::to_string(*want) +
+               " not asked for");
+        xdp_unoffered_ = want;
+      } else if (auto e = nf_->begin_xdp_headroom_change(*want)) {
+        warn("reconfiguring the XDP headroom: " + e.message());
+      } else {
+        info("Reconfiguring: xdp-headroom " + std::to_string(*want));
+        xdp_change_since_ = std::chrono::steady_clock::now();
+      }
+    }
+    arm_xdp_timer();
+  });
+}
+
 void ShimLoop::teardown(std::chrono::milliseconds wait_for_backend) {
   ++generation_;
   // Give the fds back before Netfront closes its event channels (the descriptors never own
@@ -428,6 +496,8 @@ void ShimLoop::teardown(std::chrono::milliseconds wait_for_backend) {
   rx_timer_.cancel();
   tx_retry_timer_.cancel();
   rss_timer_.cancel();
+  xdp_timer_.cancel();
+  xdp_change_since_.reset();
   rx_timer_armed_ = tx_retry_armed_ = false;
   announced_ = false;
   if (nf_ && nf_->connected()) {

@@ -46,8 +46,10 @@ struct ShimStats {
   std::uint64_t tap_tx_frames = 0;   ///< packets written to the TAP (guest RX)
   std::uint64_t tap_tx_dropped = 0;  ///< bad offload metadata or a failed TAP write
   std::uint64_t reconnects = 0;
-  std::uint64_t tx_frags = 0;           ///< frames sent as --tx-frags slot chains
-  std::uint64_t tx_frags_fallback = 0;  ///< frames that needed > 18 slots: normal layout
+  std::uint64_t xdp_reconfigurations = 0;      ///< headroom changes the backend answered with 8
+  std::uint64_t xdp_reconfigure_timeouts = 0;  ///< ... or never answered (5 s)
+  std::uint64_t tx_frags = 0;                  ///< frames sent as --tx-frags slot chains
+  std::uint64_t tx_frags_fallback = 0;         ///< frames that needed > 18 slots: normal layout
 };
 
 class ShimLoop {
@@ -109,6 +111,11 @@ class ShimLoop {
   /// --rss-mapping-file: the file's table if its text changed since the last look.
   std::optional<std::vector<std::uint32_t>> read_rss_file();
   void arm_rss_timer();
+  /// --xdp-headroom-file: its value, or nothing (unreadable or bad: logged once per text).
+  std::optional<std::uint32_t> read_xdp_file();
+  /// Every 200 ms while connected: a new value in the file starts a reconfiguration (7, key);
+  /// evaluate() ends it (4) when the backend says Reconfigured (8).
+  void arm_xdp_timer();
 
   hv::Hypervisor& hv_;
   ShimOptions opts_;
@@ -118,8 +125,12 @@ class ShimLoop {
   // instead of waking the reactor (an epoll_ctl) for every continuation.
   boost::asio::io_context io_{1};
   boost::asio::signal_set signals_;
-  boost::asio::steady_timer deadline_timer_, rx_timer_, tx_retry_timer_, rss_timer_;
+  boost::asio::steady_timer deadline_timer_, rx_timer_, tx_retry_timer_, rss_timer_, xdp_timer_;
   std::string rss_file_text_;  ///< the mapping file as last read
+  std::string xdp_file_text_;  ///< the headroom file as last read
+  /// A reconfiguration waiting for the backend's Reconfigured, and since when.
+  std::optional<std::chrono::steady_clock::time_point> xdp_change_since_;
+  std::optional<std::uint32_t> xdp_unoffered_;  ///< a value already refused for lack of the feature
   std::unique_ptr<hv::XenStore> xs_;
   std::unique_ptr<Descriptor> xs_desc_;
   std::unique_ptr<netfront::Netfront> nf_;

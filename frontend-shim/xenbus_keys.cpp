@@ -38,6 +38,7 @@ std::vector<std::pair<std::string, std::string>> frontend_connect_keys(const Fro
   keys.emplace_back("feature-gso-tcpv4", flag(c.gso_tcpv4));
   keys.emplace_back("feature-gso-tcpv6", flag(c.gso_tcpv6));
   keys.emplace_back("feature-ipv6-csum-offload", flag(c.ipv6_csum));
+  if (c.xdp_headroom) keys.emplace_back("xdp-headroom", std::to_string(*c.xdp_headroom));
   keys.emplace_back("state", std::to_string(static_cast<int>(XenbusState::connected)));
   return keys;
 }
