@@ -249,53 +249,36 @@ std::map<Key, Expect> build_table() {
   at(iwh, pfail, {{bad_probe, W(S::closing)}, S::closing, true, R::down});
   at(iwh, stop, {{W(S::closing), DestroyTap{}, W(S::closed)}, S::closed, false, R::down});
 
-  // Connected.
-  const std::string con = "Connected";
-  at(con, f0, {removal_from_4, S::closed, false, R::down});
-  // A frontend starting over without closing: walk 4 -> 5 -> 6 -> 2, as set_backend_state.
-  at(con, f1,
-     {{Disconnect{}, W(S::closing), W(S::closed), W(S::init_wait)}, S::init_wait, true, R::down});
-  at(con, f5, {{Disconnect{}, W(S::closing), W(S::closed)}, S::closed, true, R::down});
-  at(con, f6, {{Disconnect{}, W(S::closing), W(S::closed)}, S::closed, true, R::down});
-  at(con, inval, {{bad_state, Disconnect{}, W(S::closing)}, S::closing, true, R::down});
-  at(con, off, {removal_from_4, S::closed, false, R::down});
-  at(con, t5on, {{Disconnect{}, W(S::closed)}, S::closed, true, R::down});
-  at(con, t5off,
-     {{Disconnect{}, DestroyTap{}, RemoveHotplugStatus{}, W(S::closed)},
-      S::closed,
-      false,
-      R::down});
-  at(con, t6off, {{Disconnect{}, DestroyTap{}, RemoveHotplugStatus{}}, S::closed, false, R::down});
-  at(con, gone, {removal_from_4, S::closed, false, R::down});
-  at(con, stop,
-     {{Disconnect{}, W(S::closing), DestroyTap{}, W(S::closed)}, S::closed, false, R::down});
-  // XDP headroom: netfront's 7 re-reads the key and is answered with 8, the rings stay up.
+  // Connected, and Reconfigured (8: the frontend is changing its xdp-headroom): the same
+  // teardowns, the rings up in both.
+  const std::string con = "Connected", rec = "Reconfigured";
+  for (const std::string& v : {con, rec}) {
+    at(v, f0, {removal_from_4, S::closed, false, R::down});
+    // A frontend starting over without closing: walk 4 -> 5 -> 6 -> 2, as set_backend_state.
+    at(v, f1,
+       {{Disconnect{}, W(S::closing), W(S::closed), W(S::init_wait)}, S::init_wait, true, R::down});
+    at(v, f5, {{Disconnect{}, W(S::closing), W(S::closed)}, S::closed, true, R::down});
+    at(v, f6, {{Disconnect{}, W(S::closing), W(S::closed)}, S::closed, true, R::down});
+    at(v, inval, {{bad_state, Disconnect{}, W(S::closing)}, S::closing, true, R::down});
+    at(v, off, {removal_from_4, S::closed, false, R::down});
+    at(v, t5on, {{Disconnect{}, W(S::closed)}, S::closed, true, R::down});
+    at(v, t5off,
+       {{Disconnect{}, DestroyTap{}, RemoveHotplugStatus{}, W(S::closed)},
+        S::closed,
+        false,
+        R::down});
+    at(v, t6off, {{Disconnect{}, DestroyTap{}, RemoveHotplugStatus{}}, S::closed, false, R::down});
+    at(v, gone, {removal_from_4, S::closed, false, R::down});
+    at(v, stop,
+       {{Disconnect{}, W(S::closing), DestroyTap{}, W(S::closed)}, S::closed, false, R::down});
+    // A headroom we cannot honour: the frontend's error, as a bad key at connect.
+    at(v, rfail, {{bad_headroom, Disconnect{}, W(S::closing)}, S::closing, true, R::down});
+  }
+  // XDP headroom: netfront's 7 re-reads the key and is answered with 8, the rings stay up;
+  // its 4 afterwards reads the key once more (Linux netfront writes it after its 7) and is
+  // followed back to Connected.
   at(con, f7, {{ApplyXdpHeadroom{}, W(S::reconfigured)}, S::reconfigured, true, R::up});
-  at(con, rfail, {{bad_headroom, Disconnect{}, W(S::closing)}, S::closing, true, R::down});
-
-  // Reconfigured (8), waiting for the frontend to come back to Connected: it reads the key
-  // once more on the way back (Linux netfront writes it after its 7); every teardown is the
-  // one from Connected.
-  const std::string rec = "Reconfigured";
   at(rec, f4, {{ApplyXdpHeadroom{}, W(S::connected)}, S::connected, true, R::up});
-  at(rec, f0, {removal_from_4, S::closed, false, R::down});
-  at(rec, f1,
-     {{Disconnect{}, W(S::closing), W(S::closed), W(S::init_wait)}, S::init_wait, true, R::down});
-  at(rec, f5, {{Disconnect{}, W(S::closing), W(S::closed)}, S::closed, true, R::down});
-  at(rec, f6, {{Disconnect{}, W(S::closing), W(S::closed)}, S::closed, true, R::down});
-  at(rec, inval, {{bad_state, Disconnect{}, W(S::closing)}, S::closing, true, R::down});
-  at(rec, off, {removal_from_4, S::closed, false, R::down});
-  at(rec, t5on, {{Disconnect{}, W(S::closed)}, S::closed, true, R::down});
-  at(rec, t5off,
-     {{Disconnect{}, DestroyTap{}, RemoveHotplugStatus{}, W(S::closed)},
-      S::closed,
-      false,
-      R::down});
-  at(rec, t6off, {{Disconnect{}, DestroyTap{}, RemoveHotplugStatus{}}, S::closed, false, R::down});
-  at(rec, gone, {removal_from_4, S::closed, false, R::down});
-  at(rec, stop,
-     {{Disconnect{}, W(S::closing), DestroyTap{}, W(S::closed)}, S::closed, false, R::down});
-  at(rec, rfail, {{bad_headroom, Disconnect{}, W(S::closing)}, S::closing, true, R::down});
 
   // Closing after a fatal error, the frontend not yet reacting.
   const std::string caf = "ClosingAfterFatal";

@@ -481,14 +481,8 @@ TEST_F(BackendXenbusTest, MacSpoofingKeyIsWatchedWhileConnectedAndBadValuesAreKe
 }
 
 TEST_F(BackendXenbusTest, XdpHeadroomIsReadAtConnect) {
-  ASSERT_FALSE(backend_.start());
-  libxl_add();
-  pump();
-  write(be_ + "/hotplug-status", "connected");
-  write(fe_ + "/xdp-headroom", "256");
-  netfront_connect();
-  pump();
-  ASSERT_EQ(state(), "4");
+  write(fe_ + "/xdp-headroom", "256");  // Linux netfront writes it just before its connect keys
+  bring_up();
   EXPECT_EQ(read(be_ + "/feature-xdp-headroom"), "1");
   EXPECT_EQ(vif_.connected->xdp_headroom, 256U);
 }
