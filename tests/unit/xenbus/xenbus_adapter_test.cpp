@@ -129,6 +129,16 @@ class BackendXenbusTest : public ::testing::Test {
   }
   std::size_t created_at_ = 0;
 
+  // A frontend answering our Closing with Closed, then starting over (Initialising): the
+  // backend offers InitWait again.
+  void frontend_starts_over() {
+    write(fe_ + "/state", "6");
+    pump();
+    write(fe_ + "/state", "1");
+    pump();
+    EXPECT_EQ(state(), "2");
+  }
+
   void bring_up() {
     ASSERT_FALSE(backend_.start());
     libxl_add();
@@ -388,11 +398,7 @@ TEST_F(BackendXenbusTest, GarbageFrontendStateIsFatal) {
   EXPECT_FALSE(vif_.connected.has_value());
   EXPECT_EQ(error_node(), "22 saw an invalid state at frontend");
   // A well-behaved restart afterwards still works.
-  write(fe_ + "/state", "6");
-  pump();
-  write(fe_ + "/state", "1");
-  pump();
-  EXPECT_EQ(state(), "2");
+  frontend_starts_over();
 }
 
 TEST_F(BackendXenbusTest, FrontendDirectoryVanishingTearsDown) {
@@ -538,11 +544,7 @@ TEST_P(HostileXdpHeadroom, WhileReconfiguringIsFatalForThatVifWhichMayStartOver)
   EXPECT_FALSE(vif_.xdp_headroom.has_value()) << "never handed to the queues";
   // The frontend may start over, with a value we can honour.
   write(fe_ + "/xdp-headroom", "256");
-  write(fe_ + "/state", "6");
-  pump();
-  write(fe_ + "/state", "1");
-  pump();
-  EXPECT_EQ(state(), "2");
+  frontend_starts_over();
   netfront_connect();
   pump();
   EXPECT_EQ(state(), "4");
