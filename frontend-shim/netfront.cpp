@@ -139,6 +139,13 @@ std::error_code Netfront::connect(std::chrono::milliseconds timeout) {
   fc.request_multicast_control =
       opts_.request_multicast_control && (backend_.mcast_control || backend_.dynamic_mcast_control);
   fc.split_event_channels = split_;
+  if (backend_.xdp_headroom) {
+    fc.xdp_headroom = opts_.xdp_headroom;
+  } else if (opts_.xdp_headroom != 0) {
+    log::write(log::Level::warn, "netfront",
+               "the backend offers no feature-xdp-headroom: asking for no headroom");
+  }
+  xdp_headroom_ = fc.xdp_headroom.value_or(0);
   for (std::uint32_t i = 0; i < nq; ++i) {
     setup.id = QueueId{i};
     auto q = NetfrontQueue::create(hv_.grant_sharer(), hv_.open_event_channel(), setup);
@@ -165,6 +172,24 @@ std::error_code Netfront::connect(std::chrono::milliseconds timeout) {
   queues_ = std::move(queues);
   ctrl_ = std::move(ctrl);
   return {};
+}
+
+std::error_code Netfront::begin_xdp_headroom_change(std::uint32_t headroom) {
+  if (!connected()) return std::make_error_code(std::errc::not_connected);
+  if (!backend_.xdp_headroom) return std::make_error_code(std::errc::not_supported);
+  if (headroom > kMaxXdpHeadroom) return std::make_error_code(std::errc::invalid_argument);
+  // xennet_xdp_set(): Reconfiguring first, then the key (not in one transaction).
+  if (auto ec = xs_->write(fe_dir_ + "/state",
+                           std::to_string(static_cast<int>(XenbusState::reconfiguring))))
+    return ec;
+  if (auto ec = xs_->write(fe_dir_ + "/xdp-headroom", std::to_string(headroom))) return ec;
+  xdp_headroom_ = headroom;
+  return {};
+}
+
+std::error_code Netfront::end_xdp_headroom_change() {
+  if (!connected()) return std::make_error_code(std::errc::not_connected);
+  return xs_->write(fe_dir_ + "/state", std::to_string(static_cast<int>(XenbusState::connected)));
 }
 
 void Netfront::disconnect(std::chrono::milliseconds wait_for_backend) {

@@ -51,6 +51,16 @@ class Netfront {
   [[nodiscard]] std::uint32_t num_queues() const {
     return static_cast<std::uint32_t>(queues_.size());
   }
+  /// Linux netfront's xennet_xdp_set, in two halves around the backend's answer: begin writes
+  /// F:state=Reconfiguring (7) and then F:xdp-headroom (Linux's order); once the backend's
+  /// state reads Reconfigured (8), end writes F:state=Connected (4). Errors: not_connected,
+  /// not_supported (no feature-xdp-headroom), invalid_argument (above kMaxXdpHeadroom), or
+  /// the xenstore error. The RX parser honours each response's offset whatever was asked.
+  std::error_code begin_xdp_headroom_change(std::uint32_t headroom);
+  std::error_code end_xdp_headroom_change();
+  /// The headroom last asked for (0 when the backend offers none).
+  [[nodiscard]] std::uint32_t xdp_headroom() const { return xdp_headroom_; }
+
   /// What was negotiated at connect.
   [[nodiscard]] const BackendFeatures& backend_features() const { return backend_; }
   [[nodiscard]] bool split_event_channels() const { return split_; }
@@ -109,6 +119,7 @@ class Netfront {
   bool split_ = false;
   std::vector<std::shared_ptr<NetfrontQueue>> queues_;
   std::unique_ptr<CtrlClient> ctrl_;
+  std::uint32_t xdp_headroom_ = 0;
 };
 
 }  // namespace unetback::netfront

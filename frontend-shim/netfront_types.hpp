@@ -54,7 +54,13 @@ struct NetfrontOptions {
   /// request-multicast-control=1 when the backend offers feature-multicast-control or
   /// feature-dynamic-multicast-control (then only added groups reach us).
   bool request_multicast_control = false;
+  /// Free bytes the backend is asked to leave before each received packet in its first
+  /// buffer (xdp-headroom, 0..kMaxXdpHeadroom), when it offers feature-xdp-headroom.
+  std::uint32_t xdp_headroom = 0;
 };
+
+/// netif.h XEN_NETIF_MAX_XDP_HEADROOM.
+inline constexpr std::uint32_t kMaxXdpHeadroom = 0x7FFF;
 
 /// Per-frame TX metadata (netif TX flags and the GSO extra).
 struct TxMeta {

@@ -67,6 +67,7 @@ netfront::NetfrontOptions netfront_options(const ShimOptions& o) {
   n.rx_checks = r.rx_checks;
   n.request_multicast_control = r.mcast_extras;
   n.split_event_channels = r.split_event_channels;
+  n.xdp_headroom = o.xdp_headroom;
   return n;
 }
 
@@ -78,6 +79,10 @@ constexpr std::array<std::uint8_t, 40> kRssKey{
 constexpr auto kRssFilePoll = 200ms;
 /// How often --mode xenvif looks at the guest's multicast list.
 constexpr auto kMcastPoll = 200ms;
+constexpr auto kXdpFilePoll = 200ms;
+/// How long a reconfiguration waits for the backend's Reconfigured (Linux netfront waits
+/// forever; a test tool would rather say so and go back to Connected).
+constexpr auto kXdpReconfigureWait = 5s;
 
 std::optional<std::string> slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -101,7 +106,8 @@ ShimLoop::ShimLoop(hv::Hypervisor& hv, ShimOptions opts, std::ostream& ready_out
       rx_timer_(io_),
       tx_retry_timer_(io_),
       rss_timer_(io_),
-      mcast_timer_(io_) {
+      mcast_timer_(io_),
+      xdp_timer_(io_) {
   fe_dir_ = "/local/domain/" + std::to_string(hv_.self().value()) + "/device/vif/" +
             std::to_string(opts_.devid.value());
 }
@@ -114,6 +120,9 @@ ShimLoop::~ShimLoop() {
 int ShimLoop::run() {
   try {
     xs_ = hv_.open_xenstore();
+    if (opts_.xdp_headroom_file) {
+      if (auto v = read_xdp_file()) nf_opts_.xdp_headroom = *v;
+    }
     nf_ = std::make_unique<netfront::Netfront>(hv_, nf_opts_);
   } catch (const SetupError& e) {
     error(e.what());
@@ -147,6 +156,8 @@ int ShimLoop::run() {
        std::to_string(stats_.tap_rx_dropped) + " tap_tx=" + std::to_string(stats_.tap_tx_frames) +
        " tap_tx_dropped=" + std::to_string(stats_.tap_tx_dropped) + " tx_busy_stalls=" +
        std::to_string(stats_.tx_busy_stalls) + " reconnects=" + std::to_string(stats_.reconnects) +
+       " xdp_reconfigurations=" + std::to_string(stats_.xdp_reconfigurations) +
+       " xdp_reconfigure_timeouts=" + std::to_string(stats_.xdp_reconfigure_timeouts) +
        " tx_frags=" + std::to_string(stats_.tx_frags) + " tx_frags_fallback=" +
        std::to_string(stats_.tx_frags_fallback) + " nf_tx_packets=" + std::to_string(s.tx_packets) +
        " nf_rx_packets=" + std::to_string(s.rx_packets) +
@@ -262,10 +273,23 @@ void ShimLoop::evaluate() {
       restart_pending_ = true;
       state = read_state(*xs_, be_dir_ + "/state");
     } else {
+      if (xdp_change_since_ && *state == 8) {
+        // The backend has taken the new headroom: back to Connected (xennet_xdp_set).
+        xdp_change_since_.reset();
+        if (auto ec = nf_->end_xdp_headroom_change()) {
+          warn("writing frontend state 4: " + ec.message());
+        } else {
+          ++stats_.xdp_reconfigurations;
+          info("backend Reconfigured: guest RX with " + std::to_string(nf_->xdp_headroom()) +
+               " bytes of XDP headroom, Connected again");
+        }
+        return;
+      }
       if (*state == 4 && !announced_) {
         announced_ = true;
         configure_rss();
         if (rules_.mcast_extras) sync_mcast();
+        if (opts_.xdp_headroom_file) arm_xdp_timer();
         if (!ever_ready_) {
           ever_ready_ = true;
           deadline_timer_.cancel();
@@ -450,6 +474,50 @@ void ShimLoop::arm_rss_timer() {
   });
 }
 
+std::optional<std::uint32_t> ShimLoop::read_xdp_file() {
+  auto text = slurp(*opts_.xdp_headroom_file);
+  if (!text) {
+    if (xdp_file_text_ != "\n(unreadable)")
+      warn("cannot read " + *opts_.xdp_headroom_file + ": keeping the headroom in use");
+    xdp_file_text_ = "\n(unreadable)";
+    return std::nullopt;
+  }
+  auto v = parse_xdp_headroom(*text);
+  if (!v && *text != xdp_file_text_)
+    warn(*opts_.xdp_headroom_file + ": not a decimal 0..32767: keeping the headroom in use");
+  xdp_file_text_ = *text;
+  return v;
+}
+
+void ShimLoop::arm_xdp_timer() {
+  xdp_timer_.expires_after(kXdpFilePoll);
+  xdp_timer_.async_wait([this, gen = generation_](const boost::system::error_code& ec) {
+    if (ec || gen != generation_ || !nf_ || !nf_->connected()) return;
+    if (xdp_change_since_) {
+      if (std::chrono::steady_clock::now() - *xdp_change_since_ >= kXdpReconfigureWait) {
+        warn("the backend never said Reconfigured: Connected again");
+        xdp_change_since_.reset();
+        ++stats_.xdp_reconfigure_timeouts;
+        if (auto e = nf_->end_xdp_headroom_change())
+          warn("writing frontend state 4: " + e.message());
+      }
+    } else if (auto want = read_xdp_file(); want && *want != nf_->xdp_headroom()) {
+      if (!nf_->backend_features().xdp_headroom) {
+        if (xdp_unoffered_ != want)
+          warn("the backend offers no feature-xdp-headroom: headroom " + std::to_string(*want) +
+               " not asked for");
+        xdp_unoffered_ = want;
+      } else if (auto e = nf_->begin_xdp_headroom_change(*want)) {
+        warn("reconfiguring the XDP headroom: " + e.message());
+      } else {
+        info("Reconfiguring: xdp-headroom " + std::to_string(*want));
+        xdp_change_since_ = std::chrono::steady_clock::now();
+      }
+    }
+    arm_xdp_timer();
+  });
+}
+
 void ShimLoop::teardown(std::chrono::milliseconds wait_for_backend) {
   ++generation_;
   // Give the fds back before Netfront closes its event channels (the descriptors never own
@@ -465,6 +533,8 @@ void ShimLoop::teardown(std::chrono::milliseconds wait_for_backend) {
   rss_timer_.cancel();
   mcast_timer_.cancel();
   mcast_known_.clear();  // a new connection starts with an empty filter
+  xdp_timer_.cancel();
+  xdp_change_since_.reset();
   rx_timer_armed_ = tx_retry_armed_ = false;
   announced_ = false;
   if (nf_ && nf_->connected()) {

@@ -52,6 +52,8 @@ struct ShimStats {
   std::uint64_t tx_frags_fallback = 0;  ///< frames that needed > 18 slots: normal layout
   std::uint64_t tx_hash_extras = 0;     ///< --mode xenvif: frames sent with a HASH extra
   std::uint64_t mcast_added = 0, mcast_removed = 0;  ///< MCAST_ADD / MCAST_DEL extras sent
+  std::uint64_t xdp_reconfigurations = 0;      ///< headroom changes the backend answered with 8
+  std::uint64_t xdp_reconfigure_timeouts = 0;  ///< ... or never answered (5 s)
 };
 
 class ShimLoop {
@@ -122,6 +124,11 @@ class ShimLoop {
   [[nodiscard]] std::optional<std::uint32_t> tx_frag_size() const;
   /// --mode xenvif: a HASH extra for the frame whose headers are in `head`.
   void add_tx_hash(netfront::TxMeta& meta, std::span<const std::byte> head);
+  /// --xdp-headroom-file: its value, or nothing (unreadable or bad: logged once per text).
+  std::optional<std::uint32_t> read_xdp_file();
+  /// Every 200 ms while connected: a new value in the file starts a reconfiguration (7, key);
+  /// evaluate() ends it (4) when the backend says Reconfigured (8).
+  void arm_xdp_timer();
 
   hv::Hypervisor& hv_;
   ShimOptions opts_;
@@ -132,10 +139,15 @@ class ShimLoop {
   boost::asio::io_context io_{1};
   boost::asio::signal_set signals_;
   ModeRules rules_;
-  boost::asio::steady_timer deadline_timer_, rx_timer_, tx_retry_timer_, rss_timer_, mcast_timer_;
+  boost::asio::steady_timer deadline_timer_, rx_timer_, tx_retry_timer_, rss_timer_, mcast_timer_,
+      xdp_timer_;
   std::optional<std::uint32_t> deadline_state_;  ///< the backend state the deadline is for
   std::vector<McastAddr> mcast_known_;           ///< the groups the backend was told about
   std::string rss_file_text_;                    ///< the mapping file as last read
+  std::string xdp_file_text_;                    ///< the headroom file as last read
+  /// A reconfiguration waiting for the backend's Reconfigured, and since when.
+  std::optional<std::chrono::steady_clock::time_point> xdp_change_since_;
+  std::optional<std::uint32_t> xdp_unoffered_;  ///< a value already refused for lack of the feature
   std::unique_ptr<hv::XenStore> xs_;
   std::unique_ptr<Descriptor> xs_desc_;
   std::unique_ptr<netfront::Netfront> nf_;

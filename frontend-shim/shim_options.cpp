@@ -8,6 +8,7 @@
 
 #include "common/net/tap_device.hpp"
 #include "common/util/parse_decimal.hpp"
+#include "frontend-shim/netfront_types.hpp"
 
 namespace unetback::shim {
 
@@ -64,12 +65,25 @@ ParseOutcome parse_shim_options(std::span<const std::string_view> args) {
       o.rss = true;
       continue;
     }
-    static constexpr std::string_view kValued[] = {
-        "--hypervisor", "--domid",     "--name",     "--devid",
-        "--tap",        "--netns",     "--address",  "--mtu",
-        "--queues",     "--rx-budget", "--rx-rate",  "--connect-timeout-ms",
-        "--log-level",  "--rx-refill", "--tx-frags", "--rss-mapping-file",
-        "--mode"};
+    static constexpr std::string_view kValued[] = {"--hypervisor",
+                                                   "--domid",
+                                                   "--name",
+                                                   "--devid",
+                                                   "--tap",
+                                                   "--netns",
+                                                   "--address",
+                                                   "--mtu",
+                                                   "--queues",
+                                                   "--rx-budget",
+                                                   "--rx-rate",
+                                                   "--connect-timeout-ms",
+                                                   "--log-level",
+                                                   "--rx-refill",
+                                                   "--tx-frags",
+                                                   "--rss-mapping-file",
+                                                   "--mode",
+                                                   "--xdp-headroom",
+                                                   "--xdp-headroom-file"};
     if (std::find(std::begin(kValued), std::end(kValued), key) == std::end(kValued))
       return UsageError{"unknown option " + std::string(key)};
     std::string_view value;
@@ -135,6 +149,13 @@ ParseOutcome parse_shim_options(std::span<const std::string_view> args) {
       if (value.empty() || value.size() > 4096) return bad();
       o.rss_mapping_file = std::string(value);
       o.rss = true;
+    } else if (key == "--xdp-headroom") {
+      auto v = parse_xdp_headroom(value);
+      if (!v || value.find_first_of(" \t\r\n") != std::string_view::npos) return bad();
+      o.xdp_headroom = *v;
+    } else if (key == "--xdp-headroom-file") {
+      if (value.empty() || value.size() > 4096) return bad();
+      o.xdp_headroom_file = std::string(value);
     } else if (key == "--connect-timeout-ms") {
       auto v = parse_decimal<std::uint32_t>(value, 1, 3'600'000);
       if (!v) return bad();
@@ -195,12 +216,21 @@ std::optional<std::vector<std::uint32_t>> parse_rss_mapping(std::string_view tex
   return out;
 }
 
+std::optional<std::uint32_t> parse_xdp_headroom(std::string_view text) {
+  const auto first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string_view::npos) return std::nullopt;
+  const auto last = text.find_last_not_of(" \t\r\n");
+  return parse_decimal<std::uint32_t>(text.substr(first, last - first + 1), 0,
+                                      netfront::kMaxXdpHeadroom);
+}
+
 std::string shim_usage() {
   return R"(usage: netfront-shim --hypervisor sim:<dir>|xen [--domid N | --name NAME] [--devid 0]
                      [--tap eth0] [--netns NAME] [--address 10.0.0.2/24] [--mtu 1500]
                      [--queues N] [--no-sg] [--rx-budget 64] [--rx-rate PPS]
                      [--rx-refill early|half-ring] [--tx-frags SIZE]
                      [--rss] [--rss-mapping-file PATH] [--mode linux|xenvif|minimal]
+                     [--xdp-headroom N] [--xdp-headroom-file PATH]
                      [--connect-timeout-ms 10000] [--log-level debug|info|warn|error]
 
 A userspace Xen netfront acting as a guest domain: connects device/vif/<devid> to its
@@ -249,6 +279,15 @@ backend and bridges it to a TAP interface (with virtio-net offload headers).
                            refills are never kicked; no feature-sg; one queue)
   --connect-timeout-ms N   give up if not connected within N ms (default 10000; with
                            --mode xenvif the limit for each backend state, default 120000)
+  --xdp-headroom N         ask the backend, when it offers feature-xdp-headroom, to leave N
+                           bytes (0..32767, default 0) before each received packet in its
+                           first buffer, as Linux netfront does (256) with an XDP program
+  --xdp-headroom-file PATH the headroom, as one decimal in a file re-read every 200 ms (at
+                           connect it wins over --xdp-headroom); a change while connected
+                           goes as Linux netfront's does: frontend state Reconfiguring (7),
+                           the new xdp-headroom, wait up to 5 s for the backend's
+                           Reconfigured (8), Connected (4) again. An unreadable or bad file is
+                           logged and the headroom in use kept
   --log-level LEVEL        stderr log level (default info)
 
 On stopping it logs its counters (a "stopped:" line), among them rx_protocol_errors (RX

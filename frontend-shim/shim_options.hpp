@@ -59,7 +59,16 @@ struct ShimOptions {
   /// The mapping table, re-read while the shim runs (implies rss); else entry i = i % queues
   /// of a 128-entry table.
   std::optional<std::string> rss_mapping_file;
+  /// xdp-headroom to ask for at connect (0..32767), when the backend offers it.
+  std::uint32_t xdp_headroom = 0;
+  /// A file holding the xdp-headroom, re-read while the shim runs: a change while connected
+  /// goes through Reconfiguring (7) -> backend Reconfigured (8) -> Connected (4), as Linux
+  /// netfront's xennet_xdp_set does when an XDP program is attached or detached.
+  std::optional<std::string> xdp_headroom_file;
 };
+
+/// An xdp-headroom file's value: one decimal 0..32767, surrounding whitespace allowed.
+[[nodiscard]] std::optional<std::uint32_t> parse_xdp_headroom(std::string_view text);
 
 /// A mapping file's table: queue numbers (decimal) separated by whitespace or commas, 1..128
 /// of them, each below `queues`. Nothing for anything else (the caller keeps its table).

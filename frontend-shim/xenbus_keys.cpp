@@ -41,6 +41,7 @@ std::vector<std::pair<std::string, std::string>> frontend_connect_keys(const Fro
     keys.emplace_back("feature-ipv6-csum-offload", flag(c.ipv6_csum));
   }
   if (c.request_multicast_control) keys.emplace_back("request-multicast-control", "1");
+  if (c.xdp_headroom) keys.emplace_back("xdp-headroom", std::to_string(*c.xdp_headroom));
   keys.emplace_back("state", std::to_string(static_cast<int>(XenbusState::connected)));
   return keys;
 }

@@ -24,6 +24,8 @@ enum class XenbusState : std::uint8_t {
   connected = 4,
   closing = 5,
   closed = 6,
+  reconfiguring = 7,  ///< changing xdp-headroom (xennet_xdp_set)
+  reconfigured = 8,   ///< the backend has taken the new xdp-headroom
 };
 
 /// What the backend advertised in its directory.
@@ -38,6 +40,7 @@ struct BackendFeatures {
   bool ctrl_ring = false;                   ///< feature-ctrl-ring
   bool mcast_control = false;               ///< feature-multicast-control
   bool dynamic_mcast_control = false;       ///< feature-dynamic-multicast-control
+  bool xdp_headroom = false;                ///< feature-xdp-headroom
 };
 
 /// Parses a boolean feature key as netfront does (xenbus_read_unsigned(..., 0)): a decimal
@@ -71,6 +74,9 @@ struct FrontendConnect {
   std::vector<QueueKeys> queues;  ///< one entry per queue (>= 1)
   /// ctrl-ring-ref and event-channel-ctrl, when we offer a control ring.
   std::optional<std::pair<GrantRef, Port>> ctrl;
+  /// xdp-headroom, written only when the backend offers feature-xdp-headroom (Linux writes
+  /// 0, or XDP_PACKET_HEADROOM = 256 with an XDP program attached).
+  std::optional<std::uint32_t> xdp_headroom;
 };
 
 /// The keys (relative to the frontend directory) and values, in the order written, ending
@@ -91,6 +97,7 @@ BackendFeatures read_backend_features(ReadFn&& read) {
   f.ctrl_ring = parse_feature(read("feature-ctrl-ring"));
   f.mcast_control = parse_feature(read("feature-multicast-control"));
   f.dynamic_mcast_control = parse_feature(read("feature-dynamic-multicast-control"));
+  f.xdp_headroom = parse_feature(read("feature-xdp-headroom"));
   return f;
 }
 

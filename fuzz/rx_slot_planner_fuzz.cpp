@@ -6,8 +6,10 @@
 //    each chunk starting where the previous one of its fragment ended;
 //  * respect both pages: dest_off + len <= 4096 in the slot, and no chunk crosses a source
 //    page (a local page boundary, or the end of a foreign page);
-//  * fill slots contiguously from offset 0, slot_bytes[s] being the bytes planned into s;
-//  * use ceil(len / 4096) slots when fully coalesced (every slot but the last full), and
+//  * fill slots contiguously from offset 0 (slot 0 from the XDP headroom), slot_bytes[s]
+//    being the bytes planned into s;
+//  * use ceil((headroom + len) / 4096) slots when fully coalesced (every slot but the last
+//    full), and
 //    never leave a slot empty (except the single slot of an empty packet).
 #include <fuzzer/FuzzedDataProvider.h>
 #include <vector>
@@ -28,6 +30,9 @@ std::uintptr_t addr_of(const hv::GrantCopyPtr& p) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   FuzzedDataProvider in(data, size);
   const auto mode = in.ConsumeBool() ? vif::RxCoalesce::legacy : vif::RxCoalesce::full;
+  // feature-xdp-headroom: none (most frontends) or any value the xenbus side accepts.
+  const std::uint32_t headroom =
+      in.ConsumeBool() ? in.ConsumeIntegralInRange<std::uint32_t>(0, vif::kMaxRxHeadroom) : 0;
   const auto nr_frags = in.ConsumeIntegralInRange<std::size_t>(0, 40);
   std::vector<vif::RxFrag> frags;
   std::uint64_t total = 0;
@@ -51,10 +56,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   vif::RxPlan plan;
   // Reuse across calls must not leak state: plan twice into the same object.
   plan.chunks.push_back(vif::RxChunk{7, 1, 1, {}});
-  vif::plan_rx_slots(frags, mode, plan);
+  vif::plan_rx_slots(frags, mode, plan, headroom);
 
   FUZZ_CHECK(plan.nr_slots() >= 1);
+  FUZZ_CHECK(plan.first_offset == headroom);
   std::vector<std::uint32_t> filled(plan.nr_slots(), 0);
+  filled[0] = headroom;
   std::size_t c = 0;
   std::uint32_t last_slot = 0;
   for (const vif::RxFrag& f : frags) {
@@ -67,7 +74,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       FUZZ_CHECK(ch.slot < plan.nr_slots());
       FUZZ_CHECK(ch.slot == last_slot || ch.slot == last_slot + 1);  // slots in order
       last_slot = ch.slot;
-      FUZZ_CHECK(ch.dest_off == filled[ch.slot]);  // contiguous from offset 0
+      FUZZ_CHECK(ch.dest_off == filled[ch.slot]);  // contiguous from the slot's start
       FUZZ_CHECK(static_cast<std::uint32_t>(ch.dest_off) + ch.len <= 4096);
       filled[ch.slot] += ch.len;
       FUZZ_CHECK(ch.src.foreign == expect.foreign);
@@ -88,17 +95,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   std::uint64_t planned = 0;
   for (std::uint32_t s = 0; s < plan.nr_slots(); ++s) {
-    FUZZ_CHECK(plan.slot_bytes[s] == filled[s]);
+    const std::uint32_t start = s == 0 ? headroom : 0;
+    FUZZ_CHECK(plan.slot_bytes[s] == filled[s] - start);
     FUZZ_CHECK(filled[s] <= 4096);
-    if (total > 0) FUZZ_CHECK(filled[s] > 0);  // no empty slot
-    planned += filled[s];
+    if (total > 0) FUZZ_CHECK(filled[s] > start);  // no empty slot
+    planned += filled[s] - start;
   }
   FUZZ_CHECK(planned == total);
   if (mode == vif::RxCoalesce::full) {
-    FUZZ_CHECK(plan.nr_slots() == vif::rx_data_slots(static_cast<std::uint32_t>(total)));
+    FUZZ_CHECK(plan.nr_slots() == vif::rx_data_slots(static_cast<std::uint32_t>(total), headroom));
     for (std::uint32_t s = 0; s + 1 < plan.nr_slots(); ++s) FUZZ_CHECK(filled[s] == 4096);
   } else {
-    FUZZ_CHECK(plan.nr_slots() >= vif::rx_data_slots(static_cast<std::uint32_t>(total)));
+    FUZZ_CHECK(plan.nr_slots() >= vif::rx_data_slots(static_cast<std::uint32_t>(total), headroom));
   }
   return 0;
 }

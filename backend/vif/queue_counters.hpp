@@ -17,7 +17,7 @@ namespace unetback::vif {
   X(rx_packets, "host->guest packets delivered")                                                 \
   X(rx_bytes, "host->guest bytes delivered")                                                     \
   X(rx_slots, "ring slots used (data + extras)")                                                 \
-  X(rx_min_slots, "ceil(len/4096) + extras: the minimum for those packets")                      \
+  X(rx_min_slots, "ceil((xdp-headroom + len)/4096) + extras: the minimum for those packets")     \
   X(rx_extras, "extras written (GSO, HASH)")                                                     \
   X(rx_hash_extras, "HASH extras written (the frontend set an algorithm and flags)")             \
   X(rx_hashed, "TAP frames Toeplitz-hashed (ctrl ring: algorithm and flags)")                    \

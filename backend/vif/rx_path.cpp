@@ -72,7 +72,8 @@ RxPath::Pass RxPath::process(Clock::time_point now) {
       drop_head(counters_.rx_dropped_source_gone);
       continue;
     }
-    plan_rx_slots(std::span(head.frags.data(), head.nr_frags), config_.coalesce, plan_);
+    plan_rx_slots(std::span(head.frags.data(), head.nr_frags), config_.coalesce, plan_,
+                  config_.xdp_headroom);
     if (!config_.sg && plan_.nr_slots() > 1) {
       drop_head(counters_.rx_dropped_too_big);
       continue;
@@ -141,7 +142,10 @@ void RxPath::deliver_head() {
     const RingIdx at = ring_index_of_data_slot(slot);
     wire::RxResponse rsp{};
     rsp.id = reqs[at.since(first)].id;
-    rsp.offset = 0;
+    // Slot 0's data starts after the frontend's XDP headroom. (Linux netback writes offset 0
+    // with a status that counts the headroom, plus an XDP extra whose headroom Linux netfront
+    // takes as the offset; netif.h's offset field says the same without the extra slot.)
+    rsp.offset = slot == 0 ? plan_.first_offset : 0;
     wire::RxFlags flags;
     if (slot + 1 < nr_slots) flags |= wire::RxFlag::more_data;
     if (slot == 0) {
@@ -185,7 +189,7 @@ void RxPath::deliver_head() {
   QueueCounters::add(counters_.rx_packets);
   QueueCounters::add(counters_.rx_bytes, p.len);
   QueueCounters::add(counters_.rx_slots, total);
-  QueueCounters::add(counters_.rx_min_slots, rx_data_slots(p.len) + extras);
+  QueueCounters::add(counters_.rx_min_slots, rx_data_slots(p.len, plan_.first_offset) + extras);
   // Linux netfront takes at most MAX_SKB_FRAGS + 1 = 18 data slots per packet (and drops the
   // packet past that): only the legacy layout ever gets here.
   if (nr_slots > wire::kNrSlotsMin) QueueCounters::add(counters_.rx_over_18_slots);

@@ -59,7 +59,10 @@ struct RxBacklog {
 struct RxConfig {
   DomId frontend{};
   RxCoalesce coalesce = RxCoalesce::full;
-  bool sg = true;                          // frontend feature-sg: otherwise one slot per packet
+  bool sg = true;  // frontend feature-sg: otherwise one slot per packet
+  /// F:xdp-headroom: free bytes the frontend wants before the packet in its first buffer
+  /// (0..kMaxRxHeadroom; the xenbus side refused anything else).
+  std::uint32_t xdp_headroom = 0;
   std::uint32_t queue_bytes = 512 * 1024;  // XSA-392: hard cap, drop beyond
   std::chrono::milliseconds drain_timeout{10000};
   std::chrono::milliseconds stall_timeout{60000};
@@ -106,6 +109,14 @@ class RxPath {
   /// Stall bookkeeping for the carrier (netback: carrier off after stall_timeout without
   /// room for the head packet, on again once there is). Returns the new carrier state.
   bool update_carrier(Clock::time_point now);
+
+  /// The frontend changed its xdp-headroom (xenbus Reconfiguring): packets laid out from now
+  /// on start at the new offset; those already in the ring keep the offset their responses
+  /// say. Called between passes, on the queue's thread.
+  void set_xdp_headroom(std::uint32_t headroom) {
+    config_.xdp_headroom = std::min(headroom, kMaxRxHeadroom);
+  }
+  [[nodiscard]] std::uint32_t xdp_headroom() const { return config_.xdp_headroom; }
 
   [[nodiscard]] bool empty() const { return queue_.empty(); }
   [[nodiscard]] std::uint32_t queued_bytes() const { return queued_bytes_; }

@@ -26,10 +26,13 @@ hv::GrantCopyPtr advance(hv::GrantCopyPtr p, std::uint32_t n) {
 
 }  // namespace
 
-void plan_rx_slots(std::span<const RxFrag> frags, RxCoalesce mode, RxPlan& plan) {
+void plan_rx_slots(std::span<const RxFrag> frags, RxCoalesce mode, RxPlan& plan,
+                   std::uint32_t headroom) {
   plan.clear();
   std::uint32_t slot = 0;
-  std::uint32_t dest_off = 0;
+  // netback's xenvif_rx_data_slot(): the first slot is filled from the XDP headroom on.
+  std::uint32_t dest_off = std::min(headroom, kMaxRxHeadroom);
+  plan.first_offset = static_cast<std::uint16_t>(dest_off);
   plan.slot_bytes.push_back(0);
 
   for (const RxFrag& frag : frags) {

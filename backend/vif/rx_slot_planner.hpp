@@ -10,6 +10,11 @@
 // would overflow the current slot starts a new slot when the current slot already holds
 // data and is not the head slot, so small/odd frags waste slot space and a packet can need
 // more than 18 slots.
+//
+// XDP headroom (feature-xdp-headroom): the frontend asks for `headroom` free bytes before the
+// packet in its first buffer (Linux netfront: XDP_PACKET_HEADROOM, 256), so slot 0 starts at
+// that offset and holds that much less; the other slots start at 0. The response's offset
+// field says where slot 0's data begins.
 #pragma once
 
 #include <cstdint>
@@ -40,6 +45,7 @@ struct RxChunk {
 struct RxPlan {
   std::vector<RxChunk> chunks;
   std::vector<std::uint16_t> slot_bytes;  // bytes in each data slot (the response status)
+  std::uint16_t first_offset = 0;         // where slot 0's data starts (the headroom)
 
   [[nodiscard]] std::uint32_t nr_slots() const {
     return static_cast<std::uint32_t>(slot_bytes.size());
@@ -47,16 +53,24 @@ struct RxPlan {
   void clear() {
     chunks.clear();
     slot_bytes.clear();
+    first_offset = 0;
   }
 };
 
-/// Data slots a packet of `len` bytes needs when fully coalesced.
-[[nodiscard]] constexpr std::uint32_t rx_data_slots(std::uint32_t len) {
-  return len == 0 ? 1 : (len + 4095) / 4096;
+/// The largest headroom that still leaves slot 0 room for data; RxPath never plans with
+/// more (the xenbus side refuses a frontend asking for more: frontend_config.hpp).
+inline constexpr std::uint32_t kMaxRxHeadroom = 4095;
+
+/// Data slots a packet of `len` bytes needs when fully coalesced, slot 0 starting at
+/// `headroom`.
+[[nodiscard]] constexpr std::uint32_t rx_data_slots(std::uint32_t len, std::uint32_t headroom = 0) {
+  return len == 0 ? 1 : (headroom + len + 4095) / 4096;
 }
 
 /// Plans `frags` into `plan` (cleared first; its vectors keep their capacity, so a queue
-/// reusing one RxPlan allocates nothing per packet once warm).
-void plan_rx_slots(std::span<const RxFrag> frags, RxCoalesce mode, RxPlan& plan);
+/// reusing one RxPlan allocates nothing per packet once warm). Slot 0's data starts at
+/// `headroom` (at most kMaxRxHeadroom; more is taken as that).
+void plan_rx_slots(std::span<const RxFrag> frags, RxCoalesce mode, RxPlan& plan,
+                   std::uint32_t headroom = 0);
 
 }  // namespace unetback::vif

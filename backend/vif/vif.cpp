@@ -169,6 +169,7 @@ Result<std::unique_ptr<VifQueue>> Vif::make_queue(const xenbus::FrontendConfig& 
   res.rx.frontend = frontend_;
   res.rx.coalesce = tunables_.rx_coalesce_full ? RxCoalesce::full : RxCoalesce::legacy;
   res.rx.sg = fe.sg;
+  res.rx.xdp_headroom = fe.xdp_headroom;
   res.rx.queue_bytes = tunables_.rx_queue_bytes;
   // Without feature-rx-notify the frontend never kicks on refill: Linux then drains after
   // 30 ms and does no stall detection; the ring is polled at that interval instead.
@@ -404,6 +405,11 @@ void Vif::disconnect() {
 void Vif::rate_changed(const xenbus::Rate& rate) {
   const std::lock_guard lock(mu_);
   for (auto& q : queues_) q->set_rate(rate.bytes, rate.usecs);
+}
+
+void Vif::xdp_headroom_changed(std::uint32_t headroom) {
+  const std::lock_guard lock(mu_);
+  for (auto& q : queues_) q->set_xdp_headroom(headroom);
 }
 
 void Vif::mac_spoofing_changed(bool allowed) {

@@ -56,6 +56,7 @@ class Vif final : public daemon::VifHandle {
   void rate_changed(const xenbus::Rate& rate) override;
   void multicast_control_changed(bool enabled) override;
   void mac_spoofing_changed(bool allowed) override;
+  void xdp_headroom_changed(std::uint32_t headroom) override;
 
   [[nodiscard]] daemon::VifReport report() const override;
   [[nodiscard]] bool disabled() const override { return disabled_.load(); }

@@ -121,6 +121,15 @@ void VifQueue::set_rate(std::uint64_t bytes, std::uint64_t usecs) {
   });
 }
 
+void VifQueue::set_xdp_headroom(std::uint32_t headroom) {
+  std::promise<void> done;
+  post([this, headroom, &done] {
+    if (!stopped_) rx_->set_xdp_headroom(headroom);
+    done.set_value();
+  });
+  done.get_future().wait();
+}
+
 daemon::QueueReport VifQueue::report() {
   std::promise<daemon::QueueReport> done;
   post([this, &done] {
@@ -130,6 +139,8 @@ daemon::QueueReport VifQueue::report() {
     r.tx_ring = tx_->ring().indices();
     r.rx_ring = rx_->ring().indices();
     r.counters.emplace_back("rx_queued_bytes", rx_->queued_bytes());
+    // The frontend's XDP headroom slot 0 starts at now (F:xdp-headroom, 0 without XDP).
+    r.counters.emplace_back("rx_xdp_headroom", rx_->xdp_headroom());
     r.counters.emplace_back("tx_zerocopy_in_flight", tx_->limiter().in_flight());
     // tx-map auto: what mapping and copying cost per KiB here, as measured (0: not yet).
     r.counters.emplace_back("tx_map_ns_per_kib", tx_->map_chooser().map_ns_per_kib());

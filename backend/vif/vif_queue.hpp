@@ -73,6 +73,10 @@ class VifQueue {
   void stop();
 
   void set_rate(std::uint64_t bytes, std::uint64_t usecs);
+  /// The frontend's new XDP headroom; returns once the queue's thread has taken it (between
+  /// two RX passes), so no packet laid out after the return uses the old one. Any thread
+  /// but the queue's.
+  void set_xdp_headroom(std::uint32_t headroom);
   /// Counters and ring indices, read on the queue's thread. Any thread.
   [[nodiscard]] daemon::QueueReport report();
 

@@ -101,12 +101,12 @@ class Walker {
     v_.tap = true;
   }
 
- private:
   void write(XenbusState s) {
     emit(WriteState{s});
     v_.backend = s;
   }
 
+ private:
   BackendView v_;
   Actions actions_;
 };
@@ -159,9 +159,17 @@ void on(Walker& w, const FrontendStateChanged& e) {
       w.to_init_wait();
       return;
     case XenbusState::connected:
+      if (!v.online) return;
+      if (v.backend == XenbusState::reconfigured && v.rings == RingsState::up) {
+        // The end of a reconfiguration: netfront wrote the key before it waited for our 8,
+        // and Linux netfront writes it only after its 7, so the read on 7 may have been too
+        // early. Read it once more, then follow the frontend back to Connected.
+        w.emit(ApplyXdpHeadroom{});
+        w.write(XenbusState::connected);
+        return;
+      }
       // netfront goes 1 -> 4 directly once it sees InitWait. Coalesced watch events can also
       // hide a 6 -> 1 -> 4 restart as 6 -> 4: walk back to InitWait first.
-      if (!v.online) return;
       if (v.backend == XenbusState::connected || v.backend == XenbusState::closing) return;
       w.to_init_wait();
       w.try_connect();
@@ -176,11 +184,18 @@ void on(Walker& w, const FrontendStateChanged& e) {
       // unregisters the device.
       w.to_closed(/*removal=*/true);
       return;
-    case XenbusState::init_wait:
-    case XenbusState::initialised:  // Linux netback waits for 4, as netfront skips 3
     case XenbusState::reconfiguring:
-    case XenbusState::reconfigured:
-      // We advertise nothing reconfigurable (no feature-xdp-headroom), so 7/8 mean nothing.
+      // Linux frontend_changed(): re-read xdp-headroom, answer Reconfigured. Only a connected
+      // vif has anything to reconfigure (a connect reads the key anyway); a 7 while we are
+      // already Reconfigured (7 -> 1..3 -> 7 coalesced) applies the key again.
+      if (!v.online || v.rings != RingsState::up) return;
+      if (v.backend != XenbusState::connected && v.backend != XenbusState::reconfigured) return;
+      w.emit(ApplyXdpHeadroom{});
+      if (v.backend != XenbusState::reconfigured) w.write(XenbusState::reconfigured);
+      return;
+    case XenbusState::init_wait:
+    case XenbusState::initialised:   // Linux netback waits for 4, as netfront skips 3
+    case XenbusState::reconfigured:  // a backend's state, meaningless from a frontend
       return;
   }
 }
@@ -190,7 +205,9 @@ void on(Walker& w, const FrontendStateInvalid&) {
   // Forget the last valid value so the next valid write counts as a change.
   v.frontend.reset();
   if (v.removed) return;
-  if (v.backend != XenbusState::init_wait && v.backend != XenbusState::connected) return;
+  if (v.backend != XenbusState::init_wait && v.backend != XenbusState::connected &&
+      v.backend != XenbusState::reconfigured)
+    return;
   // Linux netback's frontend_changed() default branch: xenbus_dev_fatal("saw state %d at
   // frontend") -> Closing.
   w.fatal(22 /*EINVAL*/, "saw an invalid state at frontend");
@@ -278,7 +295,19 @@ void on(Walker& w, const TapCreateFailed& e) {
 
 void on(Walker& w, const ProbeFailed& e) {
   BackendView& v = w.view();
-  if (v.removed || closing_or_closed(v.backend) || v.backend == XenbusState::connected) return;
+  if (v.removed || closing_or_closed(v.backend) || v.backend == XenbusState::connected ||
+      v.backend == XenbusState::reconfigured)
+    return;
+  w.fatal(e.error, e.message);
+}
+
+void on(Walker& w, const ReconfigureFailed& e) {
+  BackendView& v = w.view();
+  // ApplyXdpHeadroom is issued only with the rings up, on the way to 8 or back to 4; a
+  // result arriving after a teardown is stale.
+  if (v.rings != RingsState::up) return;
+  if (v.backend != XenbusState::connected && v.backend != XenbusState::reconfigured) return;
+  // A headroom we cannot honour is the frontend's error, as a bad key at connect is.
   w.fatal(e.error, e.message);
 }
 
@@ -338,10 +367,17 @@ void on(Walker& w, const BackendAdopted& e) {
 //                                   | Connected |--------+ (via 5, 6)      |
 //                                   +-----------+---- Disconnect, 5 -------+
 //
-//  Edges written: 1->2, 1->5, 2->4, 2->5, 4->5, 5->6, 6->2. Every other move is a walk along
-//  them (Walker). Removal (online=0, F=Unknown, F=Closed with online=0, domain gone) adds
-//  DestroyTap and RemoveHotplugStatus before the final 6; a plain frontend close keeps the TAP,
-//  so the frontend can come back (1 -> InitWait) without the hotplug script running again.
+//  Reconfiguring (feature-xdp-headroom), with the rings up throughout:
+//
+//   +-----------+  F=7: ApplyXdpHeadroom  +--------------+
+//   | Connected |------------------------>| Reconfigured |  F=1/5/6/0, fatal: as from
+//   |           |<------------------------|     (8)      |  Connected (via 5, 6)
+//   +-----------+  F=4: ApplyXdpHeadroom  +--------------+
+//
+//  Edges written: 1->2, 1->5, 2->4, 2->5, 4->5, 4->8, 8->4, 8->5, 5->6, 6->2. Every other move is a
+//  walk along them (Walker). Removal (online=0, F=Unknown, F=Closed with online=0, domain gone)
+//  adds DestroyTap and RemoveHotplugStatus before the final 6; a plain frontend close keeps the
+//  TAP, so the frontend can come back (1 -> InitWait) without the hotplug script running again.
 Transition next(const BackendView& view, const Event& event) {
   if (view.shut_down) return {view, {}};
   Walker w(view);
@@ -378,6 +414,8 @@ std::string describe(const Event& e) {
         if constexpr (std::is_same_v<T, DaemonShutdown>) return "DaemonShutdown";
         if constexpr (std::is_same_v<T, BackendAdopted>)
           return "BackendAdopted(" + std::string(state_name(ev.found)) + ")";
+        if constexpr (std::is_same_v<T, ReconfigureFailed>)
+          return "ReconfigureFailed(" + ev.message + ")";
         return "?";
       },
       e);
@@ -398,6 +436,7 @@ std::string describe(const Action& a) {
         if constexpr (std::is_same_v<T, RunHotplugScript>) return "RunHotplugScript";
         if constexpr (std::is_same_v<T, ReportFatal>)
           return "ReportFatal(" + std::to_string(act.error) + " " + act.message + ")";
+        if constexpr (std::is_same_v<T, ApplyXdpHeadroom>) return "ApplyXdpHeadroom";
         return "?";
       },
       a);

@@ -13,6 +13,10 @@
 //   Initialised; the backend maps the rings on F=4 but writes B=4 only once hotplug-status reads
 //   "connected" as well (in either order of arrival).
 // * Removal: libxl writes online=0 and state=5 in one transaction and waits 10 s for state 6.
+// * XDP headroom (we advertise feature-xdp-headroom): Linux netfront changes F:xdp-headroom
+//   while connected by going Reconfiguring (7), waiting for B=Reconfigured (8), then going
+//   back to Connected (4); Linux netback re-reads the key on 7 and answers 8, and follows the
+//   frontend back to 4. The rings stay up throughout.
 #pragma once
 
 #include <cstdint>
@@ -136,10 +140,18 @@ struct BackendAdopted {
   friend bool operator==(const BackendAdopted&, const BackendAdopted&) = default;
 };
 
+/// ApplyXdpHeadroom refused the frontend's new xdp-headroom (the rest of that list, the
+/// WriteState(Reconfigured) or WriteState(Connected), was not carried out).
+struct ReconfigureFailed {
+  int error = 0;
+  std::string message;
+  friend bool operator==(const ReconfigureFailed&, const ReconfigureFailed&) = default;
+};
+
 using Event = std::variant<BackendDirAppeared, FrontendStateChanged, FrontendStateInvalid,
                            HotplugStatusChanged, OnlineChanged, ToolstackSetBackendState,
                            FrontendDomainGone, ConnectSucceeded, ConnectFailed, TapCreateFailed,
-                           ProbeFailed, DaemonShutdown, BackendAdopted>;
+                           ProbeFailed, DaemonShutdown, BackendAdopted, ReconfigureFailed>;
 
 // ---- Actions --------------------------------------------------------------------------------
 
@@ -187,9 +199,15 @@ struct ReportFatal {
   friend bool operator==(const ReportFatal&, const ReportFatal&) = default;
 };
 
+/// Read F:xdp-headroom again and hand it to every queue (read_xenbus_frontend_xdp), the
+/// queues taking it between two passes. Failure (a bad value) -> ReconfigureFailed.
+struct ApplyXdpHeadroom {
+  friend bool operator==(const ApplyXdpHeadroom&, const ApplyXdpHeadroom&) = default;
+};
+
 using Action =
     std::variant<CreateTap, AdvertiseFeatures, WriteState, ReadFrontendAndConnect, Disconnect,
-                 DestroyTap, RemoveHotplugStatus, RunHotplugScript, ReportFatal>;
+                 DestroyTap, RemoveHotplugStatus, RunHotplugScript, ReportFatal, ApplyXdpHeadroom>;
 using Actions = std::vector<Action>;
 
 struct Transition {

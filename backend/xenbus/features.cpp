@@ -12,6 +12,8 @@ KeyValues feature_advertisement(const FeatureOptions& opts) {
       // netfront refuses a backend without rx-copy (-ENODEV); page flipping is long gone.
       {"feature-rx-copy", "1"},
       {"feature-rx-flip", "0"},
+      // The guest-RX layout honours F:xdp-headroom, re-read in Reconfiguring (7 -> 8).
+      {"feature-xdp-headroom", "1"},
       // request-multicast-control is sampled at connect and watched afterwards.
       {"feature-multicast-control", "1"},
       {"feature-dynamic-multicast-control", "1"},

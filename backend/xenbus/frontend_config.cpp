@@ -65,6 +65,19 @@ KeyResult<QueueConfig> read_queue(const KeyReader& read, const std::string& pref
 
 }  // namespace
 
+KeyResult<std::uint32_t> read_xdp_headroom(const KeyReader& read) {
+  constexpr std::string_view kKey = "xdp-headroom";
+  const auto raw = read(kKey);
+  if (!raw) return 0U;  // a frontend without XDP (or predating it) wants none
+  const auto v = hv::parse_xs_uint<std::uint32_t>(*raw);
+  if (!v) return KeyError{std::string(kKey), "not an unsigned 32-bit decimal", EINVAL};
+  if (*v > kMaxXdpHeadroom)
+    return KeyError{std::string(kKey), "above XEN_NETIF_MAX_XDP_HEADROOM (32767)", EINVAL};
+  if (*v >= 4096)
+    return KeyError{std::string(kKey), "leaves no room for data in a 4096-byte buffer", EINVAL};
+  return *v;
+}
+
 KeyResult<FrontendConfig> parse_frontend_config(const KeyReader& read,
                                                 const FrontendLimits& limits) {
   FrontendConfig cfg;
@@ -101,6 +114,10 @@ KeyResult<FrontendConfig> parse_frontend_config(const KeyReader& read,
     if (!v) return v.error();
     cfg.*k.field = k.invert ? !*v : *v;
   }
+
+  auto headroom = read_xdp_headroom(read);
+  if (!headroom) return headroom.error();
+  cfg.xdp_headroom = *headroom;
 
   auto n = read_num_queues(read, limits.max_queues == 0 ? 1 : limits.max_queues);
   if (!n) return n.error();

@@ -38,6 +38,7 @@ struct FrontendConfig {
   bool csum_ipv4 = true;            // !feature-no-csum-offload
   bool csum_ipv6 = false;           // feature-ipv6-csum-offload
   bool multicast_control = false;   // request-multicast-control (sampled now, then watched)
+  std::uint32_t xdp_headroom = 0;   // xdp-headroom: free bytes before the packet in slot 0
   std::vector<QueueConfig> queues;  // size = multi-queue-num-queues, 1..max_queues
   std::optional<CtrlRingConfig> ctrl;
   friend bool operator==(const FrontendConfig&, const FrontendConfig&) = default;
@@ -48,6 +49,15 @@ struct FrontendLimits {
   bool ctrl_ring = false;        // whether we advertised feature-ctrl-ring
 };
 
+/// netif.h XEN_NETIF_MAX_XDP_HEADROOM: the most a frontend may ask for.
+inline constexpr std::uint32_t kMaxXdpHeadroom = 0x7FFF;
+
+/// F:xdp-headroom, read at connect and again when the frontend goes Reconfiguring. Absent = 0
+/// (Linux netback). A value that is not a decimal, above kMaxXdpHeadroom (Linux clamps it;
+/// netif.h caps it) or leaving no byte of a 4096-byte buffer for data (Linux would then write
+/// past the page) is EINVAL: the vif's error, like any other bad frontend key.
+[[nodiscard]] KeyResult<std::uint32_t> read_xdp_headroom(const KeyReader& read);
+
 /// Parses the frontend directory through `read` (keys relative to it). Rules:
 /// * `request-rx-copy` absent or "0" -> EOPNOTSUPP ("frontend does not support rx-copy").
 /// * Boolean keys accept "0"/"1" only; absent takes netif.h's default.
@@ -57,6 +67,7 @@ struct FrontendLimits {
 ///   then `event-channel-tx` + `event-channel-rx` (both, if either is present) or
 ///   `event-channel`. Port 0 is never a bindable event channel and is refused.
 /// * `ctrl-ring-ref` (read only if we offered the ctrl ring) requires `event-channel-ctrl`.
+/// * `xdp-headroom`: read_xdp_headroom.
 [[nodiscard]] KeyResult<FrontendConfig> parse_frontend_config(const KeyReader& read,
                                                               const FrontendLimits& limits);
 

@@ -313,6 +313,8 @@ std::optional<Event> BackendXenbus::execute(const Action& action) {
             log::write(log::Level::warn, log_prefix_,
                        "no hotplug runner: waiting for someone to run the hotplug script");
           }
+        } else if constexpr (std::is_same_v<T, ApplyXdpHeadroom>) {
+          return apply_xdp_headroom();
         } else if constexpr (std::is_same_v<T, ReportFatal>) {
           // xenbus_dev_fatal's format: "<errno> <message>" under error/<nodename>/error.
           warn_guest("fatal: " + a.message);
@@ -348,6 +350,7 @@ std::optional<Event> BackendXenbus::read_frontend_and_connect() {
   last_rate_ = rate;
   last_multicast_control_ = fe->multicast_control;
   last_allow_mac_spoofing_ = config_->allow_mac_spoofing;
+  last_xdp_headroom_ = fe->xdp_headroom;
   if (add_watch(rate_watch_, backend_path_ + "/rate", kRate) ||
       add_watch(multicast_watch_, config_->frontend_path + "/request-multicast-control",
                 kMulticast) ||
@@ -359,6 +362,21 @@ std::optional<Event> BackendXenbus::read_frontend_and_connect() {
   return ConnectSucceeded{};
 }
 
+std::optional<Event> BackendXenbus::apply_xdp_headroom() {
+  auto h = read_xdp_headroom(reader_for(config_->frontend_path));
+  if (!h) {
+    const KeyError& e = h.error();
+    return ReconfigureFailed{e.error,
+                             "reading " + config_->frontend_path + "/" + e.key + ": " + e.reason};
+  }
+  // Read on 7 and again on the way back to 4: the second read is usually no news.
+  if (last_xdp_headroom_ == *h) return std::nullopt;
+  last_xdp_headroom_ = *h;
+  vif_.xdp_headroom_changed(*h);
+  log_guest(log::Level::info, "guest RX with " + std::to_string(*h) + " bytes of XDP headroom");
+  return std::nullopt;
+}
+
 void BackendXenbus::drop_connection_watches() {
   rate_watch_.reset();
   multicast_watch_.reset();
@@ -366,6 +384,7 @@ void BackendXenbus::drop_connection_watches() {
   last_rate_.reset();
   last_multicast_control_.reset();
   last_allow_mac_spoofing_.reset();
+  last_xdp_headroom_.reset();
 }
 
 // ---- helpers ------------------------------------------------------------------------------------

@@ -2,10 +2,11 @@
 //
 // It owns the watches on `/local/domain/<self>/backend/vif/<domid>/<devid>` (its own `state`,
 // `online`, `hotplug-status`) and, once the toolstack's `frontend` key has been validated, on
-// the frontend's `state`; while connected also on B:`rate`, B:`unetback-allow-mac-spoofing` and
-// F:`request-multicast-control` (we advertise feature-dynamic-multicast-control). Watch events
-// become machine Events; the machine's Actions are carried out here against XenStore, and against
-// the vif layer through VifControl, so this file knows nothing of rings or TAPs.
+// the frontend's `state` (whose Reconfiguring re-reads F:`xdp-headroom`); while connected also on
+// B:`rate`, B:`unetback-allow-mac-spoofing` and F:`request-multicast-control` (we advertise
+// feature-dynamic-multicast-control). Watch events become machine Events; the machine's Actions are
+// carried out here against XenStore, and against the vif layer through VifControl, so this file
+// knows nothing of rings or TAPs.
 //
 // Threading: single-threaded. The owner (the daemon's BackendManager) reads XenStore's watch
 // queue and hands every event whose token this object owns() to handle_watch().
@@ -48,6 +49,9 @@ class VifControl {
   virtual void multicast_control_changed(bool enabled) = 0;
   /// B:unetback-allow-mac-spoofing changed while connected (a bad value never arrives here).
   virtual void mac_spoofing_changed(bool allowed) = 0;
+  /// F:xdp-headroom re-read in Reconfiguring, while connected (validated: 0..4095). Returns
+  /// once every queue lays guest RX out with it, so the Reconfigured that follows is true.
+  virtual void xdp_headroom_changed(std::uint32_t headroom) = 0;
 };
 
 /// Runs B:script `online` for this vif, the way libxl does (the daemon's HotplugLauncher).
@@ -116,6 +120,7 @@ class BackendXenbus {
   void dispatch(Event first);
   std::optional<Event> execute(const Action& a);
   std::optional<Event> read_frontend_and_connect();
+  std::optional<Event> apply_xdp_headroom();
   void drop_connection_watches();
 
   std::optional<std::string> read(const std::string& path);
@@ -141,6 +146,7 @@ class BackendXenbus {
   std::optional<Rate> last_rate_;
   std::optional<bool> last_multicast_control_;
   std::optional<bool> last_allow_mac_spoofing_;
+  std::optional<std::uint32_t> last_xdp_headroom_;  // what the queues use, while connected
 
   hv::XsWatch state_watch_, online_watch_, hotplug_watch_, frontend_watch_;
   hv::XsWatch rate_watch_, multicast_watch_, mac_spoofing_watch_;

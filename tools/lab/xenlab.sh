@@ -124,7 +124,11 @@ for b in "$BIN_DAEMON" "$BIN_CTL"; do
     [[ -e $CACHE/rootfs$lib || -e $CACHE/rootfs/usr$lib ]] || { log "dom0 lacks $lib (needed by $b)"; exit 1; }
   done
 done
-"$X/mk-initrd.sh" "$CACHE" "$SHARE/domU-initrd.cpio.gz" "$X/domU-init" /usr/bin/iperf3 -- xen-netfront
+# xdp-pass: a 2-instruction XDP_PASS program loaded and attached by hand (bpf(2), netlink),
+# so the kernel netfront's XDP headroom path (xenbus 7/8) runs without a BPF toolchain.
+gcc -static -O2 -Wall -o "$SHARE/xdp-pass" "$X/xdp-pass.c"
+"$X/mk-initrd.sh" "$CACHE" "$SHARE/domU-initrd.cpio.gz" "$X/domU-init" /usr/bin/iperf3 \
+  "$SHARE/xdp-pass:/usr/local/bin/xdp-pass" -- xen-netfront
 "$X/mk-initrd.sh" "$CACHE" "$SHARE/domU-shim-initrd.cpio.gz" "$X/domU-init" /usr/bin/iperf3 \
   "$BIN_SHIM:/usr/local/bin/netfront-shim" -- xen-evtchn xen-gntalloc tun
 if ((QUICK)); then

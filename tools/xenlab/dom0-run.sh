@@ -554,6 +554,61 @@ kernel_round() { # ROUND
   integrity "$tag"
 }
 
+# XDP in the domU (issue 19). xen-netfront, given a native XDP program (xdp-pass in the domU,
+# through lab-xdp on port 5398), asks its backend for XDP_PACKET_HEADROOM the way
+# xennet_xdp_set does: frontend Reconfiguring (7), xdp-headroom=256, wait for the backend's
+# Reconfigured (8), Connected (4) again; detaching does the same with 0. Checked: the program
+# is on, what the frontend wrote, the states unetbackd wrote (its log: it writes Reconfigured
+# only to answer the frontend's Reconfiguring) and where both ends ended, the headroom
+# unetbackd lays guest RX out with (rx_xdp_headroom), and ping.
+# xdp_step TAG DOMID IP attach|detach HEADROOM
+xdp_step() {
+  local tag=$1.xdp.$4 d=$2 ip=$3 cmd=$4 want=$5 fe be t0 out mark hr seen
+  fe=/local/domain/$d/device/vif/0
+  be=$BE/$d/0
+  mark=$(wc -l <"$OUT/unetbackd.log")
+  t0=$(now)
+  out=$(
+    exec 3<>"/dev/tcp/$ip/5398" || exit 1
+    echo "$cmd" >&3
+    timeout 30 cat <&3
+  )
+  fig "$tag.s" "$(since "$t0")"
+  echo "$out" | grep -q "lab-xdp: rc=0"
+  check "$tag.done" $? "xdp-pass $cmd eth0 in the domU: $(echo "$out" | tr '\n' ' ')"
+  hr=$(xenstore-read "$fe/xdp-headroom" 2>/dev/null)
+  check "$tag.frontend_headroom" "$([ "$hr" = "$want" ] && echo 0 || echo 1)" \
+    "$fe/xdp-headroom = ${hr:-absent} (want $want)"
+  wait_for 10 sh -c "[ \"\$(xenstore-read $fe/state)\" = 4 ] && [ \"\$(xenstore-read $be/state)\" = 4 ]"
+  check "$tag.connected_again" $? \
+    "frontend state $(xenstore-read "$fe/state" 2>&1), backend state $(xenstore-read "$be/state" 2>&1)"
+  seen=$(tail -n +$((mark + 1)) "$OUT/unetbackd.log" | grep -o 'backend state -> [A-Za-z]*' | awk '{print $4}' | tr '\n' ' ')
+  check "$tag.reconfigured" "$(echo "$seen" | grep -q 'Reconfigured Connected' && echo 0 || echo 1)" \
+    "unetbackd wrote: ${seen:-nothing}"
+  hr=$("$CTL" --json stats 2>/dev/null | grep -o '"rx_xdp_headroom": *[0-9]*' | grep -o '[0-9]*$' | head -1)
+  check "$tag.backend_headroom" "$([ "$hr" = "$want" ] && echo 0 || echo 1)" \
+    "unetbackd lays guest RX out after ${hr:-?} bytes (rx_xdp_headroom; want $want)"
+  ping -c 3 -i 0.2 -W 2 "$ip" >/dev/null 2>&1
+  check "$tag.ping" $? "$ip answers ping"
+}
+# xdp_round TAG NAME IP: attach, traffic, detach, traffic (a few seconds of iperf3).
+xdp_round() {
+  local tag=$1 d t=2
+  d=$(xl domid "$2")
+  fig "$tag.xdp.headroom_at_connect" "$(xenstore-read "/local/domain/$d/device/vif/0/xdp-headroom" 2>/dev/null || echo absent)"
+  xdp_step "$tag" "$d" "$3" attach 256
+  # With a program attached xen-netfront drops every packet of more than one slot (its XDP
+  # runs on single pages only), so guest RX is UDP of one slot a datagram; guest TX is TCP.
+  iperf_once "$tag.xdp" guest_rx -- timeout 40 iperf3 -c "$3" -f m -t $t -u -b 200M -l 1400
+  local got
+  got=$(awk -v k="$tag.xdp.guest_rx.mbps" '$1 == "FIG" && $2 == k {print $3}' "$RES")
+  check "$tag.xdp.guest_rx_delivered" "$(awk -v m="${got:-0}" 'BEGIN{print (m > 0) ? 0 : 1}')" \
+    "UDP dom0 -> domU through the XDP program: ${got:-no} Mbit/s received"
+  iperf_once "$tag.xdp" guest_tx -- timeout 40 iperf3 -c "$3" -f m -t $t -R
+  xdp_step "$tag" "$d" "$3" detach 0
+  iperf_once "$tag.xdp_off" guest_rx -- timeout 40 iperf3 -c "$3" -f m -t $t
+}
+
 unetbackd_round() { # ROUND [b]: b runs unetbackd with B_ARGS added and B_ENV set (xenlab.sh --b-arg, --b-env)
   local tag=unetbackd.r$1 extra=() START_ENV=
   if [ "${2:-}" = b ]; then
@@ -574,6 +629,7 @@ unetbackd_round() { # ROUND [b]: b runs unetbackd with B_ARGS added and B_ENV se
     ping_rtt "$tag" 10.99.0.2
     iperf "$tag" 10.99.0.2 guest_rx
     iperf "$tag" 10.99.0.2 guest_tx
+    [ "$1" = 1 ] && [ "${2:-}" != b ] && xdp_round "$tag" labu 10.99.0.2
     if xl_create "$tag.d2d" /tmp/u2.cfg labu2 10.99.0.5; then
       iperf_d2d "$tag"
       destroy_checked "$tag.d2d" labu2 "$maps1"

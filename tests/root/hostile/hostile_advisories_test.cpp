@@ -752,6 +752,8 @@ TEST_F(HostileFrontend, AbsurdXenstoreValues_RefusedAtConnect) {
       {"event-channel empty string", {{"event-channel", " "}}},
       {"request-rx-copy 0", {{"request-rx-copy", "0"}}},
       {"feature-sg not a boolean", {{"feature-sg", "yes"}}},
+      {"xdp-headroom 0x8000", {{"xdp-headroom", "32768"}}},
+      {"xdp-headroom garbage", {{"xdp-headroom", "0x100"}}},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
@@ -798,6 +800,72 @@ TEST_F(HostileFrontend, AbsurdXenstoreValues_RefusedAtConnect) {
   EXPECT_LE(log_line_count(), 40u * 16u);
   expect_good_traffic();
   expect_no_leak(base);
+}
+
+// ---------------------------------------------------------------------------------------
+// Issue 19, XDP headroom: a connected frontend going Reconfiguring (7) with an xdp-headroom
+// above XEN_NETIF_MAX_XDP_HEADROOM (0x8000), one leaving no room for data, or garbage, is that
+// vif's error (error node, Closing, rings released); one that flaps 7 and 4 with good values,
+// as fast as it can write, keeps its vif served. The good guest's traffic is measured while the
+// flapping runs and after each case.
+
+TEST_F(HostileFrontend, XdpHeadroomHostileWhileReconfiguringIsThatVifsErrorOnly) {
+  const auto base = resources();
+  for (const char* value : {"32768", "4096", "0x100", "256 junk"}) {
+    SCOPED_TRACE(value);
+    auto bad = connected_hostile();
+    ASSERT_FALSE(HasFatalFailure());
+    ASSERT_FALSE(bad->set_state("7"));
+    ASSERT_FALSE(bad->write("xdp-headroom", value));  // Linux netfront's order: 7, then the key
+    // Read on 7 (then refused at once) or, if the key came too late for that, on the way back.
+    ASSERT_TRUE(wait_for(
+        [&] {
+          const std::string s = backend_state(bad->dom());
+          return s == "8" || s == "5";
+        },
+        5s));
+    ASSERT_FALSE(bad->set_state("4"));
+    expect_refused(*bad, value);
+    const auto err = error_node(bad->dom());
+    ASSERT_TRUE(err.has_value());
+    EXPECT_NE(err->find("xdp-headroom"), std::string::npos) << *err;
+    expect_good_traffic(8);
+    remove_device(bad->dom());
+  }
+  {
+    auto bad = connected_hostile();
+    ASSERT_FALSE(HasFatalFailure());
+    std::atomic<bool> done{false};
+    std::thread flapper([&] {
+      for (int i = 0; i < 200; ++i) {
+        (void)bad->set_state("7");
+        (void)bad->write("xdp-headroom", i % 2 ? "0" : "256");
+        (void)bad->set_state("4");
+      }
+      done = true;
+    });
+    // The good guest's traffic, both ways, for as long as the flapping lasts.
+    Traffic tr;
+    int bursts = 0;
+    while (!done.load()) {
+      const auto t = good_traffic(16);
+      tr.sent += t.sent;
+      tr.received += t.received;
+      ++bursts;
+    }
+    flapper.join();
+    EXPECT_EQ(tr.received, tr.sent) << "the flapping cost the well-behaved guest traffic";
+    EXPECT_GT(bursts, 0);
+    // Settled on the last value written, the rings never released.
+    ASSERT_FALSE(bad->set_state("7"));
+    ASSERT_FALSE(bad->write("xdp-headroom", "256"));
+    ASSERT_FALSE(bad->wait_backend_state("8", 5s));
+    ASSERT_FALSE(bad->set_state("4"));
+    ASSERT_FALSE(bad->wait_backend_state("4", 5s));
+    EXPECT_TRUE(wait_for([&] { return counter(bad->dom(), "rx_xdp_headroom") == 256; }, 5s));
+    EXPECT_FALSE(error_node(bad->dom()).has_value()) << *error_node(bad->dom());
+    finish(bad, base);
+  }
 }
 
 // ---------------------------------------------------------------------------------------

@@ -45,6 +45,7 @@ class FakeVif final : public daemon::VifHandle {
   void rate_changed(const xenbus::Rate&) override { note("rate_changed"); }
   void multicast_control_changed(bool) override { note("multicast_control_changed"); }
   void mac_spoofing_changed(bool) override { note("mac_spoofing_changed"); }
+  void xdp_headroom_changed(std::uint32_t) override { note("xdp_headroom_changed"); }
 
   [[nodiscard]] daemon::VifReport report() const override {
     daemon::VifReport r;

@@ -85,6 +85,32 @@ TEST(ShimOptions, RssAndAMappingFileWhichImpliesIt) {
   EXPECT_NE(usage_error(parse({"--rss-mapping-file="})), "");
 }
 
+TEST(ShimOptions, XdpHeadroomAndAFileReReadWhileRunning) {
+  EXPECT_EQ(ok(parse({})).xdp_headroom, 0U);
+  EXPECT_FALSE(ok(parse({})).xdp_headroom_file.has_value());
+  EXPECT_EQ(ok(parse({"--xdp-headroom", "256"})).xdp_headroom, 256U);
+  EXPECT_EQ(ok(parse({"--xdp-headroom=32767"})).xdp_headroom, 32767U);
+  EXPECT_EQ(ok(parse({"--xdp-headroom-file", "/tmp/xdp"})).xdp_headroom_file, "/tmp/xdp");
+  for (const char* bad : {"32768", "-1", "0x100", "", " 256", "256 "})
+    EXPECT_NE(usage_error(parse({"--xdp-headroom", bad})), "") << "'" << bad << "'";
+  EXPECT_NE(usage_error(parse({"--xdp-headroom-file="})), "");
+  const std::string u = shim_usage();
+  EXPECT_NE(u.find("--xdp-headroom N"), std::string::npos);
+  EXPECT_NE(u.find("Reconfiguring (7)"), std::string::npos);
+}
+
+TEST(XdpHeadroomFile, OneDecimalUpToTheProtocolCapWithWhitespaceAround) {
+  EXPECT_EQ(parse_xdp_headroom("256"), 256U);
+  EXPECT_EQ(parse_xdp_headroom("  0\n"), 0U);
+  EXPECT_EQ(parse_xdp_headroom("32767\r\n"), 32767U);
+  EXPECT_FALSE(parse_xdp_headroom(""));
+  EXPECT_FALSE(parse_xdp_headroom("\n"));
+  EXPECT_FALSE(parse_xdp_headroom("32768"));
+  EXPECT_FALSE(parse_xdp_headroom("256 512"));
+  EXPECT_FALSE(parse_xdp_headroom("-5"));
+  EXPECT_FALSE(parse_xdp_headroom("x256"));
+}
+
 TEST(RssMapping, QueueNumbersSeparatedByWhitespaceOrCommas) {
   EXPECT_EQ(parse_rss_mapping("0 1 2 3", 4), (std::vector<std::uint32_t>{0, 1, 2, 3}));
   EXPECT_EQ(parse_rss_mapping("3,2,\n1\t0\n", 4), (std::vector<std::uint32_t>{3, 2, 1, 0}));

@@ -63,6 +63,28 @@ TEST(XenbusKeys, NumQueuesOnlyWhenTheBackendAdvertisedAMax) {
   for (const auto& [k, v] : frontend_connect_keys(c)) EXPECT_NE(k, "multi-queue-num-queues");
 }
 
+// Linux netfront writes xdp-headroom (0, or 256 with an XDP program) only to a backend that
+// offers feature-xdp-headroom, in the same transaction as the rest.
+TEST(XenbusKeys, XdpHeadroomOnlyWhenTheBackendOffersIt) {
+  FrontendConnect c;
+  c.queues.push_back({GrantRef{8}, GrantRef{9}, Port{5}, Port{5}});
+  for (const auto& [k, v] : frontend_connect_keys(c)) EXPECT_NE(k, "xdp-headroom");
+  c.xdp_headroom = 256;
+  const Keys got = frontend_connect_keys(c);
+  const std::map<std::string, std::string> m(got.begin(), got.end());
+  EXPECT_EQ(m.at("xdp-headroom"), "256");
+  EXPECT_EQ(got.back(), (std::pair<std::string, std::string>{"state", "4"}));
+  std::map<std::string, std::string> be{{"feature-xdp-headroom", "1"}};
+  auto read = [&](const char* k) -> std::optional<std::string> {
+    auto it = be.find(k);
+    if (it == be.end()) return std::nullopt;
+    return it->second;
+  };
+  EXPECT_TRUE(read_backend_features(read).xdp_headroom);
+  be.clear();
+  EXPECT_FALSE(read_backend_features(read).xdp_headroom);
+}
+
 TEST(XenbusKeys, BackendFeaturesAreReadLikeXenbusReadUnsigned) {
   std::map<std::string, std::string> be{{"feature-rx-copy", "1"},
                                         {"multi-queue-max-queues", "4"},

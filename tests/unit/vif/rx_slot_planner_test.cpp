@@ -19,7 +19,9 @@ struct alignas(4096) Buffer {
 /// Checks the invariants every plan must keep and returns the bytes it covers.
 std::uint64_t check_plan(const RxPlan& plan) {
   std::uint64_t total = 0;
+  // Slot 0 starts after the XDP headroom, the others at 0.
   std::vector<std::uint32_t> fill(plan.nr_slots(), 0);
+  if (!fill.empty()) fill[0] = plan.first_offset;
   for (const RxChunk& c : plan.chunks) {
     EXPECT_GT(c.len, 0u);
     EXPECT_LT(c.slot, plan.nr_slots());
@@ -34,7 +36,8 @@ std::uint64_t check_plan(const RxPlan& plan) {
     }
     total += c.len;
   }
-  for (std::uint32_t s = 0; s < plan.nr_slots(); ++s) EXPECT_EQ(fill[s], plan.slot_bytes[s]);
+  for (std::uint32_t s = 0; s < plan.nr_slots(); ++s)
+    EXPECT_EQ(fill[s] - (s == 0 ? plan.first_offset : 0), plan.slot_bytes[s]);
   return total;
 }
 
@@ -144,6 +147,41 @@ TEST(RxSlotPlanner, GrantedSourceFragsKeepTheirOffsets) {
   EXPECT_EQ(plan.chunks[2].len, 96);
 }
 
+// feature-xdp-headroom: Linux netfront with an XDP program asks for 256 bytes before the
+// packet. Slot 0 then holds 3840 bytes; the packet still takes the fewest slots it can.
+TEST(RxSlotPlanner, XdpHeadroomStartsSlotZeroAtTheHeadroomAndCountsInTheMinimum) {
+  static Buffer buf;
+  RxPlan plan;
+  for (const std::uint32_t len : {60u, 1514u, 3840u, 3841u, 9000u, 61440u, 65226u}) {
+    const RxFrag frag{hv::GrantCopyPtr::local(buf.bytes + 2), len};
+    plan_rx_slots({&frag, 1}, RxCoalesce::full, plan, 256);
+    EXPECT_EQ(plan.first_offset, 256u) << len;
+    EXPECT_EQ(plan.chunks.front().dest_off, 256u) << len;
+    EXPECT_EQ(plan.nr_slots(), rx_data_slots(len, 256)) << len;
+    EXPECT_EQ(check_plan(plan), len) << len;
+    if (plan.nr_slots() > 1) {
+      EXPECT_EQ(plan.slot_bytes[0], kPage - 256) << len;
+    }
+    for (std::uint32_t s = 1; s + 1 < plan.nr_slots(); ++s) EXPECT_EQ(plan.slot_bytes[s], kPage);
+  }
+  EXPECT_EQ(rx_data_slots(3840, 256), 1u);
+  EXPECT_EQ(rx_data_slots(3841, 256), 2u) << "one byte more than fits after the headroom";
+  EXPECT_EQ(rx_data_slots(61440, 0), 15u) << "15 whole pages";
+  EXPECT_EQ(rx_data_slots(61440, 256), 16u) << "the headroom pushes 256 bytes into a 16th";
+  // The legacy rule keeps the headroom too.
+  std::uint32_t total = 0;
+  const auto frags = linux_like_frags(buf, &total);
+  plan_rx_slots(frags, RxCoalesce::legacy, plan, 256);
+  EXPECT_EQ(plan.chunks.front().dest_off, 256u);
+  EXPECT_EQ(check_plan(plan), total);
+  // A headroom the xenbus side would refuse is capped so that slot 0 keeps a byte of data.
+  const RxFrag two{hv::GrantCopyPtr::local(buf.bytes), 2};
+  plan_rx_slots({&two, 1}, RxCoalesce::full, plan, 0x7FFF);
+  EXPECT_EQ(plan.first_offset, kMaxRxHeadroom);
+  EXPECT_EQ(plan.nr_slots(), 2u);
+  EXPECT_EQ(check_plan(plan), 2u);
+}
+
 TEST(RxSlotPlanner, RandomLayoutsAlwaysUseTheMinimumAndKeepEveryByte) {
   static Buffer buf;
   std::mt19937 rng(1234);
@@ -165,6 +203,10 @@ TEST(RxSlotPlanner, RandomLayoutsAlwaysUseTheMinimumAndKeepEveryByte) {
     plan_rx_slots(frags, RxCoalesce::legacy, plan);
     ASSERT_EQ(check_plan(plan), total);
     ASSERT_GE(plan.nr_slots(), rx_data_slots(total));
+    const std::uint32_t headroom = rng() % kPage;
+    plan_rx_slots(frags, RxCoalesce::full, plan, headroom);
+    ASSERT_EQ(check_plan(plan), total);
+    ASSERT_EQ(plan.nr_slots(), rx_data_slots(total, headroom)) << headroom;
   }
 }
 

@@ -65,6 +65,7 @@ const std::vector<NamedView>& named_views() {
       {"InitWaitHotplugReady",
        make(S::init_wait, S::initialising, true, true, R::down, H::connected)},
       {"Connected", make(S::connected, S::connected, true, true, R::up, H::connected)},
+      {"Reconfigured", make(S::reconfigured, S::reconfiguring, true, true, R::up, H::connected)},
       {"ClosingAfterFatal", make(S::closing, S::connected, true, true, R::down, H::connected)},
       {"ClosedTapKept", make(S::closed, S::closed, true, true, R::down, H::connected)},
       {"Removed", make(S::closed, S::closed, false, false, R::down, H::other, true)},
@@ -100,6 +101,7 @@ const std::vector<Event>& all_events() {
     e.emplace_back(DaemonShutdown{});
     e.emplace_back(BackendAdopted{S::connected});
     e.emplace_back(BackendAdopted{S::closed});
+    e.emplace_back(ReconfigureFailed{kEinval, "bad headroom"});
     return e;
   }();
   return events;
@@ -124,9 +126,10 @@ std::map<Key, Expect> build_table() {
   const ReportFatal bad_key{kEinval, "bad key"};
   const ReportFatal no_tap{kEperm, "no tap"};
   const ReportFatal bad_probe{kEinval, "bad frontend"};
+  const ReportFatal bad_headroom{kEinval, "bad headroom"};
   const std::string f0 = "FrontendStateChanged(Unknown)", f1 = "FrontendStateChanged(Initialising)",
                     f4 = "FrontendStateChanged(Connected)", f5 = "FrontendStateChanged(Closing)",
-                    f6 = "FrontendStateChanged(Closed)";
+                    f6 = "FrontendStateChanged(Closed)", f7 = "FrontendStateChanged(Reconfiguring)";
   const std::string t5on = "ToolstackSetBackendState(Closing, online)",
                     t5off = "ToolstackSetBackendState(Closing, offline)",
                     t6off = "ToolstackSetBackendState(Closed, offline)";
@@ -135,7 +138,8 @@ std::map<Key, Expect> build_table() {
                     ok = "ConnectSucceeded", cfail = "ConnectFailed(bad key)",
                     tfail = "TapCreateFailed(no tap)", pfail = "ProbeFailed(bad frontend)",
                     inval = "FrontendStateInvalid", stop = "DaemonShutdown",
-                    adopt4 = "BackendAdopted(Connected)", adopt6 = "BackendAdopted(Closed)";
+                    adopt4 = "BackendAdopted(Connected)", adopt6 = "BackendAdopted(Closed)",
+                    rfail = "ReconfigureFailed(bad headroom)";
   const Actions removal_from_2 = {W(S::closing), DestroyTap{}, RemoveHotplugStatus{}, W(S::closed)};
   const Actions removal_from_4 = {Disconnect{}, W(S::closing), DestroyTap{}, RemoveHotplugStatus{},
                                   W(S::closed)};
@@ -245,26 +249,36 @@ std::map<Key, Expect> build_table() {
   at(iwh, pfail, {{bad_probe, W(S::closing)}, S::closing, true, R::down});
   at(iwh, stop, {{W(S::closing), DestroyTap{}, W(S::closed)}, S::closed, false, R::down});
 
-  // Connected.
-  const std::string con = "Connected";
-  at(con, f0, {removal_from_4, S::closed, false, R::down});
-  // A frontend starting over without closing: walk 4 -> 5 -> 6 -> 2, as set_backend_state.
-  at(con, f1,
-     {{Disconnect{}, W(S::closing), W(S::closed), W(S::init_wait)}, S::init_wait, true, R::down});
-  at(con, f5, {{Disconnect{}, W(S::closing), W(S::closed)}, S::closed, true, R::down});
-  at(con, f6, {{Disconnect{}, W(S::closing), W(S::closed)}, S::closed, true, R::down});
-  at(con, inval, {{bad_state, Disconnect{}, W(S::closing)}, S::closing, true, R::down});
-  at(con, off, {removal_from_4, S::closed, false, R::down});
-  at(con, t5on, {{Disconnect{}, W(S::closed)}, S::closed, true, R::down});
-  at(con, t5off,
-     {{Disconnect{}, DestroyTap{}, RemoveHotplugStatus{}, W(S::closed)},
-      S::closed,
-      false,
-      R::down});
-  at(con, t6off, {{Disconnect{}, DestroyTap{}, RemoveHotplugStatus{}}, S::closed, false, R::down});
-  at(con, gone, {removal_from_4, S::closed, false, R::down});
-  at(con, stop,
-     {{Disconnect{}, W(S::closing), DestroyTap{}, W(S::closed)}, S::closed, false, R::down});
+  // Connected, and Reconfigured (8: the frontend is changing its xdp-headroom): the same
+  // teardowns, the rings up in both.
+  const std::string con = "Connected", rec = "Reconfigured";
+  for (const std::string& v : {con, rec}) {
+    at(v, f0, {removal_from_4, S::closed, false, R::down});
+    // A frontend starting over without closing: walk 4 -> 5 -> 6 -> 2, as set_backend_state.
+    at(v, f1,
+       {{Disconnect{}, W(S::closing), W(S::closed), W(S::init_wait)}, S::init_wait, true, R::down});
+    at(v, f5, {{Disconnect{}, W(S::closing), W(S::closed)}, S::closed, true, R::down});
+    at(v, f6, {{Disconnect{}, W(S::closing), W(S::closed)}, S::closed, true, R::down});
+    at(v, inval, {{bad_state, Disconnect{}, W(S::closing)}, S::closing, true, R::down});
+    at(v, off, {removal_from_4, S::closed, false, R::down});
+    at(v, t5on, {{Disconnect{}, W(S::closed)}, S::closed, true, R::down});
+    at(v, t5off,
+       {{Disconnect{}, DestroyTap{}, RemoveHotplugStatus{}, W(S::closed)},
+        S::closed,
+        false,
+        R::down});
+    at(v, t6off, {{Disconnect{}, DestroyTap{}, RemoveHotplugStatus{}}, S::closed, false, R::down});
+    at(v, gone, {removal_from_4, S::closed, false, R::down});
+    at(v, stop,
+       {{Disconnect{}, W(S::closing), DestroyTap{}, W(S::closed)}, S::closed, false, R::down});
+    // A headroom we cannot honour: the frontend's error, as a bad key at connect.
+    at(v, rfail, {{bad_headroom, Disconnect{}, W(S::closing)}, S::closing, true, R::down});
+  }
+  // XDP headroom: netfront's 7 re-reads the key and is answered with 8, the rings stay up;
+  // its 4 afterwards reads the key once more (Linux netfront writes it after its 7) and is
+  // followed back to Connected.
+  at(con, f7, {{ApplyXdpHeadroom{}, W(S::reconfigured)}, S::reconfigured, true, R::up});
+  at(rec, f4, {{ApplyXdpHeadroom{}, W(S::connected)}, S::connected, true, R::up});
 
   // Closing after a fatal error, the frontend not yet reacting.
   const std::string caf = "ClosingAfterFatal";
@@ -347,8 +361,8 @@ INSTANTIATE_TEST_SUITE_P(BackendState, EveryStateEveryEvent,
                          pair_name);
 
 TEST(BackendState, TableCoversTheNamedViewsAndEvents) {
-  ASSERT_EQ(named_views().size(), 11U);
-  ASSERT_EQ(all_events().size(), 29U);
+  ASSERT_EQ(named_views().size(), 12U);
+  ASSERT_EQ(all_events().size(), 30U);
   // Every table entry names a real (view, event) pair: no typo hides an expectation.
   std::set<std::string> views, events;
   for (const auto& v : named_views()) views.insert(v.name);
@@ -367,12 +381,12 @@ bool legal_edge(S from, S to) {
     case S::unknown:
     case S::initialising: return to == S::init_wait || to == S::closing;
     case S::init_wait: return to == S::connected || to == S::closing;
-    case S::connected: return to == S::closing;
+    case S::connected: return to == S::closing || to == S::reconfigured;
+    case S::reconfigured: return to == S::closing || to == S::connected;
     case S::closing: return to == S::closed;
     case S::closed: return to == S::init_wait;
     case S::initialised:
-    case S::reconfiguring:
-    case S::reconfigured: return to == S::closing;
+    case S::reconfiguring: return to == S::closing;
   }
   return false;
 }
@@ -396,20 +410,30 @@ void check_weak(const BackendView& before, const Event& ev, const Transition& t)
     if (const auto* w = std::get_if<WriteState>(&a)) {
       EXPECT_TRUE(legal_edge(at, w->state))
           << ctx << ": illegal write " << state_name(at) << " -> " << state_name(w->state);
+      if (w->state == S::connected) {
+        EXPECT_EQ(t.view.rings, RingsState::up) << ctx;
+        EXPECT_EQ(t.view.frontend, S::connected) << ctx;
+        // The first Connected waits for the hotplug script too; the way back from
+        // Reconfigured does not (the script ran long ago; Linux dropped its watch then).
+        if (at != S::reconfigured) {
+          EXPECT_EQ(t.view.hotplug, HotplugStatus::connected) << ctx;
+        }
+      }
+      // Reconfiguring is served only on live rings, each time re-reading the key first.
+      if (w->state == S::reconfigured || (at == S::reconfigured && w->state == S::connected)) {
+        EXPECT_EQ(t.view.rings, RingsState::up) << ctx;
+        EXPECT_TRUE(i > 0 && std::holds_alternative<ApplyXdpHeadroom>(t.actions[i - 1])) << ctx;
+      }
       at = w->state;
     }
     if (std::holds_alternative<ReadFrontendAndConnect>(a)) {
       EXPECT_EQ(i + 1, t.actions.size()) << ctx << ": ReadFrontendAndConnect must be last";
     }
-  }
-  EXPECT_EQ(at, t.view.backend) << ctx;
-  for (const Action& a : t.actions) {
-    if (const auto* w = std::get_if<WriteState>(&a); w != nullptr && w->state == S::connected) {
-      EXPECT_EQ(t.view.rings, RingsState::up) << ctx;
-      EXPECT_EQ(t.view.hotplug, HotplugStatus::connected) << ctx;
-      EXPECT_EQ(t.view.frontend, S::connected) << ctx;
+    if (std::holds_alternative<ApplyXdpHeadroom>(a)) {
+      EXPECT_TRUE(at == S::connected || at == S::reconfigured) << ctx;
     }
   }
+  EXPECT_EQ(at, t.view.backend) << ctx;
   if (before.shut_down) {
     EXPECT_TRUE(t.actions.empty()) << ctx;
   }
@@ -421,14 +445,16 @@ void check_strong(const BackendView& before, const Event& ev, const Transition& 
   const std::string ctx = describe(before) + " + " + describe(ev);
   const BackendView& v = t.view;
   if (v.rings != RingsState::down) {
-    EXPECT_TRUE(v.backend == S::init_wait || v.backend == S::connected) << ctx;
+    EXPECT_TRUE(v.backend == S::init_wait || v.backend == S::connected ||
+                v.backend == S::reconfigured)
+        << ctx;
   }
   // Connected is entered only with all three conditions (check_weak); once there, a later
   // hotplug-status rewrite or a frontend 3/7/8 is ignored, as Linux drops its hotplug watch.
-  if (v.backend == S::connected) {
+  if (v.backend == S::connected || v.backend == S::reconfigured) {
     EXPECT_EQ(v.rings, RingsState::up) << ctx;
   }
-  if (v.backend == S::init_wait || v.backend == S::connected) {
+  if (v.backend == S::init_wait || v.backend == S::connected || v.backend == S::reconfigured) {
     EXPECT_TRUE(v.tap) << ctx;
     EXPECT_TRUE(v.online) << ctx;
     EXPECT_FALSE(v.removed) << ctx;
@@ -510,6 +536,7 @@ TEST(BackendState, EveryReachableViewAndEventKeepsTheInvariants) {
   // The walk must really explore the machine, not stop at the initial view.
   EXPECT_GT(seen.size(), 50U);
   EXPECT_TRUE(seen.count(key_of(named_views()[6].view))) << "Connected must be reachable";
+  EXPECT_TRUE(seen.count(key_of(named_views()[7].view))) << "Reconfigured must be reachable";
   RecordProperty("reachable_views", static_cast<int>(seen.size()));
   RecordProperty("transitions", static_cast<int>(transitions));
 }
@@ -536,7 +563,7 @@ TEST(BackendState, EveryPossibleViewAndEventWritesOnlyLegalStates) {
               ++n;
             }
           }
-  EXPECT_EQ(n, 9U * 10 * 32 * 3 * 3 * 29);
+  EXPECT_EQ(n, 9U * 10 * 32 * 3 * 3 * 30);
 }
 
 // ---- sequences ----------------------------------------------------------------------------------
@@ -566,6 +593,50 @@ TEST(BackendState, LibxlAndNetfrontHappyPath) {
             (Actions{Disconnect{}, DestroyTap{}, RemoveHotplugStatus{}, W(S::closed)}));
   EXPECT_TRUE(m.feed(OnlineChanged{false}).empty());
   EXPECT_TRUE(m.view.removed);
+}
+
+// Linux netfront's xennet_xdp_set, twice (XDP attached, then detached): 7, (key), wait for 8,
+// 4. The rings are never released, and each step re-reads xdp-headroom.
+TEST(BackendState, NetfrontChangingItsXdpHeadroomPassesReconfiguredAndKeepsItsRings) {
+  Machine m;
+  (void)m.feed(BackendDirAppeared{});
+  (void)m.feed(FrontendStateChanged{S::connected});
+  (void)m.feed(ConnectSucceeded{});
+  ASSERT_EQ(m.feed(HotplugStatusChanged{HotplugStatus::connected}), (Actions{W(S::connected)}));
+  for (int round = 0; round < 2; ++round) {
+    EXPECT_EQ(m.feed(FrontendStateChanged{S::reconfiguring}),
+              (Actions{ApplyXdpHeadroom{}, W(S::reconfigured)}))
+        << "round " << round;
+    EXPECT_EQ(m.view.rings, RingsState::up);
+    // A hotplug-status rewrite meanwhile changes nothing (the script ran at connect).
+    EXPECT_TRUE(m.feed(HotplugStatusChanged{HotplugStatus::other}).empty());
+    EXPECT_EQ(m.feed(FrontendStateChanged{S::connected}),
+              (Actions{ApplyXdpHeadroom{}, W(S::connected)}))
+        << "round " << round;
+    EXPECT_EQ(m.view.rings, RingsState::up);
+  }
+  // A frontend that has not connected yet has nothing to reconfigure: its connect reads the key.
+  Machine early;
+  (void)early.feed(BackendDirAppeared{});
+  EXPECT_TRUE(early.feed(FrontendStateChanged{S::reconfiguring}).empty());
+  EXPECT_EQ(early.view.backend, S::init_wait);
+}
+
+TEST(BackendState, AHeadroomRefusedWhileReconfiguringIsFatalAndTheFrontendMayStartOver) {
+  Machine m;
+  (void)m.feed(BackendDirAppeared{});
+  (void)m.feed(FrontendStateChanged{S::connected});
+  (void)m.feed(ConnectSucceeded{});
+  (void)m.feed(HotplugStatusChanged{HotplugStatus::connected});
+  (void)m.feed(FrontendStateChanged{S::reconfiguring});
+  EXPECT_EQ(
+      m.feed(ReconfigureFailed{kEinval, "xdp-headroom: above 0x7FFF"}),
+      (Actions{ReportFatal{kEinval, "xdp-headroom: above 0x7FFF"}, Disconnect{}, W(S::closing)}));
+  EXPECT_TRUE(m.view.tap) << "a frontend error keeps the TAP";
+  // A stale result after the teardown is ignored.
+  EXPECT_TRUE(m.feed(ReconfigureFailed{kEinval, "again"}).empty());
+  EXPECT_EQ(m.feed(FrontendStateChanged{S::closed}), (Actions{W(S::closed)}));
+  EXPECT_EQ(m.feed(FrontendStateChanged{S::initialising}), (Actions{W(S::init_wait)}));
 }
 
 TEST(BackendState, AdoptedAfterACrashIgnoresTheStaleConnectedUntilTheFrontendStartsOver) {

@@ -21,6 +21,7 @@ TEST(Features, AdvertisesWhatTheIssueLists) {
       {"feature-ipv6-csum-offload", "1"},
       {"feature-rx-copy", "1"},
       {"feature-rx-flip", "0"},
+      {"feature-xdp-headroom", "1"},
       {"feature-multicast-control", "1"},
       {"feature-dynamic-multicast-control", "1"},
       {"feature-split-event-channels", "1"},

@@ -202,6 +202,38 @@ TEST(FrontendConfig, CtrlKeysIgnoredWhenTheCtrlRingIsNotOffered) {
   EXPECT_FALSE(r->ctrl.has_value());
 }
 
+// Linux netfront writes xdp-headroom 0, or 256 (XDP_PACKET_HEADROOM) with an XDP program;
+// netif.h caps it at 0x7FFF. A value the RX layout cannot honour is the frontend's error.
+TEST(FrontendConfig, XdpHeadroomIsAbsentZeroOrAStrictDecimalThatLeavesRoomForData) {
+  Keys k = netfront_one_queue();
+  auto r = parse_frontend_config(reader(k), kLimits);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->xdp_headroom, 0U) << "absent means none";
+  for (const auto& [value, want] :
+       std::map<std::string, std::uint32_t>{{"0", 0}, {"256", 256}, {"4095", 4095}}) {
+    k["xdp-headroom"] = value;
+    auto v = parse_frontend_config(reader(k), kLimits);
+    ASSERT_TRUE(v) << value << ": " << v.error().reason;
+    EXPECT_EQ(v->xdp_headroom, want) << value;
+  }
+  for (const char* bad : {"4096", "32767", "32768", "65535", "4294967296", "-1", " 256", "256 ",
+                          "0x100", "", "abc"}) {
+    k["xdp-headroom"] = bad;
+    const KeyError e = error_of(k);
+    EXPECT_EQ(e.key, "xdp-headroom") << "'" << bad << "'";
+    EXPECT_EQ(e.error, EINVAL) << "'" << bad << "'";
+  }
+  k["xdp-headroom"] = "32768";
+  EXPECT_NE(error_of(k).reason.find("32767"), std::string::npos) << "names the protocol's cap";
+  k["xdp-headroom"] = "8192";
+  EXPECT_NE(error_of(k).reason.find("no room"), std::string::npos);
+  // The Reconfiguring re-read applies the same rules on its own.
+  k["xdp-headroom"] = "512";
+  EXPECT_EQ(*read_xdp_headroom(reader(k)), 512U);
+  k.erase("xdp-headroom");
+  EXPECT_EQ(*read_xdp_headroom(reader(k)), 0U);
+}
+
 TEST(FrontendConfig, MulticastControlIsRead) {
   Keys k = netfront_one_queue();
   k["request-multicast-control"] = "1";

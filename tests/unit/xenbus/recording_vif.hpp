@@ -51,6 +51,10 @@ class RecordingVif final : public xenbus::VifControl {
     journal_.push_back(allowed ? "mac_spoofing 1" : "mac_spoofing 0");
     mac_spoofing = allowed;
   }
+  void xdp_headroom_changed(std::uint32_t headroom) override {
+    journal_.push_back("xdp_headroom " + std::to_string(headroom));
+    xdp_headroom = headroom;
+  }
 
   std::error_code create_tap_error;
   std::error_code connect_error;
@@ -59,6 +63,7 @@ class RecordingVif final : public xenbus::VifControl {
   std::optional<xenbus::Rate> rate;
   std::optional<bool> multicast_control;
   std::optional<bool> mac_spoofing;
+  std::optional<std::uint32_t> xdp_headroom;
   int connect_calls = 0;
 
  private:

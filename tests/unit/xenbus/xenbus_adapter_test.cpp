@@ -129,6 +129,16 @@ class BackendXenbusTest : public ::testing::Test {
   }
   std::size_t created_at_ = 0;
 
+  // A frontend answering our Closing with Closed, then starting over (Initialising): the
+  // backend offers InitWait again.
+  void frontend_starts_over() {
+    write(fe_ + "/state", "6");
+    pump();
+    write(fe_ + "/state", "1");
+    pump();
+    EXPECT_EQ(state(), "2");
+  }
+
   void bring_up() {
     ASSERT_FALSE(backend_.start());
     libxl_add();
@@ -388,11 +398,7 @@ TEST_F(BackendXenbusTest, GarbageFrontendStateIsFatal) {
   EXPECT_FALSE(vif_.connected.has_value());
   EXPECT_EQ(error_node(), "22 saw an invalid state at frontend");
   // A well-behaved restart afterwards still works.
-  write(fe_ + "/state", "6");
-  pump();
-  write(fe_ + "/state", "1");
-  pump();
-  EXPECT_EQ(state(), "2");
+  frontend_starts_over();
 }
 
 TEST_F(BackendXenbusTest, FrontendDirectoryVanishingTearsDown) {
@@ -479,6 +485,87 @@ TEST_F(BackendXenbusTest, MacSpoofingKeyIsWatchedWhileConnectedAndBadValuesAreKe
   pump();
   EXPECT_EQ(vif_.mac_spoofing, false);
 }
+
+TEST_F(BackendXenbusTest, XdpHeadroomIsReadAtConnect) {
+  write(fe_ + "/xdp-headroom", "256");  // Linux netfront writes it just before its connect keys
+  bring_up();
+  EXPECT_EQ(read(be_ + "/feature-xdp-headroom"), "1");
+  EXPECT_EQ(vif_.connected->xdp_headroom, 256U);
+}
+
+// Linux netfront's xennet_xdp_set when a program is attached, then detached: 7 and the key
+// (here both land before the watch fires), wait for 8, then 4. The rings stay mapped.
+TEST_F(BackendXenbusTest, NetfrontAttachingXdpPassesReconfiguredAndTheQueuesGetTheHeadroom) {
+  bring_up();
+  const int connects = vif_.connect_calls;
+  for (const char* headroom : {"256", "0"}) {
+    write(fe_ + "/state", "7");
+    write(fe_ + "/xdp-headroom", headroom);
+    pump();
+    EXPECT_EQ(state(), "8") << headroom;
+    EXPECT_EQ(vif_.xdp_headroom, std::stoul(headroom));
+    write(fe_ + "/state", "4");
+    pump();
+    EXPECT_EQ(state(), "4") << headroom;
+  }
+  EXPECT_EQ(vif_.connect_calls, connects) << "never reconnected";
+  EXPECT_EQ(count("disconnect"), 0U);
+  EXPECT_EQ(count("xdp_headroom 256"), 1U) << "the re-read on the way back is no news";
+  EXPECT_EQ(state_writes(), (std::vector<std::string>{"2", "4", "8", "4", "8", "4"}));
+}
+
+// Linux netfront writes the key after its 7: a backend that reads on 7 may see the old value.
+// The read on the way back to 4 picks the new one up.
+TEST_F(BackendXenbusTest, AHeadroomWrittenAfterReconfiguringIsPickedUpOnTheWayBackToConnected) {
+  bring_up();
+  write(fe_ + "/state", "7");
+  pump();
+  EXPECT_EQ(state(), "8");
+  EXPECT_FALSE(vif_.xdp_headroom.has_value()) << "still the connect's 0: no news";
+  write(fe_ + "/xdp-headroom", "256");
+  pump();
+  write(fe_ + "/state", "4");
+  pump();
+  EXPECT_EQ(state(), "4");
+  EXPECT_EQ(vif_.xdp_headroom, 256U);
+}
+
+class HostileXdpHeadroom : public BackendXenbusTest,
+                           public ::testing::WithParamInterface<const char*> {};
+
+TEST_P(HostileXdpHeadroom, WhileReconfiguringIsFatalForThatVifWhichMayStartOver) {
+  bring_up();
+  write(fe_ + "/state", "7");
+  write(fe_ + "/xdp-headroom", GetParam());
+  pump();
+  EXPECT_EQ(state(), "5");
+  EXPECT_FALSE(vif_.connected.has_value());
+  EXPECT_EQ(error_node().rfind("22 reading " + fe_ + "/xdp-headroom: ", 0), 0U) << error_node();
+  EXPECT_FALSE(vif_.xdp_headroom.has_value()) << "never handed to the queues";
+  // The frontend may start over, with a value we can honour.
+  write(fe_ + "/xdp-headroom", "256");
+  frontend_starts_over();
+  netfront_connect();
+  pump();
+  EXPECT_EQ(state(), "4");
+  EXPECT_EQ(vif_.connected->xdp_headroom, 256U);
+}
+
+TEST_P(HostileXdpHeadroom, AtConnectIsFatalForThatVif) {
+  ASSERT_FALSE(backend_.start());
+  libxl_add();
+  pump();
+  write(be_ + "/hotplug-status", "connected");
+  write(fe_ + "/xdp-headroom", GetParam());
+  netfront_connect();
+  pump();
+  EXPECT_EQ(vif_.connect_calls, 0);
+  EXPECT_EQ(state(), "5");
+  EXPECT_EQ(error_node().rfind("22 reading " + fe_ + "/xdp-headroom: ", 0), 0U) << error_node();
+}
+
+INSTANTIATE_TEST_SUITE_P(BackendXenbus, HostileXdpHeadroom,
+                         ::testing::Values("32768", "4096", "65536", "-1", "256 ", "banana"));
 
 TEST_F(BackendXenbusTest, MulticastControlIsWatchedWhileConnected) {
   bring_up();
