@@ -74,7 +74,16 @@ Result<Port> SimEventChannel::bind_interdomain(DomId remote, Port remote_port) {
   auto req = make_request(BrokerOp::evtchn_bind_interdomain);
   req.domid = remote.value();
   req.port = remote_port.value();
-  return add_port(broker_.call(req));
+  auto port = add_port(broker_.call(req));
+  if (!port) return port;
+  // The peer is bound by definition: its eventfd is fetched now rather than at the first
+  // notify(), so that every descriptor of a connect is taken while it connects, none when
+  // its first event goes out (a backend's fd count then says what its vifs hold). Should
+  // the broker not answer, notify() asks again.
+  std::lock_guard lock(mu_);
+  if (auto it = ports_.find(port->value()); it != ports_.end())
+    (void)refresh_peer(port->value(), it->second);
+  return port;
 }
 
 std::error_code SimEventChannel::refresh_peer(std::uint32_t local, LocalPort& lp) {

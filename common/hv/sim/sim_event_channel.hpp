@@ -13,8 +13,9 @@
 // epoll_wait and, when that batch was not full, says "none" after it without asking the
 // kernel again (a port that fires later makes fd() readable: the caller waits on it anyway).
 //
-// notify() writes to the peer port's eventfd, fetched once from the broker (EVTCHN_PEER)
-// and cached until the port's bind_gen in our control page changes. Notifying an unbound
+// notify() writes to the peer port's eventfd, fetched once from the broker (EVTCHN_PEER):
+// by bind_interdomain() (whose peer is bound), else by the first notify(); cached until the
+// port's bind_gen in our control page changes. Notifying an unbound
 // port (peer not bound yet, or closed) succeeds and does nothing, as EVTCHNOP_send does for
 // ECS_UNBOUND. Fault injection (drop, stall) is honoured here, in the sender, through the
 // receiving domain's control page.
