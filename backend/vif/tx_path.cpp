@@ -193,7 +193,13 @@ TxPath::Pass TxPath::process(Clock::time_point now) {
         pass.fatal = true;
         pass.fatal_reason = pkt.error;
         QueueCounters::add(counters_.tx_fatal);
-        finish_pass(pass);
+        // The packets taken before it still go their queue's way (a switched one holds only
+        // its headers so far: never to the TAP).
+        if (config_.sw) {
+          finish_switched(pass, now);
+        } else {
+          finish_pass(pass);
+        }
         return pass;
       case TxVerdict::drop:
         count_drop(counters_, pkt.error);
