@@ -22,7 +22,7 @@
 #include "backend/vif/event_loop_pool.hpp"
 #include "backend/vif/hash.hpp"
 #include "backend/vif/vif_queue.hpp"
-#include "backend/vif/vswitch.hpp"
+#include "backend/vif/switch_registry.hpp"
 #include "common/hv/hypervisor.hpp"
 #include "common/net/tap_device.hpp"
 #include "common/util/fd_reserve.hpp"

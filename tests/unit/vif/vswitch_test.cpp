@@ -1,5 +1,7 @@
 // The internal switch's routing (learn, forward, flood, never back to the sender) and the
 // QueueLink inbox that carries packets and completions between queue threads.
+#include "backend/vif/flow_hash.hpp"
+#include "backend/vif/queue_link.hpp"
 #include "backend/vif/vswitch.hpp"
 
 #include <gtest/gtest.h>

@@ -1,0 +1,28 @@
+#include "backend/vif/switch_registry.hpp"
+
+#include "common/util/log.hpp"
+#include "common/util/result.hpp"
+
+namespace unetback::vif {
+
+SwitchRegistry::SwitchRegistry(const std::map<std::string, std::string>& uplinks) {
+  for (const auto& [name, tap] : uplinks) {
+    auto sw = std::make_shared<VSwitch>(name);
+    if (auto ec = sw->attach_uplink(tap))
+      throw SetupError("switch " + name + ": cannot create uplink TAP " + tap + ": " +
+                       ec.message());
+    switches_.emplace(name, sw);
+    declared_.push_back(std::move(sw));
+  }
+}
+
+std::shared_ptr<VSwitch> SwitchRegistry::get(const std::string& name) {
+  const std::lock_guard lock(mu_);
+  if (auto sw = switches_[name].lock()) return sw;
+  auto sw = std::make_shared<VSwitch>(name);
+  switches_[name] = sw;
+  log::write(log::Level::info, "switch " + name, "created");
+  return sw;
+}
+
+}  // namespace unetback::vif
