@@ -47,7 +47,7 @@ std::string format_vif_id(const VifId& id) {
   return std::to_string(id.domid.value()) + "/" + std::to_string(id.devid.value());
 }
 
-BackendManager::BackendManager(hv::XenStore& xs, DomId self, VifFactory& factory,
+BackendManager::BackendManager(hv::XenStore& xs, DomId self, vif::VifFactory& factory,
                                TunableStore& tunables, DomainExists domain_exists)
     : xs_(xs),
       self_(self),
@@ -181,7 +181,7 @@ void BackendManager::consider(const std::string& dom_name, DomId domid,
 }
 
 void BackendManager::add_vif(const VifId& id, bool adopt) {
-  const Tunables& t = tunables_.current();
+  const vif::Tunables& t = tunables_.current();
   Vif vif;
   vif.handle = factory_.make_vif(id.domid, id.devid, t);
   if (!vif.handle) {

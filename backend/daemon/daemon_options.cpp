@@ -129,7 +129,7 @@ std::string daemon_usage() {
       "\n"
       "Tunables (xenstore /local/domain/<self>/unetback/<name>; a value given here replaces\n"
       "the one in xenstore, other keys keep a valid stored value or get the default):\n";
-  const Tunables defaults;
+  const vif::Tunables defaults;
   for (const auto& spec : tunable_specs()) {
     std::string line = "  --" + std::string(spec.name) + " ";
     if (spec.choices.empty()) {

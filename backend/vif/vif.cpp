@@ -53,9 +53,8 @@ std::string tap_alias(const std::string& backend_path) {
   return "unetbackd " + backend_path;
 }
 
-Vif::Vif(hv::Hypervisor& hv, EventLoopPool& loops, DomId frontend, DevId devid,
-         daemon::Tunables tunables, std::function<void()> on_disabled, SwitchRegistry* switches,
-         const FdReserve* fd_reserve)
+Vif::Vif(hv::Hypervisor& hv, EventLoopPool& loops, DomId frontend, DevId devid, Tunables tunables,
+         std::function<void()> on_disabled, SwitchRegistry* switches, const FdReserve* fd_reserve)
     : hv_(hv),
       loops_(loops),
       frontend_(frontend),
@@ -416,8 +415,8 @@ void Vif::multicast_control_changed(bool enabled) {
              std::string("multicast control ") + (enabled ? "on" : "off"));
 }
 
-daemon::VifReport Vif::report() const {
-  daemon::VifReport r;
+VifReport Vif::report() const {
+  VifReport r;
   r.frontend = frontend_;
   r.devid = devid_;
   r.tap_name = tap_ ? tap_->name() : std::string();

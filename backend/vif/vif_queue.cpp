@@ -120,10 +120,10 @@ void VifQueue::set_rate(std::uint64_t bytes, std::uint64_t usecs) {
   });
 }
 
-daemon::QueueReport VifQueue::report() {
-  std::promise<daemon::QueueReport> done;
+QueueReport VifQueue::report() {
+  std::promise<QueueReport> done;
   post([this, &done] {
-    daemon::QueueReport r;
+    QueueReport r;
     r.queue = res_.id;
     r.counters = counters_->snapshot();
     r.tx_ring = tx_->ring().indices();

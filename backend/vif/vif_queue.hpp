@@ -18,7 +18,6 @@
 #include <string>
 #include <utility>  // before Boost.Asio (Boost 1.74 + C++20)
 
-#include "backend/daemon/vif_factory.hpp"
 #include "backend/vif/packet_pool.hpp"
 #include "backend/vif/packet_sink.hpp"
 #include "backend/vif/queue_counters.hpp"
@@ -26,6 +25,7 @@
 #include "backend/vif/rx_path.hpp"
 #include "backend/vif/switch_buffers.hpp"
 #include "backend/vif/tx_path.hpp"
+#include "backend/vif/vif_handle.hpp"
 #include "common/hv/event_channel.hpp"
 #include "common/net/frame_batch_writer.hpp"
 #include "common/util/unique_fd.hpp"
@@ -76,7 +76,7 @@ class VifQueue {
 
   void set_rate(std::uint64_t bytes, std::uint64_t usecs);
   /// Counters and ring indices, read on the queue's thread. Any thread.
-  [[nodiscard]] daemon::QueueReport report();
+  [[nodiscard]] QueueReport report();
 
  private:
   /// A pass's frames to the TAP in one io_uring_enter (writev each where io_uring is not

@@ -501,7 +501,7 @@ TEST_F(HostileFrontend, Xsa362_ReadOnlyOrRevokedRxBuffersGetErrorResponses) {
 
 class HostileSlowRx : public HostileFrontend {
  protected:
-  daemon::Tunables tunables() override {
+  vif::Tunables tunables() override {
     auto t = HostileFrontend::tunables();
     t.rx_stall_timeout_ms = 300;
     t.rx_drain_timeout_ms = 600;

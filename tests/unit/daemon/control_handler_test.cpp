@@ -13,7 +13,7 @@ class ControlHandlerTest : public ::testing::Test {
  protected:
   testing::SpecialWatchXenStore xs_;
   testing::FakeVifFactory factory_;
-  TunableStore tunables_{xs_, DomId{0}, Tunables{}};
+  TunableStore tunables_{xs_, DomId{0}, vif::Tunables{}};
   BackendManager manager_{xs_, DomId{0}, factory_, tunables_, [](DomId) { return true; }};
   const std::string be_ = "/local/domain/0/backend/vif/5/0";
   const std::string fe_ = "/local/domain/5/device/vif/0";

@@ -17,7 +17,7 @@ TEST(DaemonOptions, XenDefaults) {
   EXPECT_EQ(o.hypervisor, "xen");
   EXPECT_EQ(o.control_path, "/run/unetback/unetbackd.sock");
   EXPECT_EQ(o.log_level, log::Level::info);
-  EXPECT_EQ(o.tunables, Tunables{});
+  EXPECT_EQ(o.tunables, vif::Tunables{});
   EXPECT_TRUE(o.explicit_tunables.empty());
   EXPECT_FALSE(o.backend_domid.has_value());
 }
