@@ -84,11 +84,8 @@ bool BackendManager::process_events(std::size_t max_events) {
       dispatch(*ev);
       check_vifs();
     } catch (const std::exception& e) {
-      std::uint64_t suppressed = 0;
-      if (guest_log_limit_.allow(suppressed))
-        log::write(log::Level::error, kLog,
-                   "watch event on " + printable(ev->path) + " failed: " + e.what() +
-                       (suppressed ? " (" + std::to_string(suppressed) + " suppressed)" : ""));
+      log::write_limited(guest_log_limit_, log::Level::error, kLog,
+                         "watch event on " + printable(ev->path) + " failed: " + e.what());
     }
   }
   return true;
@@ -266,11 +263,9 @@ void BackendManager::check_vifs() {
     if (!vif.xenbus->finished() && vif.xenbus->view().rings == xenbus::RingsState::up &&
         vif.handle->disabled()) {
       // Guest-triggered (a frontend that violates the protocol after every reconnect): limited.
-      std::uint64_t suppressed = 0;
-      if (guest_log_limit_.allow(suppressed))
-        log::write(log::Level::warn, kLog,
-                   "vif " + format_vif_id(it->first) + ": disabled by its data path, closing" +
-                       (suppressed ? " (" + std::to_string(suppressed) + " suppressed)" : ""));
+      log::write_limited(
+          guest_log_limit_, log::Level::warn, kLog,
+          "vif " + format_vif_id(it->first) + ": disabled by its data path, closing");
       vif.xenbus->fatal_from_datapath(EPROTO, "frontend violated the netif protocol");
     }
     if (vif.xenbus->finished()) {
@@ -305,10 +300,7 @@ std::optional<VifStatus> BackendManager::status(const VifId& id) const {
 }
 
 void BackendManager::warn_junk(const std::string& msg) {
-  std::uint64_t suppressed = 0;
-  if (!junk_log_limit_.allow(suppressed)) return;
-  log::write(log::Level::warn, kLog,
-             suppressed == 0 ? msg : msg + " (" + std::to_string(suppressed) + " suppressed)");
+  log::write_limited(junk_log_limit_, log::Level::warn, kLog, msg);
 }
 
 }  // namespace unetback::daemon

@@ -437,11 +437,7 @@ VifReport Vif::report() const {
 }
 
 void Vif::log_guest(log::Level level, const std::string& msg) {
-  std::uint64_t suppressed = 0;
-  if (!log_limit_.allow(suppressed)) return;
-  log::write(
-      level, prefix_,
-      suppressed == 0 ? msg : msg + " (" + std::to_string(suppressed) + " messages suppressed)");
+  log::write_limited(log_limit_, level, prefix_, msg);
 }
 
 }  // namespace unetback::vif

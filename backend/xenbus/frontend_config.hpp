@@ -57,7 +57,7 @@ struct FrontendLimits {
 ///   then `event-channel-tx` + `event-channel-rx` (both, if either is present) or
 ///   `event-channel`. Port 0 is never a bindable event channel and is refused.
 /// * `ctrl-ring-ref` (read only if we offered the ctrl ring) requires `event-channel-ctrl`.
-[[nodiscard]] KeyResult<FrontendConfig> parse_frontend_config(const KeyReader& read,
-                                                              const FrontendLimits& limits);
+[[nodiscard]] Result<FrontendConfig, KeyError> parse_frontend_config(const KeyReader& read,
+                                                                     const FrontendLimits& limits);
 
 }  // namespace unetback::xenbus

@@ -395,11 +395,7 @@ void BackendXenbus::warn_guest(const std::string& msg) {
 }
 
 void BackendXenbus::log_guest(log::Level level, const std::string& msg) {
-  std::uint64_t suppressed = 0;
-  if (!guest_log_limit_.allow(suppressed)) return;
-  log::write(
-      level, log_prefix_,
-      suppressed == 0 ? msg : msg + " (" + std::to_string(suppressed) + " messages suppressed)");
+  log::write_limited(guest_log_limit_, level, log_prefix_, msg);
 }
 
 }  // namespace unetback::xenbus

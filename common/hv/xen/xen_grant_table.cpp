@@ -48,15 +48,10 @@ bool XenGrantTable::copy_call(std::span<GrantCopySegment> segments) noexcept {
   if (batch_.segs.empty()) return true;
   if (xengnttab_grant_copy(handle_.get(), static_cast<std::uint32_t>(batch_.segs.size()),
                            batch_.segs.data()) != 0) {
-    std::uint64_t suppressed = 0;
     const int err = errno;
-    if (g_copy_fail_rate.allow(suppressed)) {
-      log::write(log::Level::warn, kLogPrefix,
-                 "grant copy of " + std::to_string(batch_.segs.size()) +
-                     " segments failed as a whole: " + errno_code(err).message() +
-                     (suppressed != 0 ? " (" + std::to_string(suppressed) + " more suppressed)"
-                                      : std::string()));
-    }
+    log::write_limited(g_copy_fail_rate, log::Level::warn, kLogPrefix,
+                       "grant copy of " + std::to_string(batch_.segs.size()) +
+                           " segments failed as a whole: " + errno_code(err).message());
     return false;
   }
   apply_copy_statuses(batch_, segments);

@@ -250,10 +250,8 @@ void LibXenStore::drain_library_queue() {
           log::write(log::Level::error, "xenstore", "the connection to xenstored is gone");
         }
       } else if (err != EAGAIN) {
-        std::uint64_t suppressed = 0;
-        if (g_watch_error_rate.allow(suppressed))
-          log::write(log::Level::warn, "xenstore",
-                     "reading watch events: " + errno_code(err).message());
+        log::write_limited(g_watch_error_rate, log::Level::warn, "xenstore",
+                           "reading watch events: " + errno_code(err).message());
       }
       return;
     }

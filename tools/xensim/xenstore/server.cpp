@@ -24,10 +24,7 @@ constexpr std::string_view kLogPrefix = "xenstored";
 log::RateLimit g_conn_log_limit;
 
 void guest_log(const std::string& msg) {
-  std::uint64_t suppressed = 0;
-  if (!g_conn_log_limit.allow(suppressed)) return;
-  log::write(log::Level::warn, kLogPrefix,
-             suppressed ? msg + " (" + std::to_string(suppressed) + " suppressed)" : msg);
+  log::write_limited(g_conn_log_limit, log::Level::warn, kLogPrefix, msg);
 }
 }  // namespace
 
