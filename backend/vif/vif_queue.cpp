@@ -142,8 +142,9 @@ QueueReport VifQueue::report() {
 }
 
 void VifQueue::do_wait_event() {
-  evtchn_sd_.async_wait(boost::asio::posix::stream_descriptor::wait_read,
-                        [this, t = op()](const boost::system::error_code& ec) { on_event(ec); });
+  evtchn_sd_.async_wait(
+      boost::asio::posix::stream_descriptor::wait_read,
+      [this, t = op()](const boost::system::error_code& ec) { guarded([&] { on_event(ec); }); });
 }
 
 void VifQueue::on_event(const boost::system::error_code& ec) {
@@ -252,9 +253,10 @@ bool VifQueue::tap_has_room() const {
 void VifQueue::do_wait_tap() {
   if (stopped_ || tap_waiting_) return;
   tap_waiting_ = true;
-  tap_sd_.async_wait(
-      boost::asio::posix::stream_descriptor::wait_read,
-      [this, t = op()](const boost::system::error_code& ec) { on_tap_readable(ec); });
+  tap_sd_.async_wait(boost::asio::posix::stream_descriptor::wait_read,
+                     [this, t = op()](const boost::system::error_code& ec) {
+                       guarded([&] { on_tap_readable(ec); });
+                     });
 }
 
 void VifQueue::on_tap_readable(const boost::system::error_code& ec) {
@@ -386,17 +388,21 @@ void VifQueue::take_tap_frame(int buf, std::size_t len, Clock::time_point now) {
 void VifQueue::arm_housekeeping() {
   housekeeping_.expires_after(kHousekeepingPeriod);
   housekeeping_.async_wait([this, t = op()](const boost::system::error_code& ec) {
-    if (stopped_ || ec) return;
-    // Expiry and stall detection run even when no event arrives (a guest that stopped
-    // posting buffers sends none). Packets of a sender that went away leave the queue now.
-    if (res_.tx.sw) (void)rx_->purge_dead_sources();
-    run_rx();
-    // A lost or never-sent TX kick must not park published requests for ever (the frontend
-    // sends no second one: req_event was not passed again). Looking costs one index read;
-    // no tx retry pending means the rate limiter is not holding the ring back.
-    if (!stopped_ && !tx_retry_armed_ && tx_->ring().unconsumed_requests() != 0) run_tx();
-    arm_housekeeping();
+    guarded([&] { on_housekeeping(ec); });
   });
+}
+
+void VifQueue::on_housekeeping(const boost::system::error_code& ec) {
+  if (stopped_ || ec) return;
+  // Expiry and stall detection run even when no event arrives (a guest that stopped
+  // posting buffers sends none). Packets of a sender that went away leave the queue now.
+  if (res_.tx.sw) (void)rx_->purge_dead_sources();
+  run_rx();
+  // A lost or never-sent TX kick must not park published requests for ever (the frontend
+  // sends no second one: req_event was not passed again). Looking costs one index read;
+  // no tx retry pending means the rate limiter is not holding the ring back.
+  if (!stopped_ && !tx_retry_armed_ && tx_->ring().unconsumed_requests() != 0) run_tx();
+  arm_housekeeping();
 }
 
 void VifQueue::arm_tx_retry(Clock::time_point at) {
@@ -409,7 +415,7 @@ void VifQueue::arm_tx_retry(Clock::time_point at) {
     if (ec) return;  // replaced by a sooner retry, or the queue stops
     tx_retry_armed_ = false;
     if (stopped_) return;
-    run_tx();
+    guarded([this] { run_tx(); });
   });
 }
 
@@ -431,6 +437,16 @@ void VifQueue::fail(const std::string& why) {
     on_fatal_(why);
   } else {
     log::write(log::Level::warn, prefix_, "disabling the vif: " + why);
+  }
+}
+
+void VifQueue::handler_threw(const char* what) noexcept {
+  // Not a guest's protocol violation but the same outcome: this vif stops and is closed from
+  // the daemon's thread; the loop and every other vif on it go on.
+  try {
+    fail(std::string("internal error while serving the queue: ") + what);
+  } catch (...) {
+    cancel_all();  // no memory even for the message: at least nothing of ours runs again
   }
 }
 
