@@ -198,9 +198,10 @@ void BackendManager::add_vif(const VifId& id, bool adopt) {
   log::write(log::Level::info, kLog, (adopt ? "adopting vif " : "new vif ") + format_vif_id(id));
   auto& xenbus = *vifs_.emplace(id, std::move(vif)).first->second.xenbus;
   if (adopt) {
-    if (auto ec = xenbus.adopt())
+    if (auto ec = xenbus.adopt()) {
       log::write(log::Level::warn, kLog,
                  "vif " + format_vif_id(id) + ": not adopted: " + ec.message());
+    }
   }
 }
 

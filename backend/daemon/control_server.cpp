@@ -258,12 +258,15 @@ ControlServer::ControlServer(asio::io_context& io, std::string path, Handler han
 
 ControlServer::~ControlServer() {
   shared_->stopped = true;
-  boost::system::error_code ignored;
-  shared_->backoff.cancel();
-  shared_->acceptor.close(ignored);
-  for (auto& w : shared_->sessions)
-    if (auto s = w.lock()) s->close();
-  shared_->sessions.clear();
+  try {
+    boost::system::error_code ignored;
+    shared_->backoff.cancel();  // throws only when the reactor refuses: nothing to do then
+    shared_->acceptor.close(ignored);
+    for (auto& w : shared_->sessions)
+      if (auto s = w.lock()) s->close();
+    shared_->sessions.clear();
+  } catch (...) {
+  }
   ::unlink(path_.c_str());
 }
 

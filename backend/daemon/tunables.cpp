@@ -19,6 +19,7 @@ constexpr std::array<std::string_view, 3> kMapChoices{"auto", "always", "never"}
 // asks for on big guests), a copy batch within one hypercall's reasonable size, fatal-skb-slots
 // above XEN_NETBK_LEGACY_SLOTS_MAX (18, the drop threshold) and at most 64 (MAX_SKB_FRAGS + a
 // margin: anything above makes XSA-39's disconnect rule meaningless).
+// NOLINTNEXTLINE(readability-identifier-naming): a constant table, named as the constexpr ones.
 const std::array<TunableSpec, 12> kSpecs{{
     {"max-queues", 1, 16, kNoChoices, "queues offered to a frontend (multi-queue-max-queues)"},
     {"copy-batch", 1, 1024, kNoChoices, "grant-copy segments per hypercall"},

@@ -28,7 +28,7 @@ TxCore::TxCore(ring::TxBackRing ring, hv::GrantTable& table, const TxConfig& con
       // One buffer per packet of a pass, plus the deferred one.
       pool_(config.max_packets_per_pass + 1) {
   pending_.reserve(config_.max_packets_per_pass);
-  segs_.reserve(config_.max_packets_per_pass * (kMaxTxSlots + 2));
+  segs_.reserve(std::size_t{config_.max_packets_per_pass} * (kMaxTxSlots + 2));
 }
 
 bool TxCore::begin_pass(TxPass& pass) {
@@ -99,7 +99,7 @@ TxCore::Next TxCore::next_packet(TxPass& pass, Clock::time_point now, TxPacket& 
     // Rate limit: the packet is parsed (its slots consumed) but waits for credit.
     if (!credit_.try_take(out.total_len, now)) {
       pass.retry_at = credit_.retry_at(out.total_len, now);
-      deferred_ = std::move(out);
+      deferred_ = out;
       QueueCounters::add(counters_.tx_rate_limited);
       return done();
     }
@@ -108,9 +108,9 @@ TxCore::Next TxCore::next_packet(TxPass& pass, Clock::time_point now, TxPacket& 
   return done();
 }
 
-TxPending& TxCore::add_pending(TxPacket&& pkt) {
+TxPending& TxCore::add_pending(const TxPacket& pkt) {
   TxPending& p = pending_.emplace_back();
-  p.pkt = std::move(pkt);
+  p.pkt = pkt;
   p.buf = pool_.take();
   p.seg_begin = static_cast<std::uint32_t>(segs_.size());
   return p;

@@ -103,7 +103,7 @@ class TxCore {
   Next next_packet(TxPass& pass, Clock::time_point now, TxPacket& out);
 
   /// A packet of the pass, with a buffer of the pool; its segments start at the end of segs().
-  TxPending& add_pending(TxPacket&& pkt);
+  TxPending& add_pending(const TxPacket& pkt);
   /// Copy segments for bytes [from_byte, total) of the packet into its buffer, one per slot.
   void add_copy_segments(TxPending& p, std::uint32_t from_byte);
   /// Copy segments for the first p.linear_len bytes into its buffer, gathered across however

@@ -20,13 +20,13 @@ TxPath::Pass TxPath::process(Clock::time_point now) {
   if (switch_) {
     switch_->begin_pass();
     while ((next = core_.next_packet(pass, now, pkt)) == TxCore::Next::packet)
-      switch_->stage(core_, std::move(pkt));
+      switch_->stage(core_, pkt);
     switch_->finish(core_, pass, now);
     return pass;
   }
   tap_->begin_pass();
   while ((next = core_.next_packet(pass, now, pkt)) == TxCore::Next::packet)
-    tap_->stage(core_, std::move(pkt));
+    tap_->stage(core_, pkt);
   tap_->finish(core_, pass);
   if (next != TxCore::Next::fatal) tap_->record_cost(core_, now);
   return pass;

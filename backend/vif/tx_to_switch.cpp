@@ -13,8 +13,8 @@ TxToSwitch::TxToSwitch(const TxConfig& config)
   packets_.reserve(config.max_packets_per_pass);
 }
 
-void TxToSwitch::stage(TxCore& core, TxPacket&& pkt) {
-  TxPending& p = core.add_pending(std::move(pkt));
+void TxToSwitch::stage(TxCore& core, const TxPacket& pkt) {
+  TxPending& p = core.add_pending(pkt);
   packets_.emplace_back();
   p.linear_len = std::min(p.pkt.total_len, kTxLinearLen);
   core.gather_header(p, [](const TxSlot&, std::uint32_t) {});

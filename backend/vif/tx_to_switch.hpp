@@ -22,7 +22,7 @@ class TxToSwitch {
 
   void begin_pass() { packets_.clear(); }
   /// Queues the header copy of one parsed packet of verdict ok.
-  void stage(TxCore& core, TxPacket&& pkt);
+  void stage(TxCore& core, const TxPacket& pkt);
   /// Routes the pass, forwards every packet (zerocopy or copied), answers those not held.
   void finish(TxCore& core, TxPass& pass, TxCore::Clock::time_point now);
   /// Receivers are done with these zerocopy packets; answers their slots and returns whether

@@ -6,8 +6,8 @@ namespace unetback::vif {
 
 TxToTap::TxToTap(PacketSink& sink, const TxConfig& config) : sink_(sink) {
   packets_.reserve(config.max_packets_per_pass);
-  refs_.reserve(config.max_packets_per_pass * kMaxTxSlots);
-  parts_.reserve(config.max_packets_per_pass * kMaxTxSlots);
+  refs_.reserve(std::size_t{config.max_packets_per_pass} * kMaxTxSlots);
+  parts_.reserve(std::size_t{config.max_packets_per_pass} * kMaxTxSlots);
   iov_.reserve(kMaxTxSlots + 2);
   sink_results_.reserve(config.max_packets_per_pass);
 }
@@ -20,8 +20,8 @@ void TxToTap::begin_pass() {
   pass_mappable_bytes_ = 0;
 }
 
-void TxToTap::stage(TxCore& core, TxPacket&& pkt) {
-  TxPending& p = core.add_pending(std::move(pkt));
+void TxToTap::stage(TxCore& core, const TxPacket& pkt) {
+  TxPending& p = core.add_pending(pkt);
   Packet& t = packets_.emplace_back();
   auto& limiter = core.limiter();
   const auto verdict = limiter.decide(p.pkt.total_len);

@@ -22,7 +22,7 @@ class TxToTap {
   /// Forgets the previous pass's maps; every pass asks the chooser afresh.
   void begin_pass();
   /// Handles one parsed packet of verdict ok: queues its copy segments (and map refs).
-  void stage(TxCore& core, TxPacket&& pkt);
+  void stage(TxCore& core, const TxPacket& pkt);
   /// Copies and maps the pass, hands its frames to the sink, answers every packet.
   void finish(TxCore& core, TxPass& pass);
   /// The pass's cost, from the caller's `started` (taken just before the pass) to now: what

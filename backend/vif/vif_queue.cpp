@@ -26,6 +26,7 @@ constexpr auto kHousekeepingPeriod = std::chrono::milliseconds(100);
 /// io_uring for the TAP unless UNETBACK_NO_IO_URING is set (an operator's way out, and the
 /// A/B of the batching; the kernel's own refusal is probed by the writer and reader).
 bool io_uring_wanted() {
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): the daemon never changes its environment.
   static const bool wanted = std::getenv("UNETBACK_NO_IO_URING") == nullptr;
   return wanted;
 }
@@ -445,8 +446,12 @@ void VifQueue::handler_threw(const char* what) noexcept {
   // the daemon's thread; the loop and every other vif on it go on.
   try {
     fail(std::string("internal error while serving the queue: ") + what);
+    return;
   } catch (...) {
+  }
+  try {
     cancel_all();  // no memory even for the message: at least nothing of ours runs again
+  } catch (...) {
   }
 }
 

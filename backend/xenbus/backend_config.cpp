@@ -94,10 +94,11 @@ Result<BackendConfig, KeyError> parse_backend_config(const KeyReader& read, DomI
   }
   if (const auto raw = read("mtu")) {
     const auto m = hv::parse_xs_uint<std::uint32_t>(*raw);
-    if (!m || *m < kMinMtu || *m > kMaxMtu)
+    if (!m || *m < kMinMtu || *m > kMaxMtu) {
       return KeyError{"mtu",
                       "not a decimal " + std::to_string(kMinMtu) + ".." + std::to_string(kMaxMtu),
                       EINVAL};
+    }
     cfg.mtu = *m;
   }
   if (const auto raw = read("bridge"); raw && raw->starts_with(kSwitchPrefix)) {

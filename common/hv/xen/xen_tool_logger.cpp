@@ -14,6 +14,7 @@ extern "C" {
 namespace unetback::hv {
 namespace {
 
+// NOLINTNEXTLINE(cert-err58-cpp): RateLimit only stores numbers and reads the clock.
 log::RateLimit g_rate{20, std::chrono::seconds(5)};
 
 log::Level to_level(xentoollog_level level) {

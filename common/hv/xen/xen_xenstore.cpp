@@ -101,6 +101,7 @@ std::string default_xenstore_locations() {
   const std::lock_guard lock(environment_mutex());
   if (const char* path = std::getenv(kPathVar)) return path;
   std::string socket = "/var/run/xenstored/socket";
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): under environment_mutex(), as every getenv here.
   if (const char* rundir = std::getenv("XENSTORED_RUNDIR"))
     socket = std::string(rundir) + "/socket";
   return socket + " or /dev/xen/xenbus";
