@@ -70,12 +70,12 @@ INSTANTIATE_TEST_SUITE_P(EveryKey, NumericTunable, ::testing::ValuesIn(kNumeric)
                            return n;
                          });
 
-TEST(vif::Tunables, EveryKeyIsCoveredByTheTests) {
+TEST(Tunables, EveryKeyIsCoveredByTheTests) {
   EXPECT_EQ(tunable_specs().size(), std::size(kNumeric) + 2);  // + rx-coalesce, tx-map
   EXPECT_EQ(find_tunable("no-such-key"), nullptr);
 }
 
-TEST(vif::Tunables, FieldsFollowTheirKeys) {
+TEST(Tunables, FieldsFollowTheirKeys) {
   vif::Tunables t;
   ASSERT_FALSE(set_tunable(t, *find_tunable("max-queues"), "7"));
   ASSERT_FALSE(set_tunable(t, *find_tunable("copy-batch"), "33"));
@@ -92,7 +92,7 @@ TEST(vif::Tunables, FieldsFollowTheirKeys) {
   EXPECT_EQ(t.max_pending, vif::Tunables{}.max_pending);
 }
 
-TEST(vif::Tunables, RxCoalesceTakesFullOrLegacyOnly) {
+TEST(Tunables, RxCoalesceTakesFullOrLegacyOnly) {
   const TunableSpec* spec = find_tunable("rx-coalesce");
   ASSERT_NE(spec, nullptr);
   vif::Tunables t;
@@ -109,7 +109,7 @@ TEST(vif::Tunables, RxCoalesceTakesFullOrLegacyOnly) {
   }
 }
 
-TEST(vif::Tunables, TxMapTakesAutoAlwaysOrNever) {
+TEST(Tunables, TxMapTakesAutoAlwaysOrNever) {
   const TunableSpec* spec = find_tunable("tx-map");
   ASSERT_NE(spec, nullptr);
   vif::Tunables t;
@@ -129,7 +129,7 @@ TEST(vif::Tunables, TxMapTakesAutoAlwaysOrNever) {
   }
 }
 
-TEST(vif::Tunables, ReasonsDoNotEchoControlCharacters) {
+TEST(Tunables, ReasonsDoNotEchoControlCharacters) {
   vif::Tunables t;
   auto why = set_tunable(t, *find_tunable("threads"), "\x1b[31mred");
   ASSERT_TRUE(why.has_value());
