@@ -95,6 +95,7 @@ bool journal_stream_matches(std::string_view journal_stream, int fd) {
 }
 
 bool use_journal_if_connected() {
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): called once at startup, before any thread.
   const char* env = std::getenv("JOURNAL_STREAM");
   const bool journal = env != nullptr && journal_stream_matches(env, STDERR_FILENO);
   g_journal.store(journal, std::memory_order_relaxed);

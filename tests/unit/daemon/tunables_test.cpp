@@ -16,6 +16,7 @@ struct Bounds {
 };
 
 // What DESIGN §8 and the brief fix for each numeric key.
+// NOLINTNEXTLINE(readability-identifier-naming): a constant table, named as the constexpr ones.
 const Bounds kNumeric[] = {
     {"max-queues", 1, 16, "4"},
     {"copy-batch", 1, 1024, "64"},
