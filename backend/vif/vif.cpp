@@ -300,10 +300,11 @@ std::error_code Vif::connect_queues(const xenbus::FrontendConfig& fe,
     allow_mac_spoofing_->store(be.allow_mac_spoofing, std::memory_order_relaxed);
     if (!be.mac && !be.allow_mac_spoofing)
       log::write(log::Level::warn, prefix_, "no B:mac: the switch cannot check its source MACs");
-    for (const auto& link : port->queues)
+    for (const auto& link : port->queues) {
       attach.push_back(SwitchAttachment{switch_, switch_port_, link,
                                         std::make_shared<std::atomic<bool>>(true), be.mac,
                                         allow_mac_spoofing_});
+    }
   }
   // A new connection starts with an empty multicast list (netback frees it at disconnect).
   mcast_->clear();

@@ -18,6 +18,7 @@ constexpr const char* kLogPrefix = "xen-gnttab";
 // A bad guest grant fails only its own segment (a per-segment status); a whole call fails
 // on a gntdev error or a backend bug. Rate-limited all the same, so that a persistent fault
 // on the data path cannot flood dom0's log.
+// NOLINTNEXTLINE(cert-err58-cpp): RateLimit only stores numbers and reads the clock.
 log::RateLimit g_copy_fail_rate;
 
 }  // namespace

@@ -69,6 +69,7 @@ unsigned bits_of(XsPerm::Kind kind) {
 
 /// xs_open() with XENSTORED_PATH temporarily set to `socket_path` (when given).
 /// XS_UNWATCH_FILTER: xs_unwatch() also drops queued events of the removed watch.
+// NOLINTBEGIN(concurrency-mt-unsafe): every environment access below holds environment_mutex().
 xs_handle* open_handle(const std::optional<std::string>& socket_path, int& err) {
   const std::lock_guard lock(environment_mutex());
   if (!socket_path) {
@@ -86,13 +87,15 @@ xs_handle* open_handle(const std::optional<std::string>& socket_path, int& err) 
   errno = 0;
   xs_handle* h = xs_open(XS_UNWATCH_FILTER);
   err = errno;
-  if (saved)
+  if (saved) {
     (void)::setenv(kPathVar, saved->c_str(), 1);
-  else
+  } else {
     (void)::unsetenv(kPathVar);
+  }
   return h;
 }
 
+// NOLINTNEXTLINE(cert-err58-cpp): RateLimit only stores numbers and reads the clock.
 log::RateLimit g_watch_error_rate;
 
 }  // namespace
@@ -101,11 +104,11 @@ std::string default_xenstore_locations() {
   const std::lock_guard lock(environment_mutex());
   if (const char* path = std::getenv(kPathVar)) return path;
   std::string socket = "/var/run/xenstored/socket";
-  // NOLINTNEXTLINE(concurrency-mt-unsafe): under environment_mutex(), as every getenv here.
   if (const char* rundir = std::getenv("XENSTORED_RUNDIR"))
     socket = std::string(rundir) + "/socket";
   return socket + " or /dev/xen/xenbus";
 }
+// NOLINTEND(concurrency-mt-unsafe)
 
 void LibXenStore::Closer::operator()(xs_handle* h) const noexcept {
   xs_close(h);

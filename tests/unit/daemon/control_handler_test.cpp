@@ -97,9 +97,10 @@ TEST_F(ControlHandlerTest, GetAndSetGoThroughTheTunables) {
 
 TEST_F(ControlHandlerTest, TunablesListsEveryKeyWithItsDomain) {
   const std::string t = ask("tunables");
-  for (const auto& spec : tunable_specs())
+  for (const auto& spec : tunable_specs()) {
     EXPECT_NE(t.find("\"name\":\"" + std::string(spec.name) + "\""), std::string::npos)
         << spec.name;
+  }
   EXPECT_NE(t.find(R"("name":"fatal-skb-slots","value":"20","min":19,"max":64)"),
             std::string::npos);
   EXPECT_NE(t.find(R"("name":"rx-coalesce","value":"full","choices":["legacy","full"])"),

@@ -54,6 +54,7 @@ std::optional<DomId> parse_domid(std::string_view s) {
   return DomId{*v};
 }
 
+// NOLINTNEXTLINE(cert-err58-cpp): RateLimit only stores numbers and reads the clock.
 log::RateLimit g_guest_log_limit;
 
 }  // namespace
