@@ -2,8 +2,8 @@
 
 namespace unetback::vif {
 
-TxPath::TxPath(ring::TxBackRing ring, hv::GrantTable& table, PacketSink& sink, TxConfig config,
-               QueueCounters& counters)
+TxPath::TxPath(ring::TxBackRing ring, hv::GrantTable& table, PacketSink& sink,
+               const TxConfig& config, QueueCounters& counters)
     : core_(ring, table, config, counters) {
   if (config.sw) {
     switch_.emplace(config);

@@ -29,7 +29,7 @@ class TxPath {
   using Clock = std::chrono::steady_clock;
   using Pass = TxPass;
 
-  TxPath(ring::TxBackRing ring, hv::GrantTable& table, PacketSink& sink, TxConfig config,
+  TxPath(ring::TxBackRing ring, hv::GrantTable& table, PacketSink& sink, const TxConfig& config,
          QueueCounters& counters);
 
   Pass process(Clock::time_point now);
