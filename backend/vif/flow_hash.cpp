@@ -24,7 +24,7 @@ std::uint32_t flow_hash(std::span<const std::byte> head) {
   std::size_t l4 = 0;
   std::uint8_t proto = 0;
   if (ethertype == 0x0800 && head.size() >= kEthHdr + 20) {
-    const std::size_t ihl = (static_cast<unsigned>(head[kEthHdr]) & 0x0f) * 4u;
+    const std::size_t ihl = std::size_t{static_cast<unsigned>(head[kEthHdr]) & 0x0fU} * 4;
     proto = static_cast<std::uint8_t>(head[kEthHdr + 9]);
     h = fnv(h, head.subspan(kEthHdr + 12, 8));
     l4 = kEthHdr + ihl;
