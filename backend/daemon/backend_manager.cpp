@@ -47,7 +47,7 @@ std::string format_vif_id(const VifId& id) {
   return std::to_string(id.domid.value()) + "/" + std::to_string(id.devid.value());
 }
 
-BackendManager::BackendManager(hv::XenStore& xs, DomId self, VifFactory& factory,
+BackendManager::BackendManager(hv::XenStore& xs, DomId self, vif::VifFactory& factory,
                                TunableStore& tunables, DomainExists domain_exists)
     : xs_(xs),
       self_(self),
@@ -84,11 +84,8 @@ bool BackendManager::process_events(std::size_t max_events) {
       dispatch(*ev);
       check_vifs();
     } catch (const std::exception& e) {
-      std::uint64_t suppressed = 0;
-      if (guest_log_limit_.allow(suppressed))
-        log::write(log::Level::error, kLog,
-                   "watch event on " + printable(ev->path) + " failed: " + e.what() +
-                       (suppressed ? " (" + std::to_string(suppressed) + " suppressed)" : ""));
+      log::write_limited(guest_log_limit_, log::Level::error, kLog,
+                         "watch event on " + printable(ev->path) + " failed: " + e.what());
     }
   }
   return true;
@@ -181,7 +178,7 @@ void BackendManager::consider(const std::string& dom_name, DomId domid,
 }
 
 void BackendManager::add_vif(const VifId& id, bool adopt) {
-  const Tunables& t = tunables_.current();
+  const vif::Tunables& t = tunables_.current();
   Vif vif;
   vif.handle = factory_.make_vif(id.domid, id.devid, t);
   if (!vif.handle) {
@@ -201,9 +198,10 @@ void BackendManager::add_vif(const VifId& id, bool adopt) {
   log::write(log::Level::info, kLog, (adopt ? "adopting vif " : "new vif ") + format_vif_id(id));
   auto& xenbus = *vifs_.emplace(id, std::move(vif)).first->second.xenbus;
   if (adopt) {
-    if (auto ec = xenbus.adopt())
+    if (auto ec = xenbus.adopt()) {
       log::write(log::Level::warn, kLog,
                  "vif " + format_vif_id(id) + ": not adopted: " + ec.message());
+    }
   }
 }
 
@@ -266,11 +264,9 @@ void BackendManager::check_vifs() {
     if (!vif.xenbus->finished() && vif.xenbus->view().rings == xenbus::RingsState::up &&
         vif.handle->disabled()) {
       // Guest-triggered (a frontend that violates the protocol after every reconnect): limited.
-      std::uint64_t suppressed = 0;
-      if (guest_log_limit_.allow(suppressed))
-        log::write(log::Level::warn, kLog,
-                   "vif " + format_vif_id(it->first) + ": disabled by its data path, closing" +
-                       (suppressed ? " (" + std::to_string(suppressed) + " suppressed)" : ""));
+      log::write_limited(
+          guest_log_limit_, log::Level::warn, kLog,
+          "vif " + format_vif_id(it->first) + ": disabled by its data path, closing");
       vif.xenbus->fatal_from_datapath(EPROTO, "frontend violated the netif protocol");
     }
     if (vif.xenbus->finished()) {
@@ -305,10 +301,7 @@ std::optional<VifStatus> BackendManager::status(const VifId& id) const {
 }
 
 void BackendManager::warn_junk(const std::string& msg) {
-  std::uint64_t suppressed = 0;
-  if (!junk_log_limit_.allow(suppressed)) return;
-  log::write(log::Level::warn, kLog,
-             suppressed == 0 ? msg : msg + " (" + std::to_string(suppressed) + " suppressed)");
+  log::write_limited(junk_log_limit_, log::Level::warn, kLog, msg);
 }
 
 }  // namespace unetback::daemon

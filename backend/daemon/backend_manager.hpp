@@ -22,7 +22,7 @@
 
 #include "backend/daemon/hotplug_launcher.hpp"
 #include "backend/daemon/tunables.hpp"
-#include "backend/daemon/vif_factory.hpp"
+#include "backend/vif/vif_handle.hpp"
 #include "backend/xenbus/xenbus_adapter.hpp"
 #include "common/hv/xenstore.hpp"
 #include "common/util/log.hpp"
@@ -44,7 +44,7 @@ struct VifId {
 struct VifStatus {
   VifId id;
   xenbus::BackendView view;
-  VifReport report;
+  vif::VifReport report;
 };
 
 class BackendManager {
@@ -53,7 +53,7 @@ class BackendManager {
   using DomainExists = std::function<bool(DomId)>;
 
   /// Nothing happens until start(). Every reference must outlive the manager.
-  BackendManager(hv::XenStore& xs, DomId self, VifFactory& factory, TunableStore& tunables,
+  BackendManager(hv::XenStore& xs, DomId self, vif::VifFactory& factory, TunableStore& tunables,
                  DomainExists domain_exists);
   /// Destroys the vifs without writing anything (call shutdown() first for an orderly stop).
   ~BackendManager();
@@ -99,7 +99,7 @@ class BackendManager {
 
  private:
   struct Vif {
-    std::unique_ptr<VifHandle> handle;
+    std::unique_ptr<vif::VifHandle> handle;
     std::unique_ptr<xenbus::BackendXenbus> xenbus;
   };
 
@@ -120,7 +120,7 @@ class BackendManager {
 
   hv::XenStore& xs_;
   DomId self_;
-  VifFactory& factory_;
+  vif::VifFactory& factory_;
   TunableStore& tunables_;
   DomainExists domain_exists_;
   std::string root_;  // /local/domain/<self>/backend/vif

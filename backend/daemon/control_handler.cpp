@@ -105,7 +105,7 @@ std::string handle_request(const Request& request, BackendManager& manager) {
           }
           w.end_array().end_object();
         } else if constexpr (std::is_same_v<T, TunablesRequest>) {
-          const Tunables& t = manager.tunables().current();
+          const vif::Tunables& t = manager.tunables().current();
           w.begin_object().key("tunables").begin_array();
           for (const auto& spec : tunable_specs()) {
             w.begin_object().key("name").value(spec.name);

@@ -165,12 +165,9 @@ void turn_away_one(ControlServer::Shared& shared) {
 /// the cause (EMFILE, ENFILE, ENOMEM) makes an immediate retry fail the same way.
 void accept_failed(const std::shared_ptr<ControlServer::Shared>& shared,
                    const boost::system::error_code& ec) {
-  std::uint64_t suppressed = 0;
-  if (shared->accept_log_limit.allow(suppressed))
-    log::write(log::Level::warn, kLog,
-               "accept: " + ec.message() + "; retrying in " +
-                   std::to_string(shared->limits.accept_backoff.count()) + " ms" +
-                   (suppressed ? " (" + std::to_string(suppressed) + " suppressed)" : ""));
+  log::write_limited(shared->accept_log_limit, log::Level::warn, kLog,
+                     "accept: " + ec.message() + "; retrying in " +
+                         std::to_string(shared->limits.accept_backoff.count()) + " ms");
   if (ec == asio::error::no_descriptors || ec.value() == ENFILE) turn_away_one(*shared);
   shared->backoff.expires_after(shared->limits.accept_backoff);
   shared->backoff.async_wait([shared](const boost::system::error_code& wec) {
@@ -261,12 +258,15 @@ ControlServer::ControlServer(asio::io_context& io, std::string path, Handler han
 
 ControlServer::~ControlServer() {
   shared_->stopped = true;
-  boost::system::error_code ignored;
-  shared_->backoff.cancel();
-  shared_->acceptor.close(ignored);
-  for (auto& w : shared_->sessions)
-    if (auto s = w.lock()) s->close();
-  shared_->sessions.clear();
+  try {
+    boost::system::error_code ignored;
+    shared_->backoff.cancel();  // throws only when the reactor refuses: nothing to do then
+    shared_->acceptor.close(ignored);
+    for (auto& w : shared_->sessions)
+      if (auto s = w.lock()) s->close();
+    shared_->sessions.clear();
+  } catch (...) {
+  }
   ::unlink(path_.c_str());
 }
 

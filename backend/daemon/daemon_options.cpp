@@ -14,9 +14,10 @@ std::string default_control_path(std::string_view hypervisor) {
 }
 
 std::string default_lock_path(std::string_view hypervisor, DomId backend) {
-  if (hypervisor.starts_with("sim:") && hypervisor.size() > 4)
+  if (hypervisor.starts_with("sim:") && hypervisor.size() > 4) {
     return std::string(hypervisor.substr(4)) + "/unetbackd-dom" + std::to_string(backend.value()) +
            ".lock";
+  }
   return "/run/unetbackd.lock";
 }
 
@@ -62,10 +63,11 @@ std::variant<DaemonOptions, std::string> parse_daemon_args(std::span<const std::
       const std::string_view sw = value->substr(0, eq);
       const std::string_view tap =
           eq == std::string_view::npos ? std::string_view() : value->substr(eq + 1);
-      if (!xenbus::valid_switch_name(sw) || !net::valid_ifname(tap))
+      if (!xenbus::valid_switch_name(sw) || !net::valid_ifname(tap)) {
         return "--switch-uplink takes NAME=TAP (a switch name of 1..32 [A-Za-z0-9_.-] and an "
                "interface name), not '" +
                std::string(*value) + "'";
+      }
       if (!o.switch_uplinks.emplace(std::string(sw), std::string(tap)).second)
         return "--switch-uplink: switch '" + std::string(sw) + "' given twice";
     } else if (name == "control") {
@@ -129,7 +131,7 @@ std::string daemon_usage() {
       "\n"
       "Tunables (xenstore /local/domain/<self>/unetback/<name>; a value given here replaces\n"
       "the one in xenstore, other keys keep a valid stored value or get the default):\n";
-  const Tunables defaults;
+  const vif::Tunables defaults;
   for (const auto& spec : tunable_specs()) {
     std::string line = "  --" + std::string(spec.name) + " ";
     if (spec.choices.empty()) {

@@ -9,7 +9,7 @@
 #include <variant>
 #include <vector>
 
-#include "backend/daemon/vif_factory.hpp"
+#include "backend/vif/vif_handle.hpp"
 #include "common/util/log.hpp"
 #include "common/util/strong_id.hpp"
 
@@ -27,7 +27,7 @@ struct DaemonOptions {
   std::string control_path;            // default_control_path(hypervisor) unless given
   std::string lock_path;               // default_lock_path(hypervisor, domid) unless given
   log::Level log_level = log::Level::info;
-  Tunables tunables;                           // the defaults with --<tunable> applied
+  vif::Tunables tunables;                      // the defaults with --<tunable> applied
   std::vector<std::string> explicit_tunables;  // names given on the command line
   /// --switch-uplink NAME=TAP (repeatable): internal switch NAME exists from the start with
   /// uplink TAP TAP (the switch's port to the host).

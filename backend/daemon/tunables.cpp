@@ -19,6 +19,7 @@ constexpr std::array<std::string_view, 3> kMapChoices{"auto", "always", "never"}
 // asks for on big guests), a copy batch within one hypercall's reasonable size, fatal-skb-slots
 // above XEN_NETBK_LEGACY_SLOTS_MAX (18, the drop threshold) and at most 64 (MAX_SKB_FRAGS + a
 // margin: anything above makes XSA-39's disconnect rule meaningless).
+// NOLINTNEXTLINE(readability-identifier-naming): a constant table, named as the constexpr ones.
 const std::array<TunableSpec, 12> kSpecs{{
     {"max-queues", 1, 16, kNoChoices, "queues offered to a frontend (multi-queue-max-queues)"},
     {"copy-batch", 1, 1024, kNoChoices, "grant-copy segments per hypercall"},
@@ -36,7 +37,7 @@ const std::array<TunableSpec, 12> kSpecs{{
 }};
 
 // The field each spec reads and writes, in kSpecs' order.
-std::uint32_t get_field(const Tunables& t, std::size_t i) {
+std::uint32_t get_field(const vif::Tunables& t, std::size_t i) {
   switch (i) {
     case 0: return t.max_queues;
     case 1: return t.copy_batch;
@@ -53,7 +54,7 @@ std::uint32_t get_field(const Tunables& t, std::size_t i) {
   }
 }
 
-void set_field(Tunables& t, std::size_t i, std::uint32_t v) {
+void set_field(vif::Tunables& t, std::size_t i, std::uint32_t v) {
   switch (i) {
     case 0: t.max_queues = v; break;
     case 1: t.copy_batch = v; break;
@@ -95,13 +96,13 @@ const TunableSpec* find_tunable(std::string_view name) {
   return nullptr;
 }
 
-std::string format_tunable(const Tunables& t, const TunableSpec& spec) {
+std::string format_tunable(const vif::Tunables& t, const TunableSpec& spec) {
   const std::uint32_t v = get_field(t, index_of(spec));
   if (!spec.choices.empty()) return std::string(spec.choices[v]);
   return std::to_string(v);
 }
 
-std::optional<std::string> set_tunable(Tunables& t, const TunableSpec& spec,
+std::optional<std::string> set_tunable(vif::Tunables& t, const TunableSpec& spec,
                                        std::string_view value) {
   std::uint32_t v = 0;
   if (!spec.choices.empty()) {
@@ -135,7 +136,7 @@ std::string tunables_dir(DomId self) {
   return "/local/domain/" + std::to_string(self.value()) + "/unetback";
 }
 
-TunableStore::TunableStore(hv::XenStore& xs, DomId self, Tunables initial,
+TunableStore::TunableStore(hv::XenStore& xs, DomId self, vif::Tunables initial,
                            std::vector<std::string> explicit_names)
     : xs_(xs),
       dir_(tunables_dir(self)),
@@ -186,7 +187,7 @@ std::size_t TunableStore::reload() {
 std::optional<std::string> TunableStore::set(std::string_view name, std::string_view value) {
   const auto* spec = find_tunable(name);
   if (spec == nullptr) return "unknown tunable '" + printable(name) + "'";
-  Tunables next = current_;
+  vif::Tunables next = current_;
   if (auto why = set_tunable(next, *spec, value)) return *why;
   const std::string formatted = format_tunable(next, *spec);
   if (auto ec = xs_.write(dir_ + "/" + std::string(spec->name), formatted))
@@ -211,7 +212,7 @@ void TunableStore::reconcile(const TunableSpec& spec) {
     write_back(spec);
     return;
   }
-  Tunables next = current_;
+  vif::Tunables next = current_;
   if (auto why = set_tunable(next, spec, *raw)) {
     log::write(log::Level::warn, kLog,
                std::string(spec.name) + ": rejected: " + *why + "; keeping " +

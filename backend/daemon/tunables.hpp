@@ -13,7 +13,7 @@
 #include <string_view>
 #include <vector>
 
-#include "backend/daemon/vif_factory.hpp"
+#include "backend/vif/vif_handle.hpp"
 #include "common/hv/xenstore.hpp"
 #include "common/util/strong_id.hpp"
 
@@ -35,11 +35,11 @@ struct TunableSpec {
 [[nodiscard]] const TunableSpec* find_tunable(std::string_view name);
 
 /// The value of `spec` in `t`, as stored in xenstore ("4", "1", "full").
-[[nodiscard]] std::string format_tunable(const Tunables& t, const TunableSpec& spec);
+[[nodiscard]] std::string format_tunable(const vif::Tunables& t, const TunableSpec& spec);
 
 /// Parses `value` for `spec` and stores it in `t`. Returns the reason on refusal (then `t` is
 /// unchanged): "not a decimal number", "8 is out of range 19..64", "expected full or legacy".
-[[nodiscard]] std::optional<std::string> set_tunable(Tunables& t, const TunableSpec& spec,
+[[nodiscard]] std::optional<std::string> set_tunable(vif::Tunables& t, const TunableSpec& spec,
                                                      std::string_view value);
 
 /// `/local/domain/<self>/unetback`.
@@ -49,7 +49,7 @@ class TunableStore {
  public:
   /// `initial`: the defaults with the command line applied; `explicit_names`: the tunables
   /// given on the command line, which replace what a previous run left in xenstore.
-  TunableStore(hv::XenStore& xs, DomId self, Tunables initial,
+  TunableStore(hv::XenStore& xs, DomId self, vif::Tunables initial,
                std::vector<std::string> explicit_names = {});
   TunableStore(const TunableStore&) = delete;
   TunableStore& operator=(const TunableStore&) = delete;
@@ -70,7 +70,7 @@ class TunableStore {
   /// adopted, rejected or missing ones rewritten. Returns how many values changed.
   std::size_t reload();
 
-  [[nodiscard]] const Tunables& current() const { return current_; }
+  [[nodiscard]] const vif::Tunables& current() const { return current_; }
 
   /// The control socket's `set`: validates, writes the key and adopts the value at once (the
   /// watch event that follows sees the value in force and does nothing). Returns the
@@ -83,7 +83,7 @@ class TunableStore {
 
   hv::XenStore& xs_;
   std::string dir_;
-  Tunables current_;
+  vif::Tunables current_;
   std::vector<std::string> explicit_names_;
   hv::XsWatch watch_;
   bool started_ = false;

@@ -4,27 +4,12 @@
 #include <fcntl.h>
 #include <thread>
 
+#include "backend/vif/loop_handler.hpp"
 #include "common/util/log.hpp"
 #include "common/util/unique_fd.hpp"
 
 namespace unetback::vif {
 namespace {
-
-/// Counts a handler from its creation to its destruction (VifQueue's OpToken).
-class Token {
- public:
-  explicit Token(std::atomic<int>& n) : n_(&n) { n_->fetch_add(1); }
-  Token(const Token& o) : n_(o.n_) { n_->fetch_add(1); }
-  Token(Token&& o) noexcept : n_(std::exchange(o.n_, nullptr)) {}
-  Token& operator=(const Token&) = delete;
-  Token& operator=(Token&&) = delete;
-  ~Token() {
-    if (n_ != nullptr) n_->fetch_sub(1);
-  }
-
- private:
-  std::atomic<int>* n_;
-};
 
 void bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) {
   c.store(c.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);  // one writer
@@ -33,8 +18,26 @@ void bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) {
 }  // namespace
 
 template <typename F>
+void CtrlRing::guarded(F&& f) noexcept {
+  run_guarded(std::forward<F>(f), [this](const char* what) noexcept { handler_threw(what); });
+}
+
+template <typename F>
 void CtrlRing::post(F&& f) {
-  boost::asio::post(io_, [t = Token(outstanding_), f = std::forward<F>(f)]() mutable { f(); });
+  boost::asio::post(io_, [this, t = HandlerToken(outstanding_), f = std::forward<F>(f)]() mutable {
+    guarded(f);
+  });
+}
+
+void CtrlRing::handler_threw(const char* what) noexcept {
+  // As a protocol violation: this vif stops, the loop and the other vifs on it go on.
+  stopped_ = true;
+  boost::system::error_code ignored;
+  sd_.cancel(ignored);
+  try {
+    if (on_fatal_) on_fatal_(std::string("ctrl ring: internal error: ") + what);
+  } catch (...) {
+  }
 }
 
 CtrlRing::CtrlRing(boost::asio::io_context& io, std::string log_prefix,
@@ -97,9 +100,10 @@ void CtrlRing::stop() {
 }
 
 void CtrlRing::do_wait() {
-  sd_.async_wait(
-      boost::asio::posix::stream_descriptor::wait_read,
-      [this, t = Token(outstanding_)](const boost::system::error_code& ec) { on_event(ec); });
+  sd_.async_wait(boost::asio::posix::stream_descriptor::wait_read,
+                 [this, t = HandlerToken(outstanding_)](const boost::system::error_code& ec) {
+                   guarded([&] { on_event(ec); });
+                 });
 }
 
 void CtrlRing::on_event(const boost::system::error_code& ec) {

@@ -64,8 +64,12 @@ class CtrlRing {
   void on_event(const boost::system::error_code& ec);
   /// Answers up to kRequestsPerPass requests; posts itself again while work is left.
   void run();
+  /// Runs a handler of the ring: what it throws fails the vif (loop_handler.hpp).
+  template <typename F>
+  void guarded(F&& f) noexcept;
   template <typename F>
   void post(F&& f);
+  void handler_threw(const char* what) noexcept;
 
   boost::asio::io_context& io_;
   std::string prefix_;

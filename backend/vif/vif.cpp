@@ -53,9 +53,8 @@ std::string tap_alias(const std::string& backend_path) {
   return "unetbackd " + backend_path;
 }
 
-Vif::Vif(hv::Hypervisor& hv, EventLoopPool& loops, DomId frontend, DevId devid,
-         daemon::Tunables tunables, std::function<void()> on_disabled, SwitchRegistry* switches,
-         const FdReserve* fd_reserve)
+Vif::Vif(hv::Hypervisor& hv, EventLoopPool& loops, DomId frontend, DevId devid, Tunables tunables,
+         std::function<void()> on_disabled, SwitchRegistry* switches, const FdReserve* fd_reserve)
     : hv_(hv),
       loops_(loops),
       frontend_(frontend),
@@ -303,10 +302,11 @@ std::error_code Vif::connect_queues(const xenbus::FrontendConfig& fe,
     allow_mac_spoofing_->store(be.allow_mac_spoofing, std::memory_order_relaxed);
     if (!be.mac && !be.allow_mac_spoofing)
       log::write(log::Level::warn, prefix_, "no B:mac: the switch cannot check its source MACs");
-    for (const auto& link : port->queues)
+    for (const auto& link : port->queues) {
       attach.push_back(SwitchAttachment{switch_, switch_port_, link,
                                         std::make_shared<std::atomic<bool>>(true), be.mac,
                                         allow_mac_spoofing_});
+    }
   }
   // A new connection starts with an empty multicast list (netback frees it at disconnect).
   mcast_->clear();
@@ -423,8 +423,8 @@ void Vif::multicast_control_changed(bool enabled) {
              std::string("multicast control ") + (enabled ? "on" : "off"));
 }
 
-daemon::VifReport Vif::report() const {
-  daemon::VifReport r;
+VifReport Vif::report() const {
+  VifReport r;
   r.frontend = frontend_;
   r.devid = devid_;
   r.tap_name = tap_ ? tap_->name() : std::string();
@@ -445,11 +445,7 @@ daemon::VifReport Vif::report() const {
 }
 
 void Vif::log_guest(log::Level level, const std::string& msg) {
-  std::uint64_t suppressed = 0;
-  if (!log_limit_.allow(suppressed)) return;
-  log::write(
-      level, prefix_,
-      suppressed == 0 ? msg : msg + " (" + std::to_string(suppressed) + " messages suppressed)");
+  log::write_limited(log_limit_, level, prefix_, msg);
 }
 
 }  // namespace unetback::vif

@@ -1,4 +1,4 @@
-// Vif: one virtual interface of one guest, as the daemon drives it (daemon::VifHandle).
+// Vif: one virtual interface of one guest, as the daemon drives it (VifHandle).
 //
 // create_tap() makes the host side `vif<domid>.<devid>` (multi-queue, vnet_hdr, offloads,
 // every queue fd opened at once, marked by its ifalias) before the backend announces InitWait,
@@ -17,12 +17,12 @@
 #include <string>
 #include <vector>
 
-#include "backend/daemon/vif_factory.hpp"
 #include "backend/vif/ctrl_ring.hpp"
 #include "backend/vif/event_loop_pool.hpp"
 #include "backend/vif/hash.hpp"
+#include "backend/vif/switch_registry.hpp"
+#include "backend/vif/vif_handle.hpp"
 #include "backend/vif/vif_queue.hpp"
-#include "backend/vif/vswitch.hpp"
 #include "common/hv/hypervisor.hpp"
 #include "common/net/tap_device.hpp"
 #include "common/util/fd_reserve.hpp"
@@ -34,16 +34,16 @@ namespace unetback::vif {
 /// compares it with its own B before it renames, unbridges or downs a device.
 [[nodiscard]] std::string tap_alias(const std::string& backend_path);
 
-class Vif final : public daemon::VifHandle {
+class Vif final : public VifHandle {
  public:
   /// `on_disabled` runs (on a queue's thread) when the data path finds a protocol violation;
   /// the daemon then calls disabled() from its own thread and reports it through xenbus.
   /// `switches`: where a vif whose B:bridge is "unetback:<name>" finds its internal switch
   /// (nullptr: such a vif fails to connect). `fd_reserve`: the descriptors a connect must
   /// leave free (nullptr: no such check).
-  Vif(hv::Hypervisor& hv, EventLoopPool& loops, DomId frontend, DevId devid,
-      daemon::Tunables tunables, std::function<void()> on_disabled,
-      SwitchRegistry* switches = nullptr, const FdReserve* fd_reserve = nullptr);
+  Vif(hv::Hypervisor& hv, EventLoopPool& loops, DomId frontend, DevId devid, Tunables tunables,
+      std::function<void()> on_disabled, SwitchRegistry* switches = nullptr,
+      const FdReserve* fd_reserve = nullptr);
   ~Vif() override;
 
   std::error_code create_tap(const xenbus::BackendConfig& be) override;
@@ -58,7 +58,7 @@ class Vif final : public daemon::VifHandle {
   void mac_spoofing_changed(bool allowed) override;
   void xdp_headroom_changed(std::uint32_t headroom) override;
 
-  [[nodiscard]] daemon::VifReport report() const override;
+  [[nodiscard]] VifReport report() const override;
   [[nodiscard]] bool disabled() const override { return disabled_.load(); }
   /// Why the data path disabled the vif (empty while it is not disabled). Any thread.
   [[nodiscard]] std::string disabled_reason() const {
@@ -88,7 +88,7 @@ class Vif final : public daemon::VifHandle {
   EventLoopPool& loops_;
   DomId frontend_;
   DevId devid_;
-  daemon::Tunables tunables_;
+  Tunables tunables_;
   std::function<void()> on_disabled_;
   SwitchRegistry* switches_;
   const FdReserve* fd_reserve_;
@@ -114,7 +114,7 @@ class Vif final : public daemon::VifHandle {
   log::RateLimit log_limit_;
 };
 
-class VifFactoryImpl final : public daemon::VifFactory {
+class VifFactoryImpl final : public VifFactory {
  public:
   /// `switch_uplinks`: internal switches made at once with an uplink TAP (name -> TAP name);
   /// the others are made when a vif first names them.
@@ -127,8 +127,8 @@ class VifFactoryImpl final : public daemon::VifFactory {
         on_disabled_(std::move(on_disabled)),
         switches_(switch_uplinks),
         fd_reserve_(fd_reserve) {}
-  std::unique_ptr<daemon::VifHandle> make_vif(DomId frontend, DevId devid,
-                                              const daemon::Tunables& tunables) override {
+  std::unique_ptr<VifHandle> make_vif(DomId frontend, DevId devid,
+                                      const Tunables& tunables) override {
     return std::make_unique<Vif>(hv_, loops_, frontend, devid, tunables, on_disabled_, &switches_,
                                  fd_reserve_);
   }

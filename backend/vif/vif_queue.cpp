@@ -26,6 +26,7 @@ constexpr auto kHousekeepingPeriod = std::chrono::milliseconds(100);
 /// io_uring for the TAP unless UNETBACK_NO_IO_URING is set (an operator's way out, and the
 /// A/B of the batching; the kernel's own refusal is probed by the writer and reader).
 bool io_uring_wanted() {
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): the daemon never changes its environment.
   static const bool wanted = std::getenv("UNETBACK_NO_IO_URING") == nullptr;
   return wanted;
 }
@@ -130,10 +131,10 @@ void VifQueue::set_xdp_headroom(std::uint32_t headroom) {
   done.get_future().wait();
 }
 
-daemon::QueueReport VifQueue::report() {
-  std::promise<daemon::QueueReport> done;
+QueueReport VifQueue::report() {
+  std::promise<QueueReport> done;
   post([this, &done] {
-    daemon::QueueReport r;
+    QueueReport r;
     r.queue = res_.id;
     r.counters = counters_->snapshot();
     r.tx_ring = tx_->ring().indices();
@@ -154,8 +155,9 @@ daemon::QueueReport VifQueue::report() {
 }
 
 void VifQueue::do_wait_event() {
-  evtchn_sd_.async_wait(boost::asio::posix::stream_descriptor::wait_read,
-                        [this, t = op()](const boost::system::error_code& ec) { on_event(ec); });
+  evtchn_sd_.async_wait(
+      boost::asio::posix::stream_descriptor::wait_read,
+      [this, t = op()](const boost::system::error_code& ec) { guarded([&] { on_event(ec); }); });
 }
 
 void VifQueue::on_event(const boost::system::error_code& ec) {
@@ -267,9 +269,10 @@ bool VifQueue::tap_has_room() const {
 void VifQueue::do_wait_tap() {
   if (stopped_ || tap_waiting_) return;
   tap_waiting_ = true;
-  tap_sd_.async_wait(
-      boost::asio::posix::stream_descriptor::wait_read,
-      [this, t = op()](const boost::system::error_code& ec) { on_tap_readable(ec); });
+  tap_sd_.async_wait(boost::asio::posix::stream_descriptor::wait_read,
+                     [this, t = op()](const boost::system::error_code& ec) {
+                       guarded([&] { on_tap_readable(ec); });
+                     });
 }
 
 void VifQueue::on_tap_readable(const boost::system::error_code& ec) {
@@ -401,16 +404,7 @@ void VifQueue::take_tap_frame(int buf, std::size_t len, Clock::time_point now) {
 void VifQueue::arm_housekeeping() {
   housekeeping_.expires_after(kHousekeepingPeriod);
   housekeeping_.async_wait([this, t = op()](const boost::system::error_code& ec) {
-    if (stopped_ || ec) return;
-    // Expiry and stall detection run even when no event arrives (a guest that stopped
-    // posting buffers sends none). Packets of a sender that went away leave the queue now.
-    if (res_.tx.sw) (void)rx_->purge_dead_sources();
-    run_rx();
-    // A lost or never-sent TX kick must not park published requests for ever (the frontend
-    // sends no second one: req_event was not passed again). Looking costs one index read;
-    // no tx retry pending means the rate limiter is not holding the ring back.
-    if (!stopped_ && !tx_retry_armed_ && tx_->ring().unconsumed_requests() != 0) run_tx();
-    arm_housekeeping();
+    guarded([&] { on_housekeeping(ec); });
   });
 }
 
@@ -423,10 +417,23 @@ void VifQueue::arm_rx_poll() {
     if (stopped_ || ec) return;
     QueueCounters::add(counters_->rx_polls);
     const auto before = counters_->rx_packets.load(std::memory_order_relaxed);
-    run_rx();
+    guarded([this] { run_rx(); });
     QueueCounters::add(counters_->rx_poll_packets,
                        counters_->rx_packets.load(std::memory_order_relaxed) - before);
   });
+}
+
+void VifQueue::on_housekeeping(const boost::system::error_code& ec) {
+  if (stopped_ || ec) return;
+  // Expiry and stall detection run even when no event arrives (a guest that stopped
+  // posting buffers sends none). Packets of a sender that went away leave the queue now.
+  if (res_.tx.sw) (void)rx_->purge_dead_sources();
+  run_rx();
+  // A lost or never-sent TX kick must not park published requests for ever (the frontend
+  // sends no second one: req_event was not passed again). Looking costs one index read;
+  // no tx retry pending means the rate limiter is not holding the ring back.
+  if (!stopped_ && !tx_retry_armed_ && tx_->ring().unconsumed_requests() != 0) run_tx();
+  arm_housekeeping();
 }
 
 void VifQueue::arm_tx_retry(Clock::time_point at) {
@@ -439,7 +446,7 @@ void VifQueue::arm_tx_retry(Clock::time_point at) {
     if (ec) return;  // replaced by a sooner retry, or the queue stops
     tx_retry_armed_ = false;
     if (stopped_) return;
-    run_tx();
+    guarded([this] { run_tx(); });
   });
 }
 
@@ -462,6 +469,20 @@ void VifQueue::fail(const std::string& why) {
     on_fatal_(why);
   } else {
     log::write(log::Level::warn, prefix_, "disabling the vif: " + why);
+  }
+}
+
+void VifQueue::handler_threw(const char* what) noexcept {
+  // Not a guest's protocol violation but the same outcome: this vif stops and is closed from
+  // the daemon's thread; the loop and every other vif on it go on.
+  try {
+    fail(std::string("internal error while serving the queue: ") + what);
+    return;
+  } catch (...) {
+  }
+  try {
+    cancel_all();  // no memory even for the message: at least nothing of ours runs again
+  } catch (...) {
   }
 }
 

@@ -18,12 +18,15 @@
 #include <string>
 #include <utility>  // before Boost.Asio (Boost 1.74 + C++20)
 
-#include "backend/daemon/vif_factory.hpp"
+#include "backend/vif/loop_handler.hpp"
 #include "backend/vif/packet_pool.hpp"
 #include "backend/vif/packet_sink.hpp"
 #include "backend/vif/queue_counters.hpp"
+#include "backend/vif/queue_link.hpp"
 #include "backend/vif/rx_path.hpp"
+#include "backend/vif/switch_buffers.hpp"
 #include "backend/vif/tx_path.hpp"
+#include "backend/vif/vif_handle.hpp"
 #include "common/hv/event_channel.hpp"
 #include "common/net/frame_batch_writer.hpp"
 #include "common/util/unique_fd.hpp"
@@ -78,7 +81,7 @@ class VifQueue {
   /// but the queue's.
   void set_xdp_headroom(std::uint32_t headroom);
   /// Counters and ring indices, read on the queue's thread. Any thread.
-  [[nodiscard]] daemon::QueueReport report();
+  [[nodiscard]] QueueReport report();
 
  private:
   /// A pass's frames to the TAP in one io_uring_enter (writev each where io_uring is not
@@ -119,34 +122,24 @@ class VifQueue {
   void drain_switch();
   void arm_housekeeping();
   void arm_rx_poll();
+  void on_housekeeping(const boost::system::error_code& ec);
   void arm_tx_retry(std::chrono::steady_clock::time_point at);
   /// Stops every wait of this queue (their handlers then see stopped_ and return).
   void cancel_all();
 
-  /// Counts a handler of this queue from its creation to its destruction, so stop() can
-  /// wait until none exists: a handler that was running while stop() was called may post
-  /// another one after stop()'s own, and that one must not outlive the queue.
-  class OpToken {
-   public:
-    explicit OpToken(std::atomic<int>& n) : n_(&n) { n_->fetch_add(1); }
-    OpToken(const OpToken& o) : n_(o.n_) { n_->fetch_add(1); }
-    OpToken(OpToken&& o) noexcept : n_(std::exchange(o.n_, nullptr)) {}
-    OpToken& operator=(const OpToken&) = delete;
-    OpToken& operator=(OpToken&&) = delete;
-    ~OpToken() {
-      if (n_ != nullptr) n_->fetch_sub(1);
-    }
-
-   private:
-    std::atomic<int>* n_;
-  };
-  OpToken op() { return OpToken(outstanding_); }
-  /// post() of a queue handler, counted.
+  HandlerToken op() { return HandlerToken(outstanding_); }
+  /// Runs a handler of this queue: what it throws fails the vif (loop_handler.hpp).
+  template <typename F>
+  void guarded(F&& f) noexcept {
+    run_guarded(std::forward<F>(f), [this](const char* what) noexcept { handler_threw(what); });
+  }
+  /// post() of a queue handler, counted and guarded.
   template <typename F>
   void post(F&& f) {
-    boost::asio::post(io_, [t = op(), f = std::forward<F>(f)]() mutable { f(); });
+    boost::asio::post(io_, [this, t = op(), f = std::forward<F>(f)]() mutable { guarded(f); });
   }
   void fail(const std::string& why);
+  void handler_threw(const char* what) noexcept;
 
   boost::asio::io_context& io_;
   QueueResources res_;

@@ -14,14 +14,6 @@ namespace {
 
 constexpr std::size_t kEthHdr = 14;
 
-std::uint32_t fnv(std::uint32_t h, std::span<const std::byte> bytes) {
-  for (const std::byte b : bytes) {
-    h ^= static_cast<std::uint8_t>(b);
-    h *= 16777619u;
-  }
-  return h;
-}
-
 net::MacAddress mac_at(std::span<const std::byte> head, std::size_t off) {
   net::MacAddress m;
   for (std::size_t i = 0; i < 6; ++i) m.octets[i] = static_cast<std::uint8_t>(head[off + i]);
@@ -29,137 +21,6 @@ net::MacAddress mac_at(std::span<const std::byte> head, std::size_t off) {
 }
 
 }  // namespace
-
-// ---------------------------------------------------------------------------------------
-// QueueLink
-
-bool QueueLink::deliver(RxPacket&& p) {
-  {
-    const std::lock_guard lock(mu_);
-    if (schedule_) {
-      inbox_bytes_.store(inbox_bytes_.load(std::memory_order_relaxed) + p.len,
-                         std::memory_order_relaxed);
-      rx_.push_back(std::move(p));
-      if (!std::exchange(scheduled_, true)) schedule_();
-      return true;
-    }
-  }
-  if (p.release) p.release();
-  return false;
-}
-
-void QueueLink::tx_done(TxDone d) {
-  const std::lock_guard lock(mu_);
-  if (!schedule_) return;
-  done_.push_back(d);
-  if (!std::exchange(scheduled_, true)) schedule_();
-}
-
-void QueueLink::attach(std::function<void()> schedule) {
-  const std::lock_guard lock(mu_);
-  schedule_ = std::move(schedule);
-  scheduled_ = false;
-  if (!rx_.empty() || !done_.empty()) {
-    scheduled_ = true;
-    schedule_();
-  }
-}
-
-void QueueLink::detach() {
-  std::vector<RxPacket> left;
-  {
-    const std::lock_guard lock(mu_);
-    schedule_ = nullptr;
-    left.swap(rx_);
-    done_.clear();
-    inbox_bytes_.store(0, std::memory_order_relaxed);
-  }
-  for (auto& p : left)
-    if (p.release) p.release();
-}
-
-void QueueLink::take(std::vector<RxPacket>& rx, std::vector<TxDone>& done) {
-  const std::lock_guard lock(mu_);
-  scheduled_ = false;
-  rx.swap(rx_);
-  done.swap(done_);
-  inbox_bytes_.store(0, std::memory_order_relaxed);
-}
-
-bool QueueLink::full(std::uint32_t len) const {
-  const std::uint64_t queued = std::uint64_t{backlog_.queued.load(std::memory_order_relaxed)} +
-                               inbox_bytes_.load(std::memory_order_relaxed);
-  // RxPath::enqueue's rule: an empty queue takes any packet.
-  return queued != 0 && queued + len > backlog_.cap.load(std::memory_order_relaxed);
-}
-
-// ---------------------------------------------------------------------------------------
-// SwitchBuffers
-
-SwitchBuffers::SwitchBuffers(std::size_t count)
-    : pool_(count),
-      refs_(std::make_unique<std::atomic<std::uint32_t>[]>(count)),
-      next_(std::make_unique<int[]>(count)) {}
-
-int SwitchBuffers::take() {
-  if (pool_.free_count() == 0) take_returned();
-  const int i = pool_.take();
-  if (i >= 0) refs_[i].store(1, std::memory_order_relaxed);
-  return i;
-}
-
-RxRelease SwitchBuffers::share(const std::shared_ptr<SwitchBuffers>& self, int i) {
-  refs_[i].fetch_add(1, std::memory_order_relaxed);
-  return RxRelease(
-      [](void* c, std::uintptr_t idx) noexcept {
-        static_cast<SwitchBuffers*>(c)->unref(static_cast<int>(idx));
-      },
-      this, static_cast<std::uintptr_t>(i), self);
-}
-
-void SwitchBuffers::unref(int i) noexcept {
-  if (refs_[i].fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-  // The last reader: onto the return stack. Only the owner pops, and it takes the whole
-  // stack at once, so a node is never popped and pushed back under a pusher's feet (no ABA).
-  int top = returned_.load(std::memory_order_relaxed);
-  do {
-    next_[i] = top;
-  } while (!returned_.compare_exchange_weak(top, i, std::memory_order_release,
-                                            std::memory_order_relaxed));
-}
-
-void SwitchBuffers::take_returned() {
-  for (int i = returned_.exchange(-1, std::memory_order_acquire); i >= 0; i = next_[i])
-    pool_.give_back(i);
-}
-
-// ---------------------------------------------------------------------------------------
-
-std::uint32_t flow_hash(std::span<const std::byte> head) {
-  std::uint32_t h = 2166136261u;
-  if (head.size() < kEthHdr) return fnv(h, head);
-  h = fnv(h, head.first(12));  // both MACs
-  const auto ethertype = static_cast<std::uint16_t>((static_cast<unsigned>(head[12]) << 8) |
-                                                    static_cast<unsigned>(head[13]));
-  std::size_t l4 = 0;
-  std::uint8_t proto = 0;
-  if (ethertype == 0x0800 && head.size() >= kEthHdr + 20) {
-    const std::size_t ihl = (static_cast<unsigned>(head[kEthHdr]) & 0x0f) * 4u;
-    proto = static_cast<std::uint8_t>(head[kEthHdr + 9]);
-    h = fnv(h, head.subspan(kEthHdr + 12, 8));
-    l4 = kEthHdr + ihl;
-  } else if (ethertype == 0x86dd && head.size() >= kEthHdr + 40) {
-    proto = static_cast<std::uint8_t>(head[kEthHdr + 6]);
-    h = fnv(h, head.subspan(kEthHdr + 8, 32));
-    l4 = kEthHdr + 40;
-  }
-  if ((proto == 6 || proto == 17) && l4 != 0 && head.size() >= l4 + 4)
-    h = fnv(h, head.subspan(l4, 4));
-  return h;
-}
-
-// ---------------------------------------------------------------------------------------
-// VSwitch
 
 VSwitch::VSwitch(std::string name) : name_(std::move(name)) {}
 
@@ -334,29 +195,6 @@ void VSwitch::uplink_frame(std::span<std::byte> frame, const net::VirtioNetHdr& 
     (void)link.deliver(std::move(p));
   }
   if (buf >= 0) uplink_buffers_->unref(buf);
-}
-
-// ---------------------------------------------------------------------------------------
-// SwitchRegistry
-
-SwitchRegistry::SwitchRegistry(const std::map<std::string, std::string>& uplinks) {
-  for (const auto& [name, tap] : uplinks) {
-    auto sw = std::make_shared<VSwitch>(name);
-    if (auto ec = sw->attach_uplink(tap))
-      throw SetupError("switch " + name + ": cannot create uplink TAP " + tap + ": " +
-                       ec.message());
-    switches_.emplace(name, sw);
-    declared_.push_back(std::move(sw));
-  }
-}
-
-std::shared_ptr<VSwitch> SwitchRegistry::get(const std::string& name) {
-  const std::lock_guard lock(mu_);
-  if (auto sw = switches_[name].lock()) return sw;
-  auto sw = std::make_shared<VSwitch>(name);
-  switches_[name] = sw;
-  log::write(log::Level::info, "switch " + name, "created");
-  return sw;
 }
 
 }  // namespace unetback::vif

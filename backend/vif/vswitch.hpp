@@ -13,10 +13,8 @@
 // queue's thread), so nothing but the link is ever touched from another queue's thread.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -27,89 +25,16 @@
 #include <thread>
 #include <vector>
 
+#include "backend/vif/flow_hash.hpp"
 #include "backend/vif/mac_table.hpp"
-#include "backend/vif/packet_pool.hpp"
-#include "backend/vif/rx_path.hpp"
+#include "backend/vif/queue_link.hpp"
+#include "backend/vif/switch_buffers.hpp"
 #include "common/net/tap_device.hpp"
 #include "common/net/vnet_hdr.hpp"
 #include "common/util/strong_id.hpp"
 #include "common/util/unique_fd.hpp"
 
 namespace unetback::vif {
-
-/// One queue of a vif on a switch, as other threads reach it.
-class QueueLink {
- public:
-  /// A zerocopy TX packet of this queue is no longer read by anyone (its receiver copied or
-  /// dropped it): answer its slots. `token` is its PendingLimiter token index.
-  struct TxDone {
-    std::uint16_t token = 0;
-    bool delivered = false;
-  };
-
-  /// Hands a packet to this queue's RX path. Any thread. False (and `p` released at once) if
-  /// the queue is not running.
-  bool deliver(RxPacket&& p);
-  /// Reports a completion back to the sending queue. Any thread; ignored once it stopped.
-  void tx_done(TxDone d);
-
-  /// The queue's side: `schedule` posts its drain handler onto its thread (called under the
-  /// link's lock, at most once until take() ran).
-  void attach(std::function<void()> schedule);
-  /// After it nothing is scheduled any more; packets still in the inbox are released.
-  void detach();
-  /// On the queue's thread: takes the inbox (and allows the next schedule).
-  void take(std::vector<RxPacket>& rx, std::vector<TxDone>& done);
-
-  /// Any thread, no lock: true if a packet of `len` bytes would find the queue's RX backlog
-  /// (its RxPath queue plus the inbox) past its byte cap, so the sender drops it before it
-  /// copies or holds it, as a full netdev queue drops (seed 000). A stale read only lets one
-  /// packet more or less through; the queue's own cap still holds.
-  [[nodiscard]] bool full(std::uint32_t len) const;
-  /// The queue's RxPath publishes its queued bytes and cap here (RxConfig::backlog).
-  [[nodiscard]] std::shared_ptr<RxBacklog> backlog(const std::shared_ptr<QueueLink>& self) {
-    return {self, &backlog_};
-  }
-
- private:
-  RxBacklog backlog_;
-  std::atomic<std::uint32_t> inbox_bytes_{0};  // written under mu_, read by full()
-  std::mutex mu_;
-  std::function<void()> schedule_;
-  bool scheduled_ = false;
-  std::vector<RxPacket> rx_;
-  std::vector<TxDone> done_;
-};
-
-/// Backend-memory copies of switched packets, recycled: one owner thread (a sender queue, the
-/// uplink thread) takes buffers; each receiver of a packet holds a reference and drops it from
-/// its own thread when its copy is done, without a lock (the last one pushes the buffer onto
-/// a lock-free return stack the owner takes whole). Replaces a new[] and a shared_ptr control
-/// block per copied packet. The buffers are one PacketPool mapping: untouched pages cost nothing.
-class SwitchBuffers {
- public:
-  static constexpr std::size_t kDefaultCount = 256;
-  explicit SwitchBuffers(std::size_t count = kDefaultCount);
-
-  /// Owner thread: a free buffer (holding the owner's reference), or -1 when every buffer is
-  /// still read by some receiver.
-  [[nodiscard]] int take();
-  [[nodiscard]] std::byte* data(int i) const { return pool_.frame(i); }
-  /// One more reference for a receiver: run it once that receiver no longer reads the bytes.
-  [[nodiscard]] RxRelease share(const std::shared_ptr<SwitchBuffers>& self, int i);
-  /// Drops a reference (the owner's, after handing the packet out). Any thread.
-  void unref(int i) noexcept;
-  /// Owner thread: buffers neither taken nor waiting on the return stack.
-  [[nodiscard]] std::size_t free_count() const { return pool_.free_count(); }
-
- private:
-  void take_returned();
-
-  PacketPool pool_;
-  std::unique_ptr<std::atomic<std::uint32_t>[]> refs_;
-  std::unique_ptr<int[]> next_;    // the return stack's links, by buffer
-  std::atomic<int> returned_{-1};  // top of the return stack
-};
 
 /// A vif on a switch.
 struct SwitchPort {
@@ -118,10 +43,6 @@ struct SwitchPort {
   net::FrontendOffloads offloads{};  // what its frontend takes on guest RX
   std::vector<std::shared_ptr<QueueLink>> queues;
 };
-
-/// A packet's 32-bit flow hash (MACs, IPv4/IPv6 addresses, TCP/UDP ports when present), to
-/// spread a receiver's traffic over its queues while keeping each flow in order.
-[[nodiscard]] std::uint32_t flow_hash(std::span<const std::byte> head);
 
 /// One packet of a pass to route (VSwitch::route_pass); `skip`: already answered.
 struct RouteQuery {
@@ -201,20 +122,6 @@ class VSwitch {
   std::thread uplink_thread_;
   Route uplink_route_;  // the uplink thread's own
   std::shared_ptr<SwitchBuffers> uplink_buffers_ = std::make_shared<SwitchBuffers>();
-};
-
-/// The daemon's switches by name: made on first use and kept while a vif (or the daemon's
-/// --switch-uplink declaration) holds them.
-class SwitchRegistry {
- public:
-  /// `uplinks`: switch name -> uplink TAP name; those switches exist from the start.
-  explicit SwitchRegistry(const std::map<std::string, std::string>& uplinks = {});
-  std::shared_ptr<VSwitch> get(const std::string& name);
-
- private:
-  std::mutex mu_;
-  std::map<std::string, std::weak_ptr<VSwitch>> switches_;
-  std::vector<std::shared_ptr<VSwitch>> declared_;
 };
 
 }  // namespace unetback::vif

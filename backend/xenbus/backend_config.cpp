@@ -39,7 +39,7 @@ std::optional<Rate> parse_rate(std::string_view s) {
   return Rate{*bytes, *usecs};
 }
 
-KeyResult<Rate> read_rate(const KeyReader& read) {
+Result<Rate, KeyError> read_rate(const KeyReader& read) {
   const auto raw = read("rate");
   if (!raw) return Rate{};
   const auto r = parse_rate(*raw);
@@ -52,7 +52,8 @@ KeyResult<Rate> read_rate(const KeyReader& read) {
   return *r;
 }
 
-KeyResult<BackendConfig> parse_backend_config(const KeyReader& read, DomId frontend, DevId devid) {
+Result<BackendConfig, KeyError> parse_backend_config(const KeyReader& read, DomId frontend,
+                                                     DevId devid) {
   BackendConfig cfg;
   cfg.frontend_id = frontend;
   cfg.devid = devid;
@@ -93,10 +94,11 @@ KeyResult<BackendConfig> parse_backend_config(const KeyReader& read, DomId front
   }
   if (const auto raw = read("mtu")) {
     const auto m = hv::parse_xs_uint<std::uint32_t>(*raw);
-    if (!m || *m < kMinMtu || *m > kMaxMtu)
+    if (!m || *m < kMinMtu || *m > kMaxMtu) {
       return KeyError{"mtu",
                       "not a decimal " + std::to_string(kMinMtu) + ".." + std::to_string(kMaxMtu),
                       EINVAL};
+    }
     cfg.mtu = *m;
   }
   if (const auto raw = read("bridge"); raw && raw->starts_with(kSwitchPrefix)) {

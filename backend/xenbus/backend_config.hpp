@@ -38,7 +38,7 @@ struct Rate {
 /// Reads B:`rate`: absent -> unlimited; malformed or 0 bytes per interval -> the error (the
 /// caller logs it and goes unlimited, as Linux's xen_net_read_rate does for a value it cannot
 /// parse).
-[[nodiscard]] KeyResult<Rate> read_rate(const KeyReader& read);
+[[nodiscard]] Result<Rate, KeyError> read_rate(const KeyReader& read);
 
 // MAC addresses (`mac`) and interface names (`vifname`) are validated with common/net's
 // net::parse_mac and net::valid_ifname: the same rules the TAP is created with.
@@ -83,7 +83,7 @@ struct BackendConfig {
 /// (both taken from the directory's own path): `frontend-id` must be that domain, `frontend`
 /// that domain's device/vif/<devid>, `handle` (if present) the devid; `vifname`, `mac`, `mtu`
 /// and kAllowMacSpoofingKey are optional but must be well-formed when present.
-[[nodiscard]] KeyResult<BackendConfig> parse_backend_config(const KeyReader& read, DomId frontend,
-                                                            DevId devid);
+[[nodiscard]] Result<BackendConfig, KeyError> parse_backend_config(const KeyReader& read,
+                                                                   DomId frontend, DevId devid);
 
 }  // namespace unetback::xenbus

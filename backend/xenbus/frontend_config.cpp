@@ -8,7 +8,7 @@
 namespace unetback::xenbus {
 namespace {
 
-KeyResult<std::uint32_t> read_num_queues(const KeyReader& read, std::uint32_t max_queues) {
+Result<std::uint32_t, KeyError> read_num_queues(const KeyReader& read, std::uint32_t max_queues) {
   constexpr std::string_view kKey = "multi-queue-num-queues";
   const auto raw = read(kKey);
   if (!raw) return 1U;  // a frontend that predates multi-queue uses one, flat
@@ -25,7 +25,7 @@ KeyResult<std::uint32_t> read_num_queues(const KeyReader& read, std::uint32_t ma
 
 // Each key is read once: a value the frontend changes between two reads must not make us
 // act on a mix of both.
-KeyResult<Port> parse_port(const std::string& key, const std::optional<std::string>& raw) {
+Result<Port, KeyError> parse_port(const std::string& key, const std::optional<std::string>& raw) {
   if (!raw) return KeyError{key, "missing", ENOENT};
   const auto v = hv::parse_xs_uint<std::uint32_t>(*raw);
   if (!v) return KeyError{key, "not an unsigned 32-bit decimal", EINVAL};
@@ -33,7 +33,7 @@ KeyResult<Port> parse_port(const std::string& key, const std::optional<std::stri
   return Port{*v};
 }
 
-KeyResult<QueueConfig> read_queue(const KeyReader& read, const std::string& prefix) {
+Result<QueueConfig, KeyError> read_queue(const KeyReader& read, const std::string& prefix) {
   QueueConfig q;
   auto tx = read_u32_key(read, prefix + "tx-ring-ref");
   if (!tx) return tx.error();
@@ -65,7 +65,7 @@ KeyResult<QueueConfig> read_queue(const KeyReader& read, const std::string& pref
 
 }  // namespace
 
-KeyResult<std::uint32_t> read_xdp_headroom(const KeyReader& read) {
+Result<std::uint32_t, KeyError> read_xdp_headroom(const KeyReader& read) {
   constexpr std::string_view kKey = "xdp-headroom";
   const auto raw = read(kKey);
   if (!raw) return 0U;  // a frontend without XDP (or predating it) wants none
@@ -78,8 +78,8 @@ KeyResult<std::uint32_t> read_xdp_headroom(const KeyReader& read) {
   return *v;
 }
 
-KeyResult<FrontendConfig> parse_frontend_config(const KeyReader& read,
-                                                const FrontendLimits& limits) {
+Result<FrontendConfig, KeyError> parse_frontend_config(const KeyReader& read,
+                                                       const FrontendLimits& limits) {
   FrontendConfig cfg;
 
   // Linux read_xenbus_vif_flags(): absent means 0, and 0 means the frontend wants flipping,

@@ -56,7 +56,7 @@ inline constexpr std::uint32_t kMaxXdpHeadroom = 0x7FFF;
 /// (Linux netback). A value that is not a decimal, above kMaxXdpHeadroom (Linux clamps it;
 /// netif.h caps it) or leaving no byte of a 4096-byte buffer for data (Linux would then write
 /// past the page) is EINVAL: the vif's error, like any other bad frontend key.
-[[nodiscard]] KeyResult<std::uint32_t> read_xdp_headroom(const KeyReader& read);
+[[nodiscard]] Result<std::uint32_t, KeyError> read_xdp_headroom(const KeyReader& read);
 
 /// Parses the frontend directory through `read` (keys relative to it). Rules:
 /// * `request-rx-copy` absent or "0" -> EOPNOTSUPP ("frontend does not support rx-copy").
@@ -68,7 +68,7 @@ inline constexpr std::uint32_t kMaxXdpHeadroom = 0x7FFF;
 ///   `event-channel`. Port 0 is never a bindable event channel and is refused.
 /// * `ctrl-ring-ref` (read only if we offered the ctrl ring) requires `event-channel-ctrl`.
 /// * `xdp-headroom`: read_xdp_headroom.
-[[nodiscard]] KeyResult<FrontendConfig> parse_frontend_config(const KeyReader& read,
-                                                              const FrontendLimits& limits);
+[[nodiscard]] Result<FrontendConfig, KeyError> parse_frontend_config(const KeyReader& read,
+                                                                     const FrontendLimits& limits);
 
 }  // namespace unetback::xenbus

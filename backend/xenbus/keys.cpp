@@ -6,7 +6,7 @@
 
 namespace unetback::xenbus {
 
-KeyResult<bool> read_bool_key(const KeyReader& read, std::string_view key, bool absent) {
+Result<bool, KeyError> read_bool_key(const KeyReader& read, std::string_view key, bool absent) {
   const auto raw = read(key);
   if (!raw) return absent;
   if (*raw == "1") return true;
@@ -14,7 +14,7 @@ KeyResult<bool> read_bool_key(const KeyReader& read, std::string_view key, bool 
   return KeyError{std::string(key), "not a boolean (\"0\" or \"1\")", EINVAL};
 }
 
-KeyResult<std::uint32_t> read_u32_key(const KeyReader& read, std::string_view key) {
+Result<std::uint32_t, KeyError> read_u32_key(const KeyReader& read, std::string_view key) {
   const auto raw = read(key);
   if (!raw) return KeyError{std::string(key), "missing", ENOENT};
   const auto v = hv::parse_xs_uint<std::uint32_t>(*raw);

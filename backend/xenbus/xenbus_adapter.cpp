@@ -259,7 +259,7 @@ void BackendXenbus::dispatch(Event first) {
     pending.pop_front();
     Transition t = next(view_, event);
     log::write(log::Level::debug, log_prefix_, describe(event) + " -> " + describe(t.view));
-    view_ = std::move(t.view);
+    view_ = t.view;
     for (const Action& a : t.actions) {
       // A result fed back ends the list: after a failed CreateTap the following WriteState
       // must not happen, and ReadFrontendAndConnect is always last.
@@ -414,11 +414,7 @@ void BackendXenbus::warn_guest(const std::string& msg) {
 }
 
 void BackendXenbus::log_guest(log::Level level, const std::string& msg) {
-  std::uint64_t suppressed = 0;
-  if (!guest_log_limit_.allow(suppressed)) return;
-  log::write(
-      level, log_prefix_,
-      suppressed == 0 ? msg : msg + " (" + std::to_string(suppressed) + " messages suppressed)");
+  log::write_limited(guest_log_limit_, level, log_prefix_, msg);
 }
 
 }  // namespace unetback::xenbus

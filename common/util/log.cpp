@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <ctime>
 #include <mutex>
+#include <string>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <utility>
@@ -94,6 +95,7 @@ bool journal_stream_matches(std::string_view journal_stream, int fd) {
 }
 
 bool use_journal_if_connected() {
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): called once at startup, before any thread.
   const char* env = std::getenv("JOURNAL_STREAM");
   const bool journal = env != nullptr && journal_stream_matches(env, STDERR_FILENO);
   g_journal.store(journal, std::memory_order_relaxed);
@@ -129,6 +131,17 @@ bool RateLimit::allow(std::uint64_t& suppressed) {
   }
   suppressed_.fetch_add(1, std::memory_order_relaxed);
   return false;
+}
+
+bool write_limited(RateLimit& limit, Level l, std::string_view prefix, std::string_view msg) {
+  std::uint64_t suppressed = 0;
+  if (!limit.allow(suppressed)) return false;
+  if (suppressed == 0) {
+    write(l, prefix, msg);
+  } else {
+    write(l, prefix, std::string(msg) + " (" + std::to_string(suppressed) + " suppressed)");
+  }
+  return true;
 }
 
 }  // namespace unetback::log

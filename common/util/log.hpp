@@ -68,4 +68,9 @@ class RateLimit {
   std::atomic<std::uint64_t> suppressed_{0};
 };
 
+/// Writes `msg` when `limit` allows a message now, with " (N suppressed)" when it held some
+/// back since the last one; true if it wrote. For every line a guest, a client or any other
+/// party outside the daemon can repeat at will.
+bool write_limited(RateLimit& limit, Level l, std::string_view prefix, std::string_view msg);
+
 }  // namespace unetback::log

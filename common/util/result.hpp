@@ -1,5 +1,6 @@
-// Result<T>: a value or a std::error_code, for guest-caused and expected runtime failures
-// (STYLE rule 7). C++20 has no std::expected; this is the small subset we need.
+// Result<T, E>: a value or an error, for guest-caused and expected runtime failures (STYLE
+// rule 7). C++20 has no std::expected; this is the small subset we need. E is a
+// std::error_code unless a caller needs to say more (xenbus: which key was wrong and why).
 #pragma once
 
 #include <cassert>
@@ -21,14 +22,18 @@ inline std::error_code last_errno() {
   return errno_code(errno);
 }
 
-template <typename T>
+template <typename T, typename E = std::error_code>
 class [[nodiscard]] Result {
-  static_assert(!std::is_same_v<std::decay_t<T>, std::error_code>);
+  static_assert(!std::is_same_v<std::decay_t<T>, E>);
+  static constexpr bool kErrorCode = std::is_same_v<E, std::error_code>;
 
  public:
   Result(T value) : v_(std::in_place_index<0>, std::move(value)) {}  // NOLINT: implicit by design
-  Result(std::error_code ec) : v_(std::in_place_index<1>, ec) { assert(ec); }  // NOLINT
-  Result(std::errc e) : Result(std::make_error_code(e)) {}                     // NOLINT
+  Result(E e) : v_(std::in_place_index<1>, std::move(e)) {           // NOLINT: implicit by design
+    if constexpr (kErrorCode) assert(std::get<1>(v_));
+  }
+  Result(std::errc e)  // NOLINT: implicit by design
+      requires kErrorCode : Result(std::make_error_code(e)) {}
 
   [[nodiscard]] bool has_value() const { return v_.index() == 0; }
   explicit operator bool() const { return has_value(); }
@@ -51,9 +56,14 @@ class [[nodiscard]] Result {
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
 
-  /// The error; an empty (success) error_code when there is a value.
-  [[nodiscard]] std::error_code error() const {
+  /// The error. A std::error_code is empty (success) when there is a value; any other error
+  /// type is there only when there is no value.
+  [[nodiscard]] std::error_code error() const requires kErrorCode {
     return has_value() ? std::error_code{} : std::get<1>(v_);
+  }
+  [[nodiscard]] const E& error() const requires(!kErrorCode) {
+    assert(!has_value());
+    return std::get<1>(v_);
   }
 
   template <typename U>
@@ -62,7 +72,7 @@ class [[nodiscard]] Result {
   }
 
  private:
-  std::variant<T, std::error_code> v_;
+  std::variant<T, E> v_;
 };
 
 /// An exception for setup failures (STYLE rule 7: exceptions only for setup, caught in main).

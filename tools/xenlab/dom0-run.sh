@@ -566,7 +566,9 @@ xdp_step() {
   local tag=$1.xdp.$4 d=$2 ip=$3 cmd=$4 want=$5 fe be t0 out mark hr seen
   fe=/local/domain/$d/device/vif/0
   be=$BE/$d/0
-  mark=$(wc -l <"$OUT/unetbackd.log")
+  # unetbackd runs under systemd: its lines are in the journal (the cursor marks where this
+  # step starts).
+  mark=$(journalctl -u $UNIT -n 1 --show-cursor 2>/dev/null | sed -n 's/^-- cursor: //p')
   t0=$(now)
   out=$(
     exec 3<>"/dev/tcp/$ip/5398" || exit 1
@@ -582,7 +584,13 @@ xdp_step() {
   wait_for 10 sh -c "[ \"\$(xenstore-read $fe/state)\" = 4 ] && [ \"\$(xenstore-read $be/state)\" = 4 ]"
   check "$tag.connected_again" $? \
     "frontend state $(xenstore-read "$fe/state" 2>&1), backend state $(xenstore-read "$be/state" 2>&1)"
-  seen=$(tail -n +$((mark + 1)) "$OUT/unetbackd.log" | grep -o 'backend state -> [A-Za-z]*' | awk '{print $4}' | tr '\n' ' ')
+  # journald takes the daemon's stderr stream a moment later: look for up to 5 s.
+  for _ in 1 2 3 4 5 6 7 8 9 10; do
+    seen=$(journalctl -u $UNIT ${mark:+--after-cursor="$mark"} -o cat 2>/dev/null |
+      grep -o 'backend state -> [A-Za-z]*' | awk '{print $4}' | tr '\n' ' ')
+    echo "$seen" | grep -q 'Reconfigured Connected' && break
+    sleep 0.5
+  done
   check "$tag.reconfigured" "$(echo "$seen" | grep -q 'Reconfigured Connected' && echo 0 || echo 1)" \
     "unetbackd wrote: ${seen:-nothing}"
   hr=$("$CTL" --json stats 2>/dev/null | grep -o '"rx_xdp_headroom": *[0-9]*' | grep -o '[0-9]*$' | head -1)

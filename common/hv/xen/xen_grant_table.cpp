@@ -18,6 +18,7 @@ constexpr const char* kLogPrefix = "xen-gnttab";
 // A bad guest grant fails only its own segment (a per-segment status); a whole call fails
 // on a gntdev error or a backend bug. Rate-limited all the same, so that a persistent fault
 // on the data path cannot flood dom0's log.
+// NOLINTNEXTLINE(cert-err58-cpp): RateLimit only stores numbers and reads the clock.
 log::RateLimit g_copy_fail_rate;
 
 }  // namespace
@@ -48,15 +49,10 @@ bool XenGrantTable::copy_call(std::span<GrantCopySegment> segments) noexcept {
   if (batch_.segs.empty()) return true;
   if (xengnttab_grant_copy(handle_.get(), static_cast<std::uint32_t>(batch_.segs.size()),
                            batch_.segs.data()) != 0) {
-    std::uint64_t suppressed = 0;
     const int err = errno;
-    if (g_copy_fail_rate.allow(suppressed)) {
-      log::write(log::Level::warn, kLogPrefix,
-                 "grant copy of " + std::to_string(batch_.segs.size()) +
-                     " segments failed as a whole: " + errno_code(err).message() +
-                     (suppressed != 0 ? " (" + std::to_string(suppressed) + " more suppressed)"
-                                      : std::string()));
-    }
+    log::write_limited(g_copy_fail_rate, log::Level::warn, kLogPrefix,
+                       "grant copy of " + std::to_string(batch_.segs.size()) +
+                           " segments failed as a whole: " + errno_code(err).message());
     return false;
   }
   apply_copy_statuses(batch_, segments);

@@ -14,6 +14,7 @@ extern "C" {
 namespace unetback::hv {
 namespace {
 
+// NOLINTNEXTLINE(cert-err58-cpp): RateLimit only stores numbers and reads the clock.
 log::RateLimit g_rate{20, std::chrono::seconds(5)};
 
 log::Level to_level(xentoollog_level level) {
@@ -28,14 +29,11 @@ extern "C" void forward_message(xentoollog_logger* /*logger*/, xentoollog_level 
                                 const char* context, const char* format, va_list args) {
   const log::Level l = to_level(level);
   if (static_cast<int>(l) < static_cast<int>(log::level())) return;
-  std::uint64_t suppressed = 0;
-  if (!g_rate.allow(suppressed)) return;
   char text[512];
   std::vsnprintf(text, sizeof text, format, args);
   std::string msg(text);
   if (errnoval >= 0) msg += ": " + errno_code(errnoval).message();
-  if (suppressed != 0) msg += " (" + std::to_string(suppressed) + " similar messages suppressed)";
-  log::write(l, context != nullptr ? context : "libxen", msg);
+  log::write_limited(g_rate, l, context != nullptr ? context : "libxen", msg);
 }
 
 extern "C" void ignore_destroy(xentoollog_logger* /*logger*/) {}

@@ -69,6 +69,7 @@ unsigned bits_of(XsPerm::Kind kind) {
 
 /// xs_open() with XENSTORED_PATH temporarily set to `socket_path` (when given).
 /// XS_UNWATCH_FILTER: xs_unwatch() also drops queued events of the removed watch.
+// NOLINTBEGIN(concurrency-mt-unsafe): every environment access below holds environment_mutex().
 xs_handle* open_handle(const std::optional<std::string>& socket_path, int& err) {
   const std::lock_guard lock(environment_mutex());
   if (!socket_path) {
@@ -86,13 +87,15 @@ xs_handle* open_handle(const std::optional<std::string>& socket_path, int& err) 
   errno = 0;
   xs_handle* h = xs_open(XS_UNWATCH_FILTER);
   err = errno;
-  if (saved)
+  if (saved) {
     (void)::setenv(kPathVar, saved->c_str(), 1);
-  else
+  } else {
     (void)::unsetenv(kPathVar);
+  }
   return h;
 }
 
+// NOLINTNEXTLINE(cert-err58-cpp): RateLimit only stores numbers and reads the clock.
 log::RateLimit g_watch_error_rate;
 
 }  // namespace
@@ -105,6 +108,7 @@ std::string default_xenstore_locations() {
     socket = std::string(rundir) + "/socket";
   return socket + " or /dev/xen/xenbus";
 }
+// NOLINTEND(concurrency-mt-unsafe)
 
 void LibXenStore::Closer::operator()(xs_handle* h) const noexcept {
   xs_close(h);
@@ -250,10 +254,8 @@ void LibXenStore::drain_library_queue() {
           log::write(log::Level::error, "xenstore", "the connection to xenstored is gone");
         }
       } else if (err != EAGAIN) {
-        std::uint64_t suppressed = 0;
-        if (g_watch_error_rate.allow(suppressed))
-          log::write(log::Level::warn, "xenstore",
-                     "reading watch events: " + errno_code(err).message());
+        log::write_limited(g_watch_error_rate, log::Level::warn, "xenstore",
+                           "reading watch events: " + errno_code(err).message());
       }
       return;
     }

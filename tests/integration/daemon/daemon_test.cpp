@@ -225,7 +225,7 @@ class DaemonWorld : public ::testing::Test {
     auto id = sim->create_domain("guest");
     ASSERT_TRUE(id) << id.error().message();
     guest_ = *id;
-    tunables_ = std::make_unique<daemon::TunableStore>(*xs_, hv_->self(), daemon::Tunables{});
+    tunables_ = std::make_unique<daemon::TunableStore>(*xs_, hv_->self(), vif::Tunables{});
     manager_ = std::make_unique<daemon::BackendManager>(
         *xs_, hv_->self(), factory_, *tunables_, [this](DomId d) { return hv_->domain_exists(d); });
     control_ = std::make_unique<daemon::ControlServer>(
@@ -447,7 +447,7 @@ TEST_F(DaemonWorld, HotplugScriptTimingOutAtAdoptionWritesHotplugError) {
   loop_.reset();
   manager_.reset();
   factory_.destroyed = 0;
-  tunables_ = std::make_unique<daemon::TunableStore>(*xs_, hv_->self(), daemon::Tunables{});
+  tunables_ = std::make_unique<daemon::TunableStore>(*xs_, hv_->self(), vif::Tunables{});
   manager_ = std::make_unique<daemon::BackendManager>(
       *xs_, hv_->self(), factory_, *tunables_, [this](DomId d) { return hv_->domain_exists(d); });
   daemon::HotplugLauncher hotplug(world_.dir() + "/dom0.sock", 300ms);

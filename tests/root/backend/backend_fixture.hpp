@@ -100,7 +100,7 @@ class BackendEndToEnd : public ::testing::Test {
   Guest& guest(std::size_t i = 0) { return *guests_.at(i); }
 
   /// The toolstack adds the vif; the backend probes it (TAP, features, InitWait).
-  void add_vif(Guest& g, toolstack::VifSpec spec = {}, daemon::Tunables tunables = {}) {
+  void add_vif(Guest& g, toolstack::VifSpec spec = {}, vif::Tunables tunables = {}) {
     ASSERT_FALSE(toolstack::add_vif(*toolstack_xs_, kDom0, g.dom, spec));
     {
       const std::lock_guard lock(mu_);
@@ -112,7 +112,7 @@ class BackendEndToEnd : public ::testing::Test {
     }
     ASSERT_FALSE(wait_state(g, "2")) << "no InitWait within libxl's 10 s";
   }
-  void add_vif(toolstack::VifSpec spec = {}, daemon::Tunables tunables = {}) {
+  void add_vif(toolstack::VifSpec spec = {}, vif::Tunables tunables = {}) {
     add_vif(guest(), std::move(spec), tunables);
   }
 
@@ -133,7 +133,7 @@ class BackendEndToEnd : public ::testing::Test {
   void connect_guest(netfront::NetfrontOptions opts = {}) { connect_guest(guest(), opts); }
 
   void bring_up(Guest& g, std::uint32_t mtu = 1500, netfront::NetfrontOptions opts = {},
-                daemon::Tunables tunables = {}) {
+                vif::Tunables tunables = {}) {
     add_vif(g, {}, tunables);
     run_hotplug(g, mtu);
     connect_guest(g, opts);
@@ -141,7 +141,7 @@ class BackendEndToEnd : public ::testing::Test {
     open_packet_socket(g);
   }
   void bring_up(std::uint32_t mtu = 1500, netfront::NetfrontOptions opts = {},
-                daemon::Tunables tunables = {}) {
+                vif::Tunables tunables = {}) {
     bring_up(guest(), mtu, opts, tunables);
   }
 

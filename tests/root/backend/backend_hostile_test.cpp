@@ -99,7 +99,7 @@ TEST_F(BackendEndToEnd, RevokedGrantsGetErrorResponsesAndTheVifStaysUp) {
 }
 
 TEST_F(BackendEndToEnd, GuestThatStopsPostingBuffersLosesCarrierAndGetsItBack) {
-  daemon::Tunables t;
+  vif::Tunables t;
   t.rx_stall_timeout_ms = 200;
   Guest& g = guest();
   bring_up(g, 1500, {}, t);

@@ -135,7 +135,8 @@ TEST_F(HostileFrontend, Xsa39_IndicesWrapAroundWithoutLoss) {
   std::size_t delivered = 0, okay = 0;
   for (int round = 0; round < 40; ++round) {  // 640 packets: wraps 2^32 and the ring twice
     for (std::size_t i = 0; i < pages.size(); ++i) {
-      const auto f = frame(100, static_cast<std::uint8_t>(round * 16 + i));
+      const auto f =
+          frame(100, static_cast<std::uint8_t>(static_cast<std::size_t>(round) * 16 + i));
       copy_frame(pages[i], 0, f);
       bad->tx().put_request(
           tx_request(pages[i].ref, 0, static_cast<std::uint16_t>(f.size()), id++));
@@ -145,8 +146,10 @@ TEST_F(HostileFrontend, Xsa39_IndicesWrapAroundWithoutLoss) {
     ASSERT_TRUE(bad->wait_tx_responses(rsps, pages.size(), 5s)) << "round " << round;
     okay += count_status(rsps, NETIF_RSP_OKAY);
     const auto got = host_receive(sock, pages.size(), 3s);
-    for (std::size_t i = 0; i < got.size(); ++i)
-      if (got[i] == frame(100, static_cast<std::uint8_t>(round * 16 + i))) ++delivered;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      if (got[i] == frame(100, static_cast<std::uint8_t>(static_cast<std::size_t>(round) * 16 + i)))
+        ++delivered;
+    }
   }
   EXPECT_EQ(okay, 640u);
   EXPECT_EQ(delivered, 640u);
@@ -326,11 +329,12 @@ TEST_F(HostileFrontend, Xsa349_StateWriteFloodCostsNoMemoryAndDelaysNoOtherGuest
   std::atomic<bool> stop{false};
   std::atomic<std::uint64_t> writes{0};
   std::vector<std::thread> writers;
-  for (int i = 0; i < 4; ++i)  // four connections, as many as one guest's vCPUs might use
+  for (int i = 0; i < 4; ++i) {  // four connections, as many as one guest's vCPUs might use
     writers.emplace_back([&] {
       hv::LibXenStore xs(sock);
       while (!stop.load(std::memory_order_relaxed) && !xs.write(state, "4")) ++writes;
     });
+  }
   ASSERT_TRUE(wait_for([&] { return writes.load() > 5000; }, 10s)) << "the flood did not start";
   const long rss_start = vm_rss_kib();
 
@@ -501,7 +505,7 @@ TEST_F(HostileFrontend, Xsa362_ReadOnlyOrRevokedRxBuffersGetErrorResponses) {
 
 class HostileSlowRx : public HostileFrontend {
  protected:
-  daemon::Tunables tunables() override {
+  vif::Tunables tunables() override {
     auto t = HostileFrontend::tunables();
     t.rx_stall_timeout_ms = 300;
     t.rx_drain_timeout_ms = 600;
@@ -990,9 +994,10 @@ TEST_F(HostileRate, RateOfZeroBytesPerIntervalIsRefusedAndTheVifKeepsSending) {
   bool logged = false;
   {
     const std::lock_guard lock(log_mu_);
-    for (const auto& l : log_lines_)
+    for (const auto& l : log_lines_) {
       if (l.find("rate") != std::string::npos && l.find("0 bytes") != std::string::npos)
         logged = true;
+    }
   }
   EXPECT_TRUE(logged) << "the refused rate was not logged with its reason";
   expect_good_traffic_timed("beside the refused rate");

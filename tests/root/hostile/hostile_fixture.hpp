@@ -88,8 +88,8 @@ class HostileTest : public ::testing::Test {
 
  protected:
   /// Tunables the daemon starts with (a test may change them before SetUp via this hook).
-  virtual daemon::Tunables tunables() {
-    daemon::Tunables t;
+  virtual vif::Tunables tunables() {
+    vif::Tunables t;
     t.max_queues = 2;
     t.threads = 1;  // every vif on one event-loop thread: "the others go on" means something
     return t;

@@ -164,11 +164,11 @@ class ShimEndToEnd : public ::testing::Test {
     // The toolstack adds the vif; the backend probes it (TAP, features, InitWait).
     toolstack::VifSpec spec;
     ASSERT_FALSE(toolstack::add_vif(*toolstack_xs_, kDom0, fe_dom_, spec));
-    vif_ = std::make_unique<vif::Vif>(*dom0_, *loops_, fe_dom_, spec.devid, daemon::Tunables{},
-                                      nullptr);
+    vif_ =
+        std::make_unique<vif::Vif>(*dom0_, *loops_, fe_dom_, spec.devid, vif::Tunables{}, nullptr);
     xenbus_ = std::make_unique<xenbus::BackendXenbus>(
         *backend_xs_, kDom0, fe_dom_, spec.devid, *vif_,
-        xenbus::FeatureOptions{daemon::Tunables{}.max_queues, true, false});
+        xenbus::FeatureOptions{vif::Tunables{}.max_queues, true, false});
     ASSERT_FALSE(xenbus_->start());
     start_pump();
     ASSERT_FALSE(wait_state("2")) << "no InitWait within libxl's 10 s";

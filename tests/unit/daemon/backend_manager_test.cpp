@@ -17,7 +17,7 @@ class BackendManagerTest : public ::testing::Test {
   testing::SpecialWatchXenStore xs_;
   testing::FakeVifFactory factory_;
   std::set<std::uint16_t> alive_{5, 6, 7};
-  TunableStore tunables_{xs_, DomId{0}, Tunables{}};
+  TunableStore tunables_{xs_, DomId{0}, vif::Tunables{}};
   BackendManager manager_{xs_, DomId{0}, factory_, tunables_,
                           [this](DomId d) { return alive_.count(d.value()) > 0; }};
 
@@ -181,7 +181,7 @@ TEST_F(BackendManagerTest, ExistingDevicesArePickedUpAtStart) {
   ASSERT_FALSE(xs.write(be(7, 2) + "/frontend", fe(7, 2)));
   ASSERT_FALSE(xs.write(be(7, 2) + "/frontend-id", "7"));
   ASSERT_FALSE(xs.write(fe(7, 2) + "/state", "1"));
-  TunableStore tunables(xs, DomId{0}, Tunables{});
+  TunableStore tunables(xs, DomId{0}, vif::Tunables{});
   BackendManager m(xs, DomId{0}, factory, tunables, [](DomId) { return true; });
   ASSERT_FALSE(m.start());
   while (m.process_events()) {

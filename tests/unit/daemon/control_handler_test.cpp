@@ -13,7 +13,7 @@ class ControlHandlerTest : public ::testing::Test {
  protected:
   testing::SpecialWatchXenStore xs_;
   testing::FakeVifFactory factory_;
-  TunableStore tunables_{xs_, DomId{0}, Tunables{}};
+  TunableStore tunables_{xs_, DomId{0}, vif::Tunables{}};
   BackendManager manager_{xs_, DomId{0}, factory_, tunables_, [](DomId) { return true; }};
   const std::string be_ = "/local/domain/0/backend/vif/5/0";
   const std::string fe_ = "/local/domain/5/device/vif/0";
@@ -97,9 +97,10 @@ TEST_F(ControlHandlerTest, GetAndSetGoThroughTheTunables) {
 
 TEST_F(ControlHandlerTest, TunablesListsEveryKeyWithItsDomain) {
   const std::string t = ask("tunables");
-  for (const auto& spec : tunable_specs())
+  for (const auto& spec : tunable_specs()) {
     EXPECT_NE(t.find("\"name\":\"" + std::string(spec.name) + "\""), std::string::npos)
         << spec.name;
+  }
   EXPECT_NE(t.find(R"("name":"fatal-skb-slots","value":"20","min":19,"max":64)"),
             std::string::npos);
   EXPECT_NE(t.find(R"("name":"rx-coalesce","value":"full","choices":["legacy","full"])"),

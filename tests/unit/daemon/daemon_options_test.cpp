@@ -17,7 +17,7 @@ TEST(DaemonOptions, XenDefaults) {
   EXPECT_EQ(o.hypervisor, "xen");
   EXPECT_EQ(o.control_path, "/run/unetback/unetbackd.sock");
   EXPECT_EQ(o.log_level, log::Level::info);
-  EXPECT_EQ(o.tunables, Tunables{});
+  EXPECT_EQ(o.tunables, vif::Tunables{});
   EXPECT_TRUE(o.explicit_tunables.empty());
   EXPECT_FALSE(o.backend_domid.has_value());
 }
@@ -41,10 +41,11 @@ TEST(DaemonOptions, SwitchUplinksAreNamedPairs) {
   const auto& o = std::get<DaemonOptions>(r);
   EXPECT_EQ(o.switch_uplinks,
             (std::map<std::string, std::string>{{"lab", "usw0"}, {"b", "tap-b"}}));
-  for (auto bad : {"lab", "lab=", "=usw0", "a b=usw0", "lab=bad/name", "lab=0123456789abcdef"})
+  for (auto bad : {"lab", "lab=", "=usw0", "a b=usw0", "lab=bad/name", "lab=0123456789abcdef"}) {
     EXPECT_TRUE(
         std::holds_alternative<std::string>(parse({"--hypervisor", "xen", "--switch-uplink", bad})))
         << bad;
+  }
   EXPECT_TRUE(std::holds_alternative<std::string>(
       parse({"--hypervisor", "xen", "--switch-uplink", "a=t1", "--switch-uplink", "a=t2"})));
 }

@@ -10,15 +10,15 @@
 #include <vector>
 
 #include "backend/daemon/backend_manager.hpp"
-#include "backend/daemon/vif_factory.hpp"
+#include "backend/vif/vif_handle.hpp"
 
 namespace unetback::testing {
 
 class FakeVifFactory;
 
-class FakeVif final : public daemon::VifHandle {
+class FakeVif final : public vif::VifHandle {
  public:
-  FakeVif(FakeVifFactory& factory, DomId frontend, DevId devid, daemon::Tunables t);
+  FakeVif(FakeVifFactory& factory, DomId frontend, DevId devid, vif::Tunables t);
   ~FakeVif() override;
 
   std::error_code create_tap(const xenbus::BackendConfig& be) override {
@@ -47,15 +47,15 @@ class FakeVif final : public daemon::VifHandle {
   void mac_spoofing_changed(bool) override { note("mac_spoofing_changed"); }
   void xdp_headroom_changed(std::uint32_t) override { note("xdp_headroom_changed"); }
 
-  [[nodiscard]] daemon::VifReport report() const override {
-    daemon::VifReport r;
+  [[nodiscard]] vif::VifReport report() const override {
+    vif::VifReport r;
     r.frontend = frontend_;
     r.devid = devid_;
     r.tap_name = tap;
     r.connected = connected;
     r.carrier = connected;
     for (std::uint32_t q = 0; q < queues; ++q) {
-      daemon::QueueReport qr;
+      vif::QueueReport qr;
       qr.queue = QueueId{q};
       qr.counters = {{"rx_packets", 100 + q}, {"tx_packets", 200 + q}};
       qr.tx_ring = {10, 11, 9, 10, 10, 9};
@@ -70,7 +70,7 @@ class FakeVif final : public daemon::VifHandle {
   std::string tap;
   bool connected = false;
   std::uint32_t queues = 0;
-  daemon::Tunables tunables;
+  vif::Tunables tunables;
 
  private:
   void note(const std::string& what);
@@ -79,10 +79,10 @@ class FakeVif final : public daemon::VifHandle {
   DevId devid_;
 };
 
-class FakeVifFactory final : public daemon::VifFactory {
+class FakeVifFactory final : public vif::VifFactory {
  public:
-  std::unique_ptr<daemon::VifHandle> make_vif(DomId frontend, DevId devid,
-                                              const daemon::Tunables& t) override {
+  std::unique_ptr<vif::VifHandle> make_vif(DomId frontend, DevId devid,
+                                           const vif::Tunables& t) override {
     ++made;
     journal.push_back(daemon::format_vif_id({frontend, devid}) + " made");
     return std::make_unique<FakeVif>(*this, frontend, devid, t);
@@ -100,7 +100,7 @@ class FakeVifFactory final : public daemon::VifFactory {
   int destroyed = 0;
 };
 
-inline FakeVif::FakeVif(FakeVifFactory& factory, DomId frontend, DevId devid, daemon::Tunables t)
+inline FakeVif::FakeVif(FakeVifFactory& factory, DomId frontend, DevId devid, vif::Tunables t)
     : tunables(t), factory_(factory), frontend_(frontend), devid_(devid) {
   factory_.live[{frontend, devid}] = this;
 }

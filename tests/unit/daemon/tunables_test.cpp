@@ -16,6 +16,7 @@ struct Bounds {
 };
 
 // What DESIGN §8 and the brief fix for each numeric key.
+// NOLINTNEXTLINE(readability-identifier-naming): a constant table, named as the constexpr ones.
 const Bounds kNumeric[] = {
     {"max-queues", 1, 16, "4"},
     {"copy-batch", 1, 1024, "64"},
@@ -35,11 +36,11 @@ TEST_P(NumericTunable, AcceptsItsBoundsAndRejectsEverythingElse) {
   const Bounds b = GetParam();
   const TunableSpec* spec = find_tunable(b.name);
   ASSERT_NE(spec, nullptr);
-  const Tunables defaults;
+  const vif::Tunables defaults;
   EXPECT_EQ(format_tunable(defaults, *spec), b.default_value);
 
   for (std::uint64_t ok : {b.min, b.max, (b.min + b.max) / 2}) {
-    Tunables t;
+    vif::Tunables t;
     EXPECT_EQ(set_tunable(t, *spec, std::to_string(ok)), std::nullopt) << ok;
     EXPECT_EQ(format_tunable(t, *spec), std::to_string(ok));
   }
@@ -50,12 +51,12 @@ TEST_P(NumericTunable, AcceptsItsBoundsAndRejectsEverythingElse) {
       "999999999999999999999999"};  // longer than any u64
   if (b.min > 0) bad.push_back(std::to_string(b.min - 1));
   for (const auto& v : bad) {
-    Tunables t;
+    vif::Tunables t;
     auto why = set_tunable(t, *spec, v);
     EXPECT_TRUE(why.has_value()) << "accepted '" << v << "'";
-    EXPECT_EQ(t, Tunables{}) << "a rejected value must leave the tunables unchanged";
+    EXPECT_EQ(t, vif::Tunables{}) << "a rejected value must leave the tunables unchanged";
   }
-  Tunables t;
+  vif::Tunables t;
   auto why = set_tunable(t, *spec, std::to_string(b.max + 1));
   ASSERT_TRUE(why.has_value());
   EXPECT_EQ(*why, std::to_string(b.max + 1) + " is out of range " + std::to_string(b.min) + ".." +
@@ -76,7 +77,7 @@ TEST(Tunables, EveryKeyIsCoveredByTheTests) {
 }
 
 TEST(Tunables, FieldsFollowTheirKeys) {
-  Tunables t;
+  vif::Tunables t;
   ASSERT_FALSE(set_tunable(t, *find_tunable("max-queues"), "7"));
   ASSERT_FALSE(set_tunable(t, *find_tunable("copy-batch"), "33"));
   ASSERT_FALSE(set_tunable(t, *find_tunable("zerocopy-fallback"), "0"));
@@ -89,20 +90,20 @@ TEST(Tunables, FieldsFollowTheirKeys) {
   EXPECT_EQ(t.fatal_skb_slots, 30U);
   EXPECT_FALSE(t.rx_coalesce_full);
   EXPECT_EQ(t.threads, 9U);
-  EXPECT_EQ(t.max_pending, Tunables{}.max_pending);
+  EXPECT_EQ(t.max_pending, vif::Tunables{}.max_pending);
 }
 
 TEST(Tunables, RxCoalesceTakesFullOrLegacyOnly) {
   const TunableSpec* spec = find_tunable("rx-coalesce");
   ASSERT_NE(spec, nullptr);
-  Tunables t;
+  vif::Tunables t;
   EXPECT_EQ(format_tunable(t, *spec), "full");
   EXPECT_EQ(set_tunable(t, *spec, "legacy"), std::nullopt);
   EXPECT_EQ(format_tunable(t, *spec), "legacy");
   EXPECT_EQ(set_tunable(t, *spec, "full"), std::nullopt);
   EXPECT_TRUE(t.rx_coalesce_full);
   for (const char* bad : {"", "FULL", "full ", "0", "1", "partial", "fulllegacy"}) {
-    Tunables u;
+    vif::Tunables u;
     auto why = set_tunable(u, *spec, bad);
     ASSERT_TRUE(why.has_value()) << bad;
     EXPECT_NE(why->find("full or legacy"), std::string::npos) << *why;
@@ -112,7 +113,7 @@ TEST(Tunables, RxCoalesceTakesFullOrLegacyOnly) {
 TEST(Tunables, TxMapTakesAutoAlwaysOrNever) {
   const TunableSpec* spec = find_tunable("tx-map");
   ASSERT_NE(spec, nullptr);
-  Tunables t;
+  vif::Tunables t;
   EXPECT_EQ(format_tunable(t, *spec), "auto");
   EXPECT_EQ(t.tx_map, zerocopy::MapMode::auto_choice);
   EXPECT_EQ(set_tunable(t, *spec, "never"), std::nullopt);
@@ -121,16 +122,16 @@ TEST(Tunables, TxMapTakesAutoAlwaysOrNever) {
   EXPECT_EQ(set_tunable(t, *spec, "always"), std::nullopt);
   EXPECT_EQ(t.tx_map, zerocopy::MapMode::always);
   for (const char* bad : {"", "AUTO", "auto ", "0", "2", "sometimes"}) {
-    Tunables u;
+    vif::Tunables u;
     auto why = set_tunable(u, *spec, bad);
     ASSERT_TRUE(why.has_value()) << bad;
     EXPECT_NE(why->find("always"), std::string::npos) << *why;
-    EXPECT_EQ(u, Tunables{});
+    EXPECT_EQ(u, vif::Tunables{});
   }
 }
 
 TEST(Tunables, ReasonsDoNotEchoControlCharacters) {
-  Tunables t;
+  vif::Tunables t;
   auto why = set_tunable(t, *find_tunable("threads"), "\x1b[31mred");
   ASSERT_TRUE(why.has_value());
   EXPECT_EQ(why->find('\x1b'), std::string::npos);
@@ -156,12 +157,12 @@ class TunableStoreTest : public ::testing::Test {
 };
 
 TEST_F(TunableStoreTest, StartWritesEveryDefault) {
-  TunableStore store(xs_, DomId{0}, Tunables{});
+  TunableStore store(xs_, DomId{0}, vif::Tunables{});
   ASSERT_FALSE(store.start());
   pump(store);
   for (const auto& spec : tunable_specs())
-    EXPECT_EQ(read(std::string(spec.name)), format_tunable(Tunables{}, spec)) << spec.name;
-  EXPECT_EQ(store.current(), Tunables{});
+    EXPECT_EQ(read(std::string(spec.name)), format_tunable(vif::Tunables{}, spec)) << spec.name;
+  EXPECT_EQ(store.current(), vif::Tunables{});
 }
 
 TEST_F(TunableStoreTest, StartKeepsValidStoredValuesAndRepairsInvalidOnes) {
@@ -169,7 +170,7 @@ TEST_F(TunableStoreTest, StartKeepsValidStoredValuesAndRepairsInvalidOnes) {
   ASSERT_FALSE(xs_.write(dir_ + "/copy-batch", "0"));  // below range
   ASSERT_FALSE(xs_.write(dir_ + "/rx-coalesce", "legacy"));
   ASSERT_FALSE(xs_.write(dir_ + "/threads", "lots"));
-  TunableStore store(xs_, DomId{0}, Tunables{});
+  TunableStore store(xs_, DomId{0}, vif::Tunables{});
   ASSERT_FALSE(store.start());
   pump(store);
   EXPECT_EQ(store.current().max_queues, 8U);
@@ -182,7 +183,7 @@ TEST_F(TunableStoreTest, StartKeepsValidStoredValuesAndRepairsInvalidOnes) {
 TEST_F(TunableStoreTest, CommandLineValuesReplaceStoredOnes) {
   ASSERT_FALSE(xs_.write(dir_ + "/max-queues", "8"));
   ASSERT_FALSE(xs_.write(dir_ + "/copy-batch", "32"));
-  Tunables initial;
+  vif::Tunables initial;
   initial.max_queues = 2;
   TunableStore store(xs_, DomId{0}, initial, {"max-queues"});
   ASSERT_FALSE(store.start());
@@ -193,7 +194,7 @@ TEST_F(TunableStoreTest, CommandLineValuesReplaceStoredOnes) {
 }
 
 TEST_F(TunableStoreTest, BadValueIsRejectedAndThePreviousValueWrittenBack) {
-  TunableStore store(xs_, DomId{0}, Tunables{});
+  TunableStore store(xs_, DomId{0}, vif::Tunables{});
   ASSERT_FALSE(store.start());
   pump(store);
   ASSERT_FALSE(xs_.write(dir_ + "/max-queues", "6"));
@@ -208,7 +209,7 @@ TEST_F(TunableStoreTest, BadValueIsRejectedAndThePreviousValueWrittenBack) {
 }
 
 TEST_F(TunableStoreTest, RemovedKeyIsRestored) {
-  TunableStore store(xs_, DomId{0}, Tunables{});
+  TunableStore store(xs_, DomId{0}, vif::Tunables{});
   ASSERT_FALSE(store.start());
   pump(store);
   ASSERT_FALSE(xs_.rm(dir_ + "/fatal-skb-slots"));
@@ -217,11 +218,11 @@ TEST_F(TunableStoreTest, RemovedKeyIsRestored) {
   ASSERT_FALSE(xs_.rm(dir_));
   pump(store);
   for (const auto& spec : tunable_specs())
-    EXPECT_EQ(read(std::string(spec.name)), format_tunable(Tunables{}, spec)) << spec.name;
+    EXPECT_EQ(read(std::string(spec.name)), format_tunable(vif::Tunables{}, spec)) << spec.name;
 }
 
 TEST_F(TunableStoreTest, ValidSpellingsAreNormalised) {
-  TunableStore store(xs_, DomId{0}, Tunables{});
+  TunableStore store(xs_, DomId{0}, vif::Tunables{});
   ASSERT_FALSE(store.start());
   pump(store);
   ASSERT_FALSE(xs_.write(dir_ + "/copy-batch", "0128"));
@@ -231,17 +232,17 @@ TEST_F(TunableStoreTest, ValidSpellingsAreNormalised) {
 }
 
 TEST_F(TunableStoreTest, UnknownKeysInTheDirectoryAreLeftAlone) {
-  TunableStore store(xs_, DomId{0}, Tunables{});
+  TunableStore store(xs_, DomId{0}, vif::Tunables{});
   ASSERT_FALSE(store.start());
   pump(store);
   ASSERT_FALSE(xs_.write(dir_ + "/operator-note", "hello"));
   pump(store);
   EXPECT_EQ(read("operator-note"), "hello");
-  EXPECT_EQ(store.current(), Tunables{});
+  EXPECT_EQ(store.current(), vif::Tunables{});
 }
 
 TEST_F(TunableStoreTest, ControlSetValidatesWritesAndAdopts) {
-  TunableStore store(xs_, DomId{0}, Tunables{});
+  TunableStore store(xs_, DomId{0}, vif::Tunables{});
   ASSERT_FALSE(store.start());
   pump(store);
   EXPECT_EQ(store.set("goodcopy-len", "1024"), std::nullopt);
@@ -260,7 +261,7 @@ TEST_F(TunableStoreTest, ControlSetValidatesWritesAndAdopts) {
 }
 
 TEST_F(TunableStoreTest, UsesTheBackendDomainsDirectory) {
-  TunableStore store(xs_, DomId{3}, Tunables{});
+  TunableStore store(xs_, DomId{3}, vif::Tunables{});
   ASSERT_FALSE(store.start());
   EXPECT_TRUE(xs_.exists("/local/domain/3/unetback/threads"));
   EXPECT_FALSE(xs_.exists(dir_));

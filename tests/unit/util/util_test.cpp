@@ -2,9 +2,11 @@
 #include <chrono>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <string>
 #include <sys/stat.h>
 #include <thread>
 #include <unistd.h>
+#include <vector>
 
 #include "common/util/fd_reserve.hpp"
 #include "common/util/log.hpp"
@@ -160,6 +162,35 @@ TEST(RateLimit, AGuestFloodFromManyThreadsStaysWithinTheBurst) {
   }
   for (auto& t : threads) t.join();
   EXPECT_EQ(allowed.load(), 10);
+}
+
+TEST(RateLimit, WriteLimitedWritesTheBurstThenNamesWhatItHeldBack) {
+  log::RateLimit rl(2, std::chrono::milliseconds(50));
+  std::vector<std::string> lines;
+  log::set_sink(
+      [&](log::Level, std::string_view, std::string_view msg) { lines.emplace(lines.end(), msg); });
+  int written = 0;
+  for (int i = 0; i < 6; ++i)
+    written += log::write_limited(rl, log::Level::error, "vif1.0", "bad request") ? 1 : 0;
+  std::this_thread::sleep_for(std::chrono::milliseconds(80));
+  written += log::write_limited(rl, log::Level::error, "vif1.0", "bad request") ? 1 : 0;
+  log::set_sink(nullptr);
+  EXPECT_EQ(written, 3);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[0], "bad request");
+  EXPECT_EQ(lines[2], "bad request (4 suppressed)");
+}
+
+TEST(Result, CarriesAnErrorTypeOtherThanAnErrorCode) {
+  struct Refusal {
+    std::string key;
+  };
+  const Result<int, Refusal> bad = Refusal{"mtu"};
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().key, "mtu");
+  const Result<int, Refusal> good = 7;
+  ASSERT_TRUE(good);
+  EXPECT_EQ(*good, 7);
 }
 
 }  // namespace

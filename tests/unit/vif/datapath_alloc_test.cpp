@@ -474,5 +474,26 @@ TEST(SwitchBackpressure, APassOfPacketsIsRoutedUnderOneLock) {
   EXPECT_EQ(w.b_received, 480u);
 }
 
+// A pass that ends on a protocol violation still delivers the packets it took before it the
+// switch's way: a switched queue's packets never reach the TAP sink (their buffers hold only
+// the headers copied so far), and the good packet's slots are answered OKAY.
+TEST(SwitchFatal, PacketsBeforeAFatalRequestGoThroughTheSwitchNotTheTap) {
+  SwitchPair w(512 * 1024);
+  w.post(1400);
+  wire::TxRequest bad{};  // offset + size past the granted page: a protocol violation
+  bad.gref = w.next_ref++ % kPages;
+  bad.offset = 4000;
+  bad.size = 200;
+  bad.id = w.next_id++;
+  w.front.put_request(bad);
+  (void)w.front.push_requests();
+  const auto pass = w.tx->process(std::chrono::steady_clock::now());
+  EXPECT_TRUE(pass.fatal);
+  EXPECT_EQ(w.sink.frames, 0u) << "a switched packet went to the TAP sink";
+  w.drain(true);
+  EXPECT_EQ(w.b_received, 1u) << "the packet before the violation reached B";
+  EXPECT_EQ(w.answers(), 1u);
+}
+
 }  // namespace
 }  // namespace unetback::vif

@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include "backend/vif/flow_hash.hpp"
+#include "backend/vif/queue_link.hpp"
+
 namespace unetback::vif {
 namespace {
 
@@ -12,7 +15,7 @@ using Clock = VSwitch::Clock;
 net::MacAddress mac(std::uint8_t last) {
   return net::MacAddress{{0x00, 0x16, 0x3e, 0, 0, last}};
 }
-const net::MacAddress kBroadcast{{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}};
+constexpr net::MacAddress kBroadcast{{0xff, 0xff, 0xff, 0xff, 0xff, 0xff}};
 
 std::shared_ptr<SwitchPort> port_with_queues(int n) {
   auto p = std::make_shared<SwitchPort>();

@@ -54,6 +54,7 @@ std::optional<DomId> parse_domid(std::string_view s) {
   return DomId{*v};
 }
 
+// NOLINTNEXTLINE(cert-err58-cpp): RateLimit only stores numbers and reads the clock.
 log::RateLimit g_guest_log_limit;
 
 }  // namespace
@@ -127,11 +128,9 @@ void XenstoreCore::handle(ConnId id, const XsMessage& msg) {
 XenstoreCore::Reply XenstoreCore::dispatch(ConnId id, Conn& c, const XsMessage& msg) {
   const std::uint32_t type = msg.hdr.type;
   if (!known_request(type)) {
-    std::uint64_t suppressed = 0;
-    if (g_guest_log_limit.allow(suppressed))
-      log::write(
-          log::Level::warn, "xenstored",
-          "dom" + std::to_string(c.dom.value()) + ": unknown request type " + std::to_string(type));
+    log::write_limited(
+        g_guest_log_limit, log::Level::warn, "xenstored",
+        "dom" + std::to_string(c.dom.value()) + ": unknown request type " + std::to_string(type));
     return err(ENOSYS);
   }
   const auto t = static_cast<XsType>(type);

@@ -21,13 +21,11 @@ using Stream = asio::local::stream_protocol;
 
 namespace {
 constexpr std::string_view kLogPrefix = "xenstored";
+// NOLINTNEXTLINE(cert-err58-cpp): RateLimit only stores numbers and reads the clock.
 log::RateLimit g_conn_log_limit;
 
 void guest_log(const std::string& msg) {
-  std::uint64_t suppressed = 0;
-  if (!g_conn_log_limit.allow(suppressed)) return;
-  log::write(log::Level::warn, kLogPrefix,
-             suppressed ? msg + " (" + std::to_string(suppressed) + " suppressed)" : msg);
+  log::write_limited(g_conn_log_limit, log::Level::warn, kLogPrefix, msg);
 }
 }  // namespace
 
@@ -111,9 +109,10 @@ std::error_code XenstoreServer::open_listener(DomId id) {
 }
 
 void XenstoreServer::introduce_domain(DomId id, std::string_view name) {
-  if (auto ec = open_listener(id))
+  if (auto ec = open_listener(id)) {
     throw SetupError("xenstored: cannot listen on " + socket_path(id).string() + ": " +
                      ec.message());
+  }
   core_.create_domain_nodes(id, name);
   core_.domain_introduced(id);
 }

@@ -1,7 +1,8 @@
-// The seam between the daemon (BackendManager: xenstore watches, tunables, control socket)
-// and the vif layer (rings, TAP, data paths). The manager creates one VifHandle per backend
-// directory through a VifFactory and drives it with a BackendXenbus; it reads statistics and
-// ring indices for unetback-ctl through the same handle.
+// VifHandle: the seam between the daemon (BackendManager: xenstore watches, tunables, control
+// socket) and the vif layer (rings, TAP, data paths), declared by the vif layer that implements
+// it (Vif, VifFactoryImpl) so that the vif layer needs no daemon header. The manager creates one
+// VifHandle per backend directory through a VifFactory and drives it with a BackendXenbus; it reads
+// statistics and ring indices for unetback-ctl through the same handle.
 #pragma once
 
 #include <cstdint>
@@ -15,7 +16,7 @@
 #include "common/util/strong_id.hpp"
 #include "common/zerocopy/map_chooser.hpp"
 
-namespace unetback::daemon {
+namespace unetback::vif {
 
 /// One queue's counters (name -> value, names stable for scripts: "rx_packets", ...) and the
 /// indices of its two rings.
@@ -71,4 +72,4 @@ class VifFactory {
                                               const Tunables& tunables) = 0;
 };
 
-}  // namespace unetback::daemon
+}  // namespace unetback::vif
