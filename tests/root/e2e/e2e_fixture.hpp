@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 #include <regex>
+#include <utility>
 
 #include "tests/support/xl_world.hpp"
 
@@ -68,6 +69,24 @@ class EndToEnd : public ::testing::Test {
     if (reverse) argv.push_back("-R");
     argv.insert(argv.end(), extra.begin(), extra.end());
     return w().in_ns(g.ns, argv, std::chrono::seconds(secs + 30));
+  }
+  /// Guest `g` (called `what`) pings the host, then runs iperf3 for 3 s each way on port
+  /// 5201: guest->host and host->guest bits per second (0 after a failed step, which fails
+  /// the test).
+  std::pair<double, double> ping_and_iperf_both_ways(const XlWorld::Guest& g,
+                                                     const std::string& what) {
+    EXPECT_TRUE(ping(g.ns, w().host_ip())) << "the " << what << " guest cannot ping the host";
+    serve_iperf(5201);
+    const RunResult up = iperf(g, 5201, 3);
+    EXPECT_EQ(up.status, 0) << up.out << up.err;
+    const RunResult down = iperf(g, 5201, 3, /*reverse=*/true);
+    EXPECT_EQ(down.status, 0) << down.out << down.err;
+    if (up.status != 0 || down.status != 0) return {0, 0};
+    const double up_bps = testing::iperf_bits_per_second(up.out);
+    const double down_bps = testing::iperf_bits_per_second(down.out);
+    std::cout << what << " guest->host " << up_bps / 1e9 << " Gbit/s, host->guest "
+              << down_bps / 1e9 << " Gbit/s\n";
+    return {up_bps, down_bps};
   }
   bool ping(const std::string& ns, const std::string& ip, int count = 3) {
     return w().in_ns(ns, {"ping", "-c", std::to_string(count), "-i", "0.2", "-W", "2", ip}, 30s)

@@ -238,16 +238,8 @@ std::map<std::string, std::uint64_t> shim_stop_counters(XlWorld& w, const XlWorl
 TEST_F(EndToEnd, AWindowsPvGuestPassesTrafficBothWaysAndEveryRxResponseKeepsItsRules) {
   auto g = w().create_guest(1, {"--mode", "xenvif"});
   ASSERT_TRUE(g) << w().why();
-  EXPECT_TRUE(ping(g->ns, w().host_ip())) << "the xenvif guest cannot ping the host";
-  serve_iperf(5201);
-  const RunResult up = iperf(*g, 5201, 3);
-  ASSERT_EQ(up.status, 0) << up.out << up.err;
-  const RunResult down = iperf(*g, 5201, 3, /*reverse=*/true);
-  ASSERT_EQ(down.status, 0) << down.out << down.err;
-  const double up_bps = testing::iperf_bits_per_second(up.out);
-  const double down_bps = testing::iperf_bits_per_second(down.out);
-  std::cout << "xenvif guest->host " << up_bps / 1e9 << " Gbit/s, host->guest " << down_bps / 1e9
-            << " Gbit/s\n";
+  const auto [up_bps, down_bps] = ping_and_iperf_both_ways(*g, "xenvif");
+  ASSERT_FALSE(HasFailure());
   EXPECT_GT(up_bps, 1e8);
   EXPECT_GT(down_bps, 1e8);
   // The guest joins a group and leaves it: MCAST_ADD and MCAST_DEL extras reach the backend.
@@ -286,16 +278,8 @@ TEST_F(EndToEnd, AWindowsPvGuestPassesTrafficBothWaysAndEveryRxResponseKeepsItsR
 TEST_F(EndToEnd, AMiniOsGuestGetsGuestRxAlthoughItNeverKicksOnRefill) {
   auto g = w().create_guest(1, {"--mode", "minimal"});
   ASSERT_TRUE(g) << w().why();
-  EXPECT_TRUE(ping(g->ns, w().host_ip())) << "the Mini-OS guest cannot ping the host";
-  serve_iperf(5201);
-  const RunResult up = iperf(*g, 5201, 3);
-  ASSERT_EQ(up.status, 0) << up.out << up.err;
-  const RunResult down = iperf(*g, 5201, 3, /*reverse=*/true);
-  ASSERT_EQ(down.status, 0) << down.out << down.err;
-  const double up_bps = testing::iperf_bits_per_second(up.out);
-  const double down_bps = testing::iperf_bits_per_second(down.out);
-  std::cout << "minimal guest->host " << up_bps / 1e9 << " Gbit/s, host->guest " << down_bps / 1e9
-            << " Gbit/s\n";
+  const auto [up_bps, down_bps] = ping_and_iperf_both_ways(*g, "minimal");
+  ASSERT_FALSE(HasFailure());
   RecordProperty("minimal_host_to_guest_mbit_s", static_cast<int>(down_bps / 1e6));
   EXPECT_GT(up_bps, 1e7);
   EXPECT_GT(down_bps, 1e7);
