@@ -118,7 +118,7 @@ TEST_F(BackendEndToEnd, NineteenSlotsAreDroppedWithErrorResponsesAndTheVifStaysU
   bring_up();
   const auto frame = tcp_frame(1800, 1);
   std::vector<netfront::RawTxSlot> slots(19, netfront::RawTxSlot{0, 100});
-  slots.back().size = static_cast<std::uint16_t>(frame.size() - 18 * 100);
+  slots.back().size = static_cast<std::uint16_t>(frame.size() - std::size_t{18} * 100);
   ASSERT_TRUE(guest().netfront->send_raw(slots, frame).has_value());
   guest_settle();
   EXPECT_EQ(guest().netfront->stats().tx_error_responses, 19u);
@@ -134,7 +134,7 @@ TEST_F(BackendEndToEnd, TwentySlotsDisableTheVif) {
   bring_up();
   const auto frame = tcp_frame(2000, 1);
   std::vector<netfront::RawTxSlot> slots(20, netfront::RawTxSlot{0, 100});
-  slots.back().size = static_cast<std::uint16_t>(frame.size() - 19 * 100);
+  slots.back().size = static_cast<std::uint16_t>(frame.size() - std::size_t{19} * 100);
   ASSERT_TRUE(guest().netfront->send_raw(slots, frame).has_value());
   const auto deadline = std::chrono::steady_clock::now() + 3s;
   while (!guest().vif->disabled() && std::chrono::steady_clock::now() < deadline)
@@ -170,9 +170,11 @@ TEST_F(BackendEndToEnd, FourQueuesEachCarryTraffic) {
     ASSERT_EQ(got.size(), frame.size()) << "queue " << q;
   }
   std::uint32_t queues_used = 0;
-  for (const auto& q : guest().vif->report().queues)
-    for (const auto& [k, v] : q.counters)
+  for (const auto& q : guest().vif->report().queues) {
+    for (const auto& [k, v] : q.counters) {
       if (k == "tx_packets" && v == 1) ++queues_used;
+    }
+  }
   EXPECT_EQ(queues_used, 4u);
 }
 
