@@ -32,8 +32,9 @@
 # backend to every round of 1: unetbackd with ARG on its command line ("unetbackd_b" in the
 # figures and ratios; an A/B of a tunable in one boot); --b-env NAME=VALUE (repeatable) sets
 # an environment variable for that third backend (e.g. UNETBACK_NO_IO_URING=1), alone or with
-# --b-arg. --profile: in each unetbackd round one more iperf3 run per direction under perf record
-# (out/profile-TAG.DIRECTION.txt: where unetbackd's time goes in dom0). --host-hog N runs N busy loops on this
+# --b-arg. --profile: in each unetbackd round one more iperf3 run per direction under perf record,
+# also for domU->domU and the 2-queue domU (out/profile-TAG.DIRECTION.txt: where unetbackd's
+# time goes in dom0). --host-hog N runs N busy loops on this
 # host (not in dom0) for the whole boot, each ended by its PID afterwards: the figures under
 # host load.
 # Debugging: --only kernel|unetbackd|shim|libvirt|mq|umq|kmq runs one part (mq: 3 on both backends;
