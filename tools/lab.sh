@@ -282,7 +282,14 @@ case ${1:-} in
     "${BUILD_DIR:-build}/tests/bench/grant_copy_bench" --xensim "${BUILD_DIR:-build}/tools/xensim/xensim"
     ;;
   demo) shift; cmd_demo "$@" ;;
-  bench | xenlab | soak)
+  soak)
+    shift
+    [[ $(id -u) -eq 0 ]] || die "soak needs root (network namespaces, TAPs, a bridge)"
+    deps
+    build "${BUILD_DIR:-build}"
+    unetlab soak "${BUILD_DIR:-build}" "$@"
+    ;;
+  bench | xenlab)
     # Each lives in tools/lab/<name>.sh and gets the build dir first; they need root.
     name=$1
     shift

@@ -2,7 +2,7 @@
 import importlib
 import sys
 
-COMMANDS = ("demo",)
+COMMANDS = ("demo", "soak")
 
 
 def main(argv):
