@@ -23,7 +23,7 @@
 #                                [--only pending|coalesce|refill]
 #
 # --experiments: instead, the three seed experiments on unetbackd's internal switch
-# (tools/lab/experiments.py): the zerocopy pending limit with and without the copy fallback
+# (tools/lab/unetlab/experiments.py): the zerocopy pending limit with and without the copy fallback
 # (seed 000), full vs legacy RX coalescing VM->VM (seed 003), the shim's RX refill threshold
 # (seed 002); the JSON goes under "experiments".
 #
@@ -52,7 +52,7 @@ for a in "$@"; do
   if [[ $a == --experiments ]]; then
     args=()
     for b in "$@"; do [[ $b == --experiments ]] || args+=("$b"); done
-    exec python3 "$ROOT/tools/lab/experiments.py" "$BUILD" "${args[@]}"
+    PYTHONPATH=$ROOT/tools/lab exec python3 -m unetlab experiments "$BUILD" "${args[@]}"
   fi
 done
 QUICK=0

@@ -1,5 +1,5 @@
 """unetback's lab: one world (xensim, a dom0 namespace, unetbackd, guests made by unetback-xl)
-and the measurements taken in it, shared by the lab's commands (`tools/lab.sh demo`, `soak`).
+and the measurements taken in it, shared by the lab's commands (`tools/lab.sh demo`, `soak`, `bench --experiments`).
 
   world     World: brings a xensim world up under names of its own, tears down what it made
   iperf     the iperf3 runner and the parsing of its JSON

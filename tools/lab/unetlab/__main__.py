@@ -2,7 +2,7 @@
 import importlib
 import sys
 
-COMMANDS = ("demo", "soak")
+COMMANDS = ("demo", "soak", "experiments")
 
 
 def main(argv):

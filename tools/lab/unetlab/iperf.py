@@ -34,8 +34,8 @@ def intervals(d):
 
 
 def server(world, ns, addr, log, port=None, once=True):
-    """An iperf3 server of the world (one test with once), bound to addr."""
-    argv = ["iperf3", "-s"] + (["-1"] if once else []) + ["-B", addr]
+    """An iperf3 server of the world (one test with once), bound to addr (None: any)."""
+    argv = ["iperf3", "-s"] + (["-1"] if once else []) + (["-B", addr] if addr else [])
     if port is not None:
         argv += ["-p", str(port)]
     return world.spawn(ns, argv, log, role="iperf3-server")

@@ -106,13 +106,15 @@ class World:
     prefix, by default "ub" + KIND's first letter + the PID + tag, starts every namespace name.
     """
 
-    def __init__(self, build, kind, tag="", prefix=None, host=None, keep=False, stream=None):
+    def __init__(self, build, kind, tag="", prefix=None, host=None, keep=False, stream=None,
+                 quiet_teardown=False):
         self.build = os.path.abspath(build)
         self.kind = kind
         self.prefix = prefix or f"ub{kind[0]}{os.getpid()}{tag}"
         self.host = host or Host()
         self.keep = keep  # keep the work directory even on success
         self.stream = stream or sys.stderr
+        self.quiet_teardown = quiet_teardown  # no "tearing down" line (one of many worlds)
         self.dir = None    # work directory: logs, outputs
         self.world = None  # xensim's directory (xenstore, event channels, guests' pid files)
         self.ns0 = None
@@ -296,7 +298,8 @@ class World:
     # ---- teardown --------------------------------------------------------------------------
 
     def teardown(self):
-        self.say("tearing down")
+        if not self.quiet_teardown:
+            self.say("tearing down")
         core = {id(self.daemon), id(self.xensim)}
         others = [p for p, _ in self.procs if id(p) not in core]
         for p in reversed(others):
