@@ -282,21 +282,16 @@ case ${1:-} in
     "${BUILD_DIR:-build}/tests/bench/grant_copy_bench" --xensim "${BUILD_DIR:-build}/tools/xensim/xensim"
     ;;
   demo) shift; cmd_demo "$@" ;;
-  soak)
-    shift
-    [[ $(id -u) -eq 0 ]] || die "soak needs root (network namespaces, TAPs, a bridge)"
-    deps
-    build "${BUILD_DIR:-build}"
-    unetlab soak "${BUILD_DIR:-build}" "$@"
-    ;;
-  bench | xenlab)
-    # Each lives in tools/lab/<name>.sh and gets the build dir first; they need root.
+  bench | xenlab | soak)
+    # Each gets the build dir first; they need root. bench and soak are Python commands
+    # (tools/lab/unetlab), xenlab is tools/lab/xenlab.sh.
     name=$1
     shift
     [[ $(id -u) -eq 0 ]] || die "$name needs root (network namespaces, TAPs, a bridge)"
     deps
     build "${BUILD_DIR:-build}"
-    exec "$ROOT/tools/lab/$name.sh" "${BUILD_DIR:-build}" "$@"
+    [[ $name == xenlab ]] && exec "$ROOT/tools/lab/xenlab.sh" "${BUILD_DIR:-build}" "$@"
+    unetlab "$name" "${BUILD_DIR:-build}" "$@"
     ;;
   fuzz) shift; deps; exec "$ROOT/tools/lab/fuzz.sh" "$@" ;;
   tsan) shift; deps; exec "$ROOT/tools/lab/tsan.sh" "$@" ;;

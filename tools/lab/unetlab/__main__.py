@@ -2,7 +2,7 @@
 import importlib
 import sys
 
-COMMANDS = ("demo", "soak", "experiments")
+COMMANDS = ("demo", "soak", "experiments", "bench")
 
 
 def main(argv):

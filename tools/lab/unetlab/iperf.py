@@ -65,3 +65,21 @@ def run_pair(world, server_ns, addr, client_ns, secs, args=(), port=None, out=No
             s.wait(5)
         except Exception:  # noqa: BLE001 - a server still there is ended at teardown
             pass
+
+
+def receiver_figures(j, udp):
+    """The receiver's figures from iperf3 -J (the client prints both ends)."""
+    e = j["end"]
+    rcv = e["sum_received"]
+    f = {"seconds": rcv["seconds"], "bytes": rcv["bytes"],
+         "gbit_s": rcv["bits_per_second"] / 1e9,
+         "iperf_cpu_percent": e.get("cpu_utilization_percent", {})}
+    if udp:
+        pk = max(rcv.get("packets", 0) - rcv.get("lost_packets", 0), 0)
+        f["packets"] = pk
+        f["mpps"] = pk / rcv["seconds"] / 1e6 if rcv["seconds"] else 0.0
+        f["loss_percent"] = rcv.get("lost_percent", 0.0)
+        f["sent_mpps"] = e["sum_sent"].get("packets", 0) / max(e["sum_sent"]["seconds"], 1e-9) / 1e6
+    else:
+        f["retransmits"] = e["sum_sent"].get("retransmits", 0)
+    return f
