@@ -297,6 +297,7 @@ set style histogram clustered gap 1
 set style fill solid 0.8 border -1
 set boxwidth 0.9
 set grid ytics
+set yrange [0:*]
 set key top right
 set xtics rotate by -20
 set ylabel "TCP Gbit/s"

@@ -124,6 +124,7 @@ class World:
         self.xensim = None
         self.daemon = None
         self.failed = False
+        self.why = "exit 1"  # what failed, for the teardown's last word
         self._old_handlers = {}
 
     # ---- life cycle ------------------------------------------------------------------------
@@ -142,6 +143,8 @@ class World:
             exc.reported = True
         if exc is not None:
             self.failed = True
+            self.why = (f"exit {128 + exc.signum}, {exc}" if isinstance(exc, Interrupted)
+                        else "exit 1" if isinstance(exc, LabError) else type(exc).__name__)
         # No second signal may cut the teardown short.
         old_mask = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
         try:
@@ -326,7 +329,7 @@ class World:
             self.host.netns_del(ns)
         self.namespaces = []
         if self.failed:
-            self.say(f"failed; logs kept in {self.dir}")
+            self.say(f"failed ({self.why}); logs kept in {self.dir}")
             for d in (self.dir, self.world):
                 for f in sorted(os.listdir(d)) if os.path.isdir(d) else ():
                     path = os.path.join(d, f)
