@@ -12,6 +12,7 @@
 #include <string_view>
 #include <unistd.h>
 #include <utility>  // std::exchange, which Boost 1.74 Asio uses without including it
+#include <variant>
 #include <vector>
 
 #include "backend/daemon/backend_manager.hpp"
@@ -98,7 +99,8 @@ int run(const DaemonOptions& opts) {
   // Before the hypervisor is opened: with xen_netback loaded nothing here is safe to touch.
   if (auto why = kernel_netback_conflict(opts.hypervisor, opts.allow_kernel_netback, sysfs_root()))
     throw SetupError(*why);
-  if (opts.hypervisor == "xen" && opts.allow_kernel_netback && kernel_netback_loaded(sysfs_root()))
+  if (std::holds_alternative<hv::XenSpec>(opts.hypervisor) && opts.allow_kernel_netback &&
+      kernel_netback_loaded(sysfs_root()))
     log::write(log::Level::warn, kLog,
                "the kernel netback is loaded; starting anyway (--allow-kernel-netback)");
   hv::HypervisorOptions hv_opts;
@@ -143,8 +145,8 @@ int run(const DaemonOptions& opts) {
   // Adopted devices (found at start, served by an earlier daemon) get their hotplug script
   // re-run. On xensim the script reaches the world's xenstored through XENSTORED_PATH.
   std::string xenstored_path;
-  if (opts.hypervisor.starts_with("sim:"))
-    xenstored_path = opts.hypervisor.substr(4) + "/dom" + std::to_string(self.value()) + ".sock";
+  if (const auto* world = hv::sim_world_dir(opts.hypervisor))
+    xenstored_path = *world + "/dom" + std::to_string(self.value()) + ".sock";
   HotplugLauncher hotplug(xenstored_path);
   manager.set_hotplug_launcher(&hotplug);
   ManagerLoop loop(io, manager, xs->watch_fd());
