@@ -7,6 +7,7 @@
 namespace unetback::daemon {
 
 std::string sysfs_root() {
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): read at startup, before any thread exists.
   const char* env = std::getenv("UNETBACK_SYSFS_ROOT");
   return env != nullptr && *env != '\0' ? env : "/sys";
 }

@@ -153,7 +153,8 @@ int main(int argc, char** argv) {
     std::cerr << "xensim: " << *why << '\n' << kUsage;
     return kExitUsage;
   }
-  const auto* opts = &std::get<Options>(parsed);
+  const auto* opts = std::get_if<Options>(&parsed);
+  if (opts == nullptr) return kExitUsage;  // not reached: help and errors are handled above
   log::set_level(opts->verbose ? log::Level::info : log::Level::warn);
   try {
     return run(*opts);
