@@ -12,6 +12,7 @@
 #include <string_view>
 #include <unistd.h>
 #include <utility>  // std::exchange, which Boost 1.74 Asio uses without including it
+#include <variant>
 #include <vector>
 
 #include "backend/daemon/backend_manager.hpp"
@@ -47,11 +48,12 @@ void log_vif_summary(const BackendManager& manager) {
       "SIGUSR1: " + std::to_string(vifs.size()) + " vif(s), serving " + manager.backend_root());
   for (const auto& v : vifs) {
     std::uint64_t rx = 0, tx = 0;
-    for (const auto& q : v.report.queues)
+    for (const auto& q : v.report.queues) {
       for (const auto& [name, value] : q.counters) {
         if (name == "rx_packets") rx += value;
         if (name == "tx_packets") tx += value;
       }
+    }
     std::string line =
         "vif " + format_vif_id(v.id) + ": backend " +
         std::string(xenbus::state_name(v.view.backend)) + ", frontend " +
@@ -98,9 +100,11 @@ int run(const DaemonOptions& opts) {
   // Before the hypervisor is opened: with xen_netback loaded nothing here is safe to touch.
   if (auto why = kernel_netback_conflict(opts.hypervisor, opts.allow_kernel_netback, sysfs_root()))
     throw SetupError(*why);
-  if (opts.hypervisor == "xen" && opts.allow_kernel_netback && kernel_netback_loaded(sysfs_root()))
+  if (std::holds_alternative<hv::XenSpec>(opts.hypervisor) && opts.allow_kernel_netback &&
+      kernel_netback_loaded(sysfs_root())) {
     log::write(log::Level::warn, kLog,
                "the kernel netback is loaded; starting anyway (--allow-kernel-netback)");
+  }
   hv::HypervisorOptions hv_opts;
   hv_opts.role = hv::Role::backend;
   hv_opts.copy_batch = opts.tunables.copy_batch;
@@ -137,14 +141,15 @@ int run(const DaemonOptions& opts) {
   ControlServer control(
       io, opts.control_path,
       [&manager](std::string_view line) { return handle_line(line, manager); }, {}, &fd_reserve);
-  if (auto ec = manager.start())
+  if (auto ec = manager.start()) {
     throw SetupError("cannot watch /local/domain/" + std::to_string(self.value()) +
                      "/backend/vif: " + ec.message());
+  }
   // Adopted devices (found at start, served by an earlier daemon) get their hotplug script
   // re-run. On xensim the script reaches the world's xenstored through XENSTORED_PATH.
   std::string xenstored_path;
-  if (opts.hypervisor.starts_with("sim:"))
-    xenstored_path = opts.hypervisor.substr(4) + "/dom" + std::to_string(self.value()) + ".sock";
+  if (const auto* world = hv::sim_world_dir(opts.hypervisor))
+    xenstored_path = *world + "/dom" + std::to_string(self.value()) + ".sock";
   HotplugLauncher hotplug(xenstored_path);
   manager.set_hotplug_launcher(&hotplug);
   ManagerLoop loop(io, manager, xs->watch_fd());
@@ -222,11 +227,13 @@ int main(int argc, char** argv) {
   install_crash_handler();
   std::vector<std::string_view> args(argv + 1, argv + argc);
   auto parsed = parse_daemon_args(args);
-  if (auto* msg = std::get_if<std::string>(&parsed)) {
-    std::cerr << "unetbackd: " << *msg << "\n(try unetbackd --help)\n";
+  const auto* parsed_opts = std::get_if<DaemonOptions>(&parsed);
+  if (parsed_opts == nullptr) {
+    std::cerr << "unetbackd: " << *std::get_if<std::string>(&parsed)
+              << "\n(try unetbackd --help)\n";
     return kExitUsage;
   }
-  const auto& opts = std::get<DaemonOptions>(parsed);
+  const DaemonOptions& opts = *parsed_opts;
   if (opts.help) {
     std::cout << daemon_usage();
     return kExitOk;
