@@ -2,14 +2,14 @@
 import importlib
 import sys
 
-COMMANDS = ("demo", "soak", "experiments", "bench")
+COMMANDS = ("demo", "soak", "experiments", "bench", "xenlab-report")
 
 
 def main(argv):
     if not argv or argv[0] not in COMMANDS:
         print(f"usage: python3 -m unetlab {{{'|'.join(COMMANDS)}}} BUILD_DIR [OPTIONS]", file=sys.stderr)
         return 2
-    return importlib.import_module(f"unetlab.{argv[0]}").main(argv[1:])
+    return importlib.import_module(f"unetlab.{argv[0].replace('-', '_')}").main(argv[1:])
 
 
 if __name__ == "__main__":

@@ -1,0 +1,102 @@
+"""The real-Xen lab's report on a recorded quick run (CI, 2026-12-01): its ratios, its exit
+status, and the boots it must not trust (a dom0 process died of a memory error, a stalled boot)."""
+import contextlib
+import io
+import json
+import os
+import shutil
+import tempfile
+import unittest
+
+from unetlab import xenlab_report
+
+DATA = os.path.join(os.path.dirname(__file__), "data")
+CONSOLE = """(XEN) Xen version 4.17
+XENLAB 10.0 === kernel netback round 1
+XENLAB 300.0 === unetbackd round 1
+XENLAB 800.0 DONE
+"""
+
+
+class XenlabReportTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="unetlab-xenlab-report.")
+        self.addCleanup(shutil.rmtree, self.dir)
+        self.results = os.path.join(self.dir, "results.txt")
+        self.json = os.path.join(self.dir, "report.json")
+        self.console = os.path.join(self.dir, "console.log")
+        shutil.copy(os.path.join(DATA, "xenlab-results.txt"), self.results)
+        self.write_console(CONSOLE)
+
+    def write_console(self, text):
+        with open(self.console, "w") as f:
+            f.write(text)
+
+    def report(self, stalled="0", timed_out="0"):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            rc = xenlab_report.main([self.results, self.json, "1", "847", timed_out, self.console, "0",
+                                     "1.38 2.16 2.23", "1", stalled])
+        with open(self.json) as f:
+            return rc, json.load(f), out.getvalue()
+
+    def test_a_run_whose_checks_all_passed_reports_unetbackd_over_the_kernel_per_scenario(self):
+        rc, d, text = self.report()
+        self.assertEqual(rc, 0)
+        self.assertTrue(d["passed"])
+        self.assertFalse(d["environment_fault"])
+        m = d["means_mbps"]
+        for key in ("guest_tx", "guest_rx", "mq_guest_tx", "mq_guest_rx"):
+            self.assertAlmostEqual(d["ratios"][key], m[key]["unetbackd"] / m[key]["kernel"], places=2)
+        # domU -> domU counts both ways: (236 + 205) / (328 + 382).
+        both = [m["domu_to_domu"], m["domu_to_domu_reverse"]]
+        self.assertAlmostEqual(d["ratios"]["domu_to_domu"],
+                               sum(x["unetbackd"] for x in both) / sum(x["kernel"] for x in both), places=2)
+        # The recorded run: guest TX 348 of the kernel's 760 Mbit/s.
+        self.assertEqual(d["means_mbps"]["guest_tx"], {"kernel": 760.0, "unetbackd": 348.0})
+        self.assertIn("guest TX (domU -> dom0)", text)
+        self.assertEqual(d["directions"]["guest_tx"], "domU -> dom0")
+
+    def test_a_failed_check_fails_the_run(self):
+        with open(self.results, "a") as f:
+            f.write("CHECK unetbackd.r1.no_tap FAIL vif5.0 still there\n")
+        rc, d, text = self.report()
+        self.assertEqual(rc, 1)
+        self.assertFalse(d["passed"])
+        self.assertIn("FAILED unetbackd.r1.no_tap: vif5.0 still there", text)
+
+    def test_a_dom0_process_that_died_of_a_memory_error_makes_the_boot_an_environment_fault(self):
+        self.write_console(CONSOLE.replace("XENLAB 800.0 DONE",
+                                           "malloc(): unsorted double linked list corrupted\nXENLAB 800.0 DONE"))
+        rc, d, _ = self.report()
+        self.assertEqual(rc, 3)
+        self.assertTrue(d["environment_fault"])
+        self.assertEqual(len(d["memory_errors"]), 1)
+        self.assertTrue(d["memory_errors"][0].startswith("unetbackd round 1: malloc()"))
+
+    def test_a_stalled_boot_is_an_environment_fault_and_says_so(self):
+        os.unlink(self.results)  # dom0 never ran a scenario
+        self.write_console("(XEN) PCI add device 0000:00:04.0\n")
+        rc, d, text = self.report(stalled="1")
+        self.assertEqual(rc, 3)
+        completed = [c for c in d["checks"] if c["name"] == "lab.completed"]
+        self.assertEqual(completed[0]["result"], "FAIL")
+        self.assertEqual(completed[0]["detail"], "dom0's boot stalled")
+        self.assertIn("boot stalled before its first scenario", text)
+
+    def test_a_boot_that_timed_out_fails_without_blaming_the_environment(self):
+        os.unlink(self.results)
+        rc, d, _ = self.report(timed_out="1")
+        self.assertEqual(rc, 1)
+        self.assertFalse(d["environment_fault"])
+        self.assertIn({"name": "lab.completed", "result": "FAIL", "detail": "timed out"}, d["checks"])
+
+    def test_a_wrong_number_of_arguments_is_a_usage_error(self):
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err):
+            self.assertEqual(xenlab_report.main(["only-one"]), 2)
+        self.assertIn("usage:", err.getvalue())
+
+
+if __name__ == "__main__":
+    unittest.main()
