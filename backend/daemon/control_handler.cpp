@@ -3,7 +3,7 @@
 #include <type_traits>
 
 #include "backend/daemon/json_writer.hpp"
-#include "backend/xenbus/xenbus_state.hpp"
+#include "common/xenbus/xenbus_state.hpp"
 #include "common/hv/grant_table.hpp"
 
 namespace unetback::daemon {
