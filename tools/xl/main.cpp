@@ -77,7 +77,8 @@ libxl's role for a xensim world (DIR is where `xensim --dir DIR` runs).
       acknowledgement (""), removes each vif as destroy does (the suspended guest does not
       answer), waits up to 10 s for the guest to let its domain go, destroys the domain and
       writes FILE: the name, uuid, each vif's configuration (libxl's private copy) and the
-      guest's pid. The guest process stays, suspended: it is the domain's memory image.
+      guest's pid. The guest process stays, suspended: it is the domain's memory image
+      (create starts every guest with --resume-file DIR/guest-NAME.resume).
   restore FILE
       As `xl restore`: creates the domain again (a new domid, the same name, uuid and vifs),
       adds the vifs as create does, then resumes the guest: writes "domid N" to its resume
