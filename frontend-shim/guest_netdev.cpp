@@ -32,11 +32,12 @@ std::error_code add_address(const std::string& ifname, const std::string& cidr) 
   static constexpr std::array<const char*, 4> kCandidates = {"/usr/sbin/ip", "/sbin/ip",
                                                              "/usr/bin/ip", "/bin/ip"};
   const char* ip = nullptr;
-  for (const char* c : kCandidates)
+  for (const char* c : kCandidates) {
     if (::access(c, X_OK) == 0) {
       ip = c;
       break;
     }
+  }
   if (!ip) return std::make_error_code(std::errc::no_such_file_or_directory);
   // argv is built from validated values and passed as separate words: no shell involved.
   std::string a0 = "ip", a1 = "addr", a2 = "add", a4 = "dev";

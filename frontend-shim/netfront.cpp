@@ -37,7 +37,7 @@ NetfrontStats& NetfrontStats::operator+=(const NetfrontStats& o) {
 
 namespace {
 
-const std::string kStateToken = "netfront-backend-state";
+constexpr std::string_view kStateToken = "netfront-backend-state";
 
 std::optional<std::string> read_opt(hv::XenStore& xs, const std::string& path) {
   auto r = xs.read(path);
@@ -48,7 +48,7 @@ std::optional<std::string> read_opt(hv::XenStore& xs, const std::string& path) {
 }  // namespace
 
 Netfront::Netfront(hv::Hypervisor& hv, NetfrontOptions opts)
-    : hv_(hv), opts_(std::move(opts)), xs_(hv.open_xenstore()) {
+    : hv_(hv), opts_(opts), xs_(hv.open_xenstore()) {
   if (auto problem = zerocopy::config_problem(opts_.tx_limiter))
     throw SetupError("netfront: bad tx_limiter: " + *problem);
   if (opts_.queues == 0 || opts_.rx_budget == 0)
@@ -64,7 +64,7 @@ Netfront::~Netfront() {
 std::error_code Netfront::wait_backend_state(XenbusState want,
                                              std::chrono::steady_clock::time_point deadline,
                                              bool at_least) {
-  auto watch = hv::XsWatch::add(*xs_, be_dir_ + "/state", kStateToken);
+  auto watch = hv::XsWatch::add(*xs_, be_dir_ + "/state", std::string(kStateToken));
   if (!watch) return watch.error();
   for (;;) {
     while (xs_->read_watch()) {
@@ -103,9 +103,10 @@ std::error_code Netfront::connect(std::chrono::milliseconds timeout) {
     return std::make_error_code(std::errc::no_such_device);
   }
   std::uint32_t nq = 1;
-  if (backend_.max_queues)
+  if (backend_.max_queues) {
     nq = std::clamp<std::uint32_t>(opts_.queues, 1,
                                    std::max<std::uint32_t>(*backend_.max_queues, 1));
+  }
   split_ = opts_.split_event_channels && backend_.split_event_channels;
 
   QueueSetup setup;

@@ -94,7 +94,7 @@ constexpr auto kXdpReconfigureWait = 5s;
 std::optional<std::string> slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return std::nullopt;
-  std::string text(64 * 1024, '\0');
+  std::string text(std::size_t{64} * 1024, '\0');
   in.read(text.data(), static_cast<std::streamsize>(text.size()));
   text.resize(static_cast<std::size_t>(in.gcount()));
   return text;
@@ -121,8 +121,12 @@ ShimLoop::ShimLoop(std::unique_ptr<hv::Hypervisor> hv, HypervisorOpener reopen, 
       close_timer_(io_) {}
 
 ShimLoop::~ShimLoop() {
-  teardown(0ms);
-  if (xs_desc_) (void)xs_desc_->release();
+  try {
+    teardown(0ms);
+    if (xs_desc_) (void)xs_desc_->release();
+  } catch (...) {
+    // Nothing to tell anyone from a destructor: the process is going anyway.
+  }
 }
 
 bool ShimLoop::open_domain() {
@@ -586,9 +590,10 @@ std::optional<std::vector<std::uint32_t>> ShimLoop::read_rss_file() {
   if (*text == rss_file_text_) return std::nullopt;
   rss_file_text_ = *text;
   auto table = parse_rss_mapping(*text, nf_->num_queues());
-  if (!table)
+  if (!table) {
     warn(*opts_.rss_mapping_file + ": not 1..128 queue numbers below " +
          std::to_string(nf_->num_queues()) + ": keeping the mapping in use");
+  }
   return table;
 }
 
@@ -658,9 +663,10 @@ void ShimLoop::arm_xdp_timer() {
       }
     } else if (auto want = read_xdp_file(); want && *want != nf_->xdp_headroom()) {
       if (!nf_->backend_features().xdp_headroom) {
-        if (xdp_unoffered_ != want)
+        if (xdp_unoffered_ != want) {
           warn("the backend offers no feature-xdp-headroom: headroom " + std::to_string(*want) +
                " not asked for");
+        }
         xdp_unoffered_ = want;
       } else if (auto e = nf_->begin_xdp_headroom_change(*want)) {
         warn("reconfiguring the XDP headroom: " + e.message());
@@ -913,10 +919,11 @@ ShimLoop::TapRead ShimLoop::read_tap_frame(std::size_t i, QueueId q) {
     // Planned once per frame (after tap_frame_to_tx, which may complete a checksum), so a
     // frame that waits for slots is counted once.
     auto layout = plan_tx_frags(frame, *frag_size);
-    if (layout)
+    if (layout) {
       tq.pending_frags = *layout;
-    else if (layout.error() == std::errc::argument_list_too_long)
+    } else if (layout.error() == std::errc::argument_list_too_long) {
       ++stats_.tx_frags_fallback;
+    }
   }
   return TapRead::frame;
 }
@@ -955,9 +962,10 @@ void ShimLoop::on_event(std::size_t q) {
   const QueueId qid{static_cast<std::uint32_t>(q)};
   (void)nf_->handle_event(qid);
   // TX responses freed slots: resume the TAP queues that were waiting for this queue.
-  for (std::size_t i = 0; i < tap_queues_.size(); ++i)
+  for (std::size_t i = 0; i < tap_queues_.size(); ++i) {
     if (tx_queue_for(i) == qid && tap_queues_[i].pending_meta && !tap_queues_[i].waiting)
       on_tap_readable(i);
+  }
   rx_poll(q);
   arm_event(q);
 }

@@ -25,11 +25,11 @@
 #include "backend/daemon/tunables.hpp"
 #include "backend/vif/event_loop_pool.hpp"
 #include "backend/vif/vif.hpp"
-#include "common/xenbus/xenbus_state.hpp"
 #include "common/hv/hypervisor.hpp"
 #include "common/util/fd_reserve.hpp"
 #include "common/util/log.hpp"
 #include "common/util/result.hpp"
+#include "common/xenbus/xenbus_state.hpp"
 
 namespace {
 
@@ -47,11 +47,12 @@ void log_vif_summary(const BackendManager& manager) {
       "SIGUSR1: " + std::to_string(vifs.size()) + " vif(s), serving " + manager.backend_root());
   for (const auto& v : vifs) {
     std::uint64_t rx = 0, tx = 0;
-    for (const auto& q : v.report.queues)
+    for (const auto& q : v.report.queues) {
       for (const auto& [name, value] : q.counters) {
         if (name == "rx_packets") rx += value;
         if (name == "tx_packets") tx += value;
       }
+    }
     std::string line =
         "vif " + format_vif_id(v.id) + ": backend " +
         std::string(xenbus::state_name(v.view.backend)) + ", frontend " +
@@ -98,9 +99,11 @@ int run(const DaemonOptions& opts) {
   // Before the hypervisor is opened: with xen_netback loaded nothing here is safe to touch.
   if (auto why = kernel_netback_conflict(opts.hypervisor, opts.allow_kernel_netback, sysfs_root()))
     throw SetupError(*why);
-  if (opts.hypervisor == "xen" && opts.allow_kernel_netback && kernel_netback_loaded(sysfs_root()))
+  if (opts.hypervisor == "xen" && opts.allow_kernel_netback &&
+      kernel_netback_loaded(sysfs_root())) {
     log::write(log::Level::warn, kLog,
                "the kernel netback is loaded; starting anyway (--allow-kernel-netback)");
+  }
   hv::HypervisorOptions hv_opts;
   hv_opts.role = hv::Role::backend;
   hv_opts.copy_batch = opts.tunables.copy_batch;
@@ -137,9 +140,10 @@ int run(const DaemonOptions& opts) {
   ControlServer control(
       io, opts.control_path,
       [&manager](std::string_view line) { return handle_line(line, manager); }, {}, &fd_reserve);
-  if (auto ec = manager.start())
+  if (auto ec = manager.start()) {
     throw SetupError("cannot watch /local/domain/" + std::to_string(self.value()) +
                      "/backend/vif: " + ec.message());
+  }
   // Adopted devices (found at start, served by an earlier daemon) get their hotplug script
   // re-run. On xensim the script reaches the world's xenstored through XENSTORED_PATH.
   std::string xenstored_path;
@@ -217,7 +221,9 @@ void install_crash_handler() {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+namespace {
+
+int daemon_main(int argc, char** argv) {
   ignore_stray_signals();
   install_crash_handler();
   std::vector<std::string_view> args(argv + 1, argv + argc);
@@ -245,6 +251,17 @@ int main(int argc, char** argv) {
     return kExitSetup;
   } catch (const std::exception& e) {
     log::write(log::Level::error, kLog, std::string("unexpected error: ") + e.what());
+    return kExitSetup;
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return daemon_main(argc, argv);
+  } catch (...) {
+    // Before the logger or run() could say more (an allocation failing at startup).
     return kExitSetup;
   }
 }

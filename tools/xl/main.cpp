@@ -48,7 +48,7 @@ constexpr int kExitGuestFailed = 4;
 constexpr DomId kDom0{0};
 constexpr const char* kShimName = "netfront-shim";
 
-const char* const kUsage = R"(usage: unetback-xl --world DIR COMMAND ...
+constexpr const char* kUsage = R"(usage: unetback-xl --world DIR COMMAND ...
 
 libxl's role for a xensim world (DIR is where `xensim --dir DIR` runs).
 
@@ -125,6 +125,7 @@ struct CreateArgs {
 
 std::string find_shim(const std::optional<std::string>& explicit_path) {
   if (explicit_path) return *explicit_path;
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): one thread, and nothing sets the environment.
   if (const char* env = std::getenv("UNETBACK_SHIM"); env != nullptr && *env != '\0') return env;
   std::error_code ec;
   const fs::path self = fs::read_symlink("/proc/self/exe", ec);
@@ -132,6 +133,7 @@ std::string find_shim(const std::optional<std::string>& explicit_path) {
     const fs::path built = self.parent_path() / ".." / ".." / "frontend-shim" / kShimName;
     if (::access(built.c_str(), X_OK) == 0) return built.lexically_normal().string();
   }
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): one thread, and nothing sets the environment.
   if (const char* path = std::getenv("PATH")) {
     std::string_view rest(path);
     while (!rest.empty()) {
@@ -176,7 +178,7 @@ class World {
     return out;
   }
 
-  std::string read_or(const std::string& path, std::string fallback) {
+  std::string read_or(const std::string& path, const std::string& fallback) {
     auto v = xs_->read(path);
     return v ? *v : fallback;
   }
@@ -210,10 +212,11 @@ void remove_all_vifs(World& w, DomId domid) {
     if (!script.empty() && went_online) {
       auto r = hp::run_hotplug_script(w.hotplug_call(script, "offline", domid, devid),
                                       hp::kHotplugTimeout);
-      if (!r)
+      if (!r) {
         err("hotplug script " + script + " offline: " + r.error().message());
-      else if (!r->ok())
+      } else if (!r->ok()) {
         err("hotplug script " + script + " offline " + r->describe());
+      }
     }
     ts::delete_vif_nodes(w.xs(), kDom0, domid, devid);
   }
@@ -237,9 +240,10 @@ void stop_guest(World& w, DomId domid) {
   std::ifstream in(pf);
   long pid = 0;
   if (in >> pid && pid > 0 && ts::process_is(static_cast<pid_t>(pid), kShimName)) {
-    if (!ts::terminate_process(static_cast<pid_t>(pid), std::chrono::seconds(5)))
+    if (!ts::terminate_process(static_cast<pid_t>(pid), std::chrono::seconds(5))) {
       err("guest pid " + num(static_cast<std::uint64_t>(pid)) +
           " did not stop on SIGTERM within 5 s; killed");
+    }
   }
   std::error_code ec;
   fs::remove(pf, ec);
@@ -297,8 +301,14 @@ std::variant<DomId, int> build_domain(World& w, const std::string& name, const s
     if (!r || !r->ok()) {
       const std::string why = !r ? "cannot run: " + r.error().message() : r->describe();
       const std::string herr = w.read_or(be + "/hotplug-error", "");
-      err("libxl: error: hotplug script " + spec.script + " online for " + be + " " + why +
-          (herr.empty() ? "" : ": " + herr));
+      std::string msg = "libxl: error: hotplug script ";
+      msg += spec.script;
+      msg += " online for ";
+      msg += be;
+      msg += ' ';
+      msg += why;
+      if (!herr.empty()) msg += ": " + herr;
+      err(msg);
       undo_create(w, domid);
       return kExitDeviceFailed;
     }
@@ -386,13 +396,15 @@ int cmd_list(World& w) {
     std::string guest = "-";
     std::ifstream in(w.pid_file(domid));
     long pid = 0;
-    if (in >> pid)
+    if (in >> pid) {
       guest = num(static_cast<std::uint64_t>(pid)) +
               (ts::process_is(static_cast<pid_t>(pid), kShimName) ? "" : "(gone)");
+    }
     const auto devids = w.vif_devids(domid);
-    if (devids.empty())
+    if (devids.empty()) {
       std::printf("%-6s %-16s %-6s %-6s %-10s %-12s %-14s %s\n", d.c_str(), name.c_str(), "-", "-",
                   "-", "-", "-", guest.c_str());
+    }
     for (DevId devid : devids) {
       const std::string be = ts::backend_path(kDom0, domid, devid);
       const std::string tap = w.read_or(be + "/vifname", "vif" + d + "." + num(devid.value()));
@@ -497,7 +509,7 @@ int resume_domain(World& w, const ts::SavedDomain& saved) {
   fs::rename(rf + ".tmp", rf, ec);
   if (ec || ::kill(saved.guest_pid, SIGUSR1) != 0) {
     err("cannot resume the guest (pid " + num(static_cast<std::uint64_t>(saved.guest_pid)) +
-        "): " + (ec ? ec.message() : std::strerror(errno)));
+        "): " + (ec ? ec : std::error_code(errno, std::generic_category())).message());
     undo_create(w, domid);
     return kExitGuestFailed;
   }
@@ -640,9 +652,10 @@ int run(std::vector<std::string_view> args) {
       auto parsed = ts::parse_vif_option(*v, DevId{next_devid});
       if (auto* e = std::get_if<ts::VifOptionError>(&parsed)) return usage_error(e->message);
       auto spec = std::get<ts::VifSpec>(parsed);
-      for (const auto& other : a.vifs)
+      for (const auto& other : a.vifs) {
         if (other.devid == spec.devid)
           return usage_error("two vifs with devid " + num(spec.devid.value()));
+      }
       spec.script = hp::resolve_script_path(spec.script);
       next_devid = spec.devid.value() + 1;
       a.vifs.push_back(std::move(spec));

@@ -16,8 +16,12 @@ std::string num(std::uint64_t v) {
 
 std::error_code write_all(hv::XenStore& xs, hv::XsTx tx, const std::string& dir,
                           const std::vector<std::pair<std::string, std::string>>& kv) {
-  for (const auto& [k, v] : kv)
-    if (auto ec = xs.write(dir + "/" + k, v, tx)) return ec;
+  for (const auto& [k, v] : kv) {
+    std::string path = dir;
+    path += '/';
+    path += k;
+    if (auto ec = xs.write(path, v, tx)) return ec;
+  }
   return {};
 }
 

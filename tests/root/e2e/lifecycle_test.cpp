@@ -113,9 +113,10 @@ class Lifecycle : public EndToEnd {
     const RunResult xl_list = w().xl({"list"});
     std::istringstream rows(xl_list.out);
     std::string row;
-    while (std::getline(rows, row))
+    while (std::getline(rows, row)) {
       EXPECT_FALSE(row.starts_with(std::to_string(old) + " "))
           << when << ": domain " << old << " still in the world: " << row;
+    }
   }
 
   /// The vif of `g` is served: Connected in unetbackd's list with `queues` queues, and the

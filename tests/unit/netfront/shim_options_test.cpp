@@ -99,6 +99,14 @@ TEST(ShimOptions, XdpHeadroomAndAFileReReadWhileRunning) {
   EXPECT_NE(u.find("Reconfiguring (7)"), std::string::npos);
 }
 
+TEST(ShimOptions, ResumeFileIsAPathAndWithoutItNoSuspendIsHonoured) {
+  EXPECT_FALSE(ok(parse({})).resume_file.has_value());
+  EXPECT_EQ(ok(parse({"--resume-file", "/w/guest-g1.resume"})).resume_file, "/w/guest-g1.resume");
+  EXPECT_NE(usage_error(parse({"--resume-file="})), "");
+  EXPECT_NE(usage_error(parse({"--resume-file"})), "");
+  EXPECT_NE(shim_usage().find("SIGUSR1"), std::string::npos);
+}
+
 TEST(XdpHeadroomFile, OneDecimalUpToTheProtocolCapWithWhitespaceAround) {
   EXPECT_EQ(parse_xdp_headroom("256"), 256U);
   EXPECT_EQ(parse_xdp_headroom("  0\n"), 0U);
