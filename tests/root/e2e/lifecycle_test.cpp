@@ -132,15 +132,16 @@ class Lifecycle : public EndToEnd {
     EXPECT_TRUE(ping(g.ns, w().host_ip(), 2)) << when << ": no ping after the move";
   }
 
-  /// A TCP stream from `g` to the host (iperf3 -t 10, 100 ms intervals) with one migration
-  /// after 2 s: the stream ends without an error, carries data again after the move, and
-  /// the stall (intervals without data) is printed. The moved guest.
+  /// A TCP stream from the host to `g` (iperf3 -R -t 10, 100 ms intervals measured where
+  /// the data arrives, in the guest) with one migration after 2 s: the stream ends without
+  /// an error, carries data again after the move, and the stall (the longest run of
+  /// intervals below a tenth of the median) is printed. The moved guest.
   std::optional<XlWorld::Guest> stream_across_migration(const XlWorld::Guest& g, int queues) {
     serve_iperf(5201);
     const std::size_t base_fds = testing::open_fds(w().daemon().pid());
     Daemon& stream = w().spawn_in_ns(g.ns,
                                      {"iperf3", "-c", w().host_ip(), "-p", "5201", "-t", "10", "-i",
-                                      "0.1", "-J", "--connect-timeout", "5000"},
+                                      "0.1", "-R", "-J", "--connect-timeout", "5000"},
                                      "stream.json");
     std::this_thread::sleep_for(2s);
     const RunResult m = w().xl({"migrate", g.name, "localhost"});
