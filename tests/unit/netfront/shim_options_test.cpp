@@ -42,9 +42,10 @@ TEST(ShimOptions, RxRefillTakesEitherRuleInBothSpellings) {
 }
 
 TEST(ShimOptions, RxRefillRejectsOtherRules) {
-  for (const char* bad : {"half_ring", "HALF-RING", "", "late", "early,half-ring"})
+  for (const char* bad : {"half_ring", "HALF-RING", "", "late", "early,half-ring"}) {
     EXPECT_EQ(usage_error(parse({"--rx-refill", bad})),
               "bad value '" + std::string(bad) + "' for --rx-refill");
+  }
   EXPECT_EQ(usage_error(parse({"--rx-refill"})), "--rx-refill needs a value");
 }
 
@@ -57,9 +58,10 @@ TEST(ShimOptions, TxFragsAcceptsSizesFrom64To4096) {
 }
 
 TEST(ShimOptions, TxFragsRejectsSizesOutsideAPieceOfAPage) {
-  for (const char* bad : {"0", "63", "4097", "65536", "-64", "1k", "64 ", "", "0x100"})
+  for (const char* bad : {"0", "63", "4097", "65536", "-64", "1k", "64 ", "", "0x100"}) {
     EXPECT_EQ(usage_error(parse({"--tx-frags", bad})),
               "bad value '" + std::string(bad) + "' for --tx-frags");
+  }
   EXPECT_EQ(usage_error(parse({"--tx-frags"})), "--tx-frags needs a value");
 }
 
