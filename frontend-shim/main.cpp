@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
     return shim::kExitSetupFailure;
   }
   // A resumed guest claims the domain the toolstack made for it (unetback-xl restore).
-  const std::string spec = opts.hypervisor;
+  const auto spec = opts.hypervisor;
   auto reopen = [spec](DomId domid) {
     hv::HypervisorOptions ho;
     ho.role = hv::Role::frontend;

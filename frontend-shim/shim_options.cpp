@@ -1,28 +1,15 @@
 #include "frontend-shim/shim_options.hpp"
 
-#include <algorithm>
 #include <arpa/inet.h>
-#include <charconv>
-#include <iterator>
 #include <netinet/in.h>
+#include <utility>
 
 #include "common/net/tap_device.hpp"
+#include "common/util/arg_parser.hpp"
 #include "common/util/parse_decimal.hpp"
 #include "frontend-shim/netfront_types.hpp"
 
 namespace unetback::shim {
-
-namespace {
-
-std::optional<log::Level> parse_level(std::string_view s) {
-  if (s == "debug") return log::Level::debug;
-  if (s == "info") return log::Level::info;
-  if (s == "warn") return log::Level::warn;
-  if (s == "error") return log::Level::error;
-  return std::nullopt;
-}
-
-}  // namespace
 
 bool valid_netns_name(std::string_view name) {
   if (name.empty() || name.size() > 255 || name == "." || name == "..") return false;
@@ -43,141 +30,122 @@ bool valid_cidr(std::string_view text) {
 }
 
 ParseOutcome parse_shim_options(std::span<const std::string_view> args) {
+  static constexpr cli::OptionSpec kOptions[] = {cli::kHelp,
+                                                 cli::flag("no-sg"),
+                                                 cli::flag("rss"),
+                                                 cli::valued("hypervisor"),
+                                                 cli::valued("domid"),
+                                                 cli::valued("name"),
+                                                 cli::valued("devid"),
+                                                 cli::valued("tap"),
+                                                 cli::valued("netns"),
+                                                 cli::valued("address"),
+                                                 cli::valued("mtu"),
+                                                 cli::valued("queues"),
+                                                 cli::valued("rx-budget"),
+                                                 cli::valued("rx-rate"),
+                                                 cli::valued("connect-timeout-ms"),
+                                                 cli::valued("log-level"),
+                                                 cli::valued("rx-refill"),
+                                                 cli::valued("tx-frags"),
+                                                 cli::valued("rss-mapping-file"),
+                                                 cli::valued("mode"),
+                                                 cli::valued("xdp-headroom"),
+                                                 cli::valued("xdp-headroom-file"),
+                                                 cli::valued("resume-file")};
   ShimOptions o;
-  bool have_name = false, have_timeout = false;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    std::string_view arg = args[i];
-    if (arg == "-h" || arg == "--help") return HelpRequested{};
-    if (!arg.starts_with("--")) return UsageError{"unexpected argument '" + std::string(arg) + "'"};
-    std::string_view key = arg;
-    std::optional<std::string_view> inline_value;
-    if (const auto eq = arg.find('='); eq != std::string_view::npos) {
-      key = arg.substr(0, eq);
-      inline_value = arg.substr(eq + 1);
-    }
-    if (key == "--no-sg") {
-      if (inline_value) return UsageError{"--no-sg takes no value"};
+  bool have_hypervisor = false, have_name = false, have_timeout = false;
+  cli::ArgParser parser(args, kOptions, {.positionals = false});
+  while (const auto a = parser.next()) {
+    if (a->is("help")) return HelpRequested{};
+    const std::string_view value = a->value;
+    auto bad = [&] { return UsageError{a->bad_value()}; };
+    if (a->is("no-sg")) {
       o.sg = false;
-      continue;
-    }
-    if (key == "--rss") {
-      if (inline_value) return UsageError{"--rss takes no value"};
+    } else if (a->is("rss")) {
       o.rss = true;
-      continue;
-    }
-    static constexpr std::string_view kValued[] = {"--hypervisor",
-                                                   "--domid",
-                                                   "--name",
-                                                   "--devid",
-                                                   "--tap",
-                                                   "--netns",
-                                                   "--address",
-                                                   "--mtu",
-                                                   "--queues",
-                                                   "--rx-budget",
-                                                   "--rx-rate",
-                                                   "--connect-timeout-ms",
-                                                   "--log-level",
-                                                   "--rx-refill",
-                                                   "--tx-frags",
-                                                   "--rss-mapping-file",
-                                                   "--mode",
-                                                   "--xdp-headroom",
-                                                   "--xdp-headroom-file",
-                                                   "--resume-file"};
-    if (std::find(std::begin(kValued), std::end(kValued), key) == std::end(kValued))
-      return UsageError{"unknown option " + std::string(key)};
-    std::string_view value;
-    if (inline_value) {
-      value = *inline_value;
-    } else {
-      if (i + 1 >= args.size()) return UsageError{std::string(key) + " needs a value"};
-      value = args[++i];
-    }
-    auto bad = [&] {
-      return UsageError{"bad value '" + std::string(value) + "' for " + std::string(key)};
-    };
-    if (key == "--hypervisor") {
-      if (value != "xen" && !(value.starts_with("sim:") && value.size() > 4)) return bad();
-      o.hypervisor = value;
-    } else if (key == "--domid") {
+    } else if (a->is("hypervisor")) {
+      auto v = hv::parse_hypervisor_spec(value);
+      if (!v) return bad();
+      o.hypervisor = std::move(*v);
+      have_hypervisor = true;
+    } else if (a->is("domid")) {
       // DOMID_FIRST_RESERVED is 0x7FF0; dom0 is never a guest here.
       auto v = parse_decimal<std::uint16_t>(value, 1, 0x7FEF);
       if (!v) return bad();
       o.domid = DomId{*v};
-    } else if (key == "--name") {
+    } else if (a->is("name")) {
       if (value.empty() || value.size() > 64) return bad();
       o.name = value;
       have_name = true;
-    } else if (key == "--devid") {
+    } else if (a->is("devid")) {
       auto v = parse_decimal<std::uint32_t>(value, 0, 0xFFFF);
       if (!v) return bad();
       o.devid = DevId{*v};
-    } else if (key == "--tap") {
+    } else if (a->is("tap")) {
       if (!net::valid_ifname(value)) return bad();
       o.tap = value;
-    } else if (key == "--netns") {
+    } else if (a->is("netns")) {
       if (!valid_netns_name(value)) return bad();
       o.netns = std::string(value);
-    } else if (key == "--address") {
+    } else if (a->is("address")) {
       if (!valid_cidr(value)) return bad();
       o.address = std::string(value);
-    } else if (key == "--mtu") {
+    } else if (a->is("mtu")) {
       auto v = parse_decimal<std::uint32_t>(value, 68, 65535);
       if (!v) return bad();
       o.mtu = *v;
-    } else if (key == "--queues") {
+    } else if (a->is("queues")) {
       auto v = parse_decimal<std::uint32_t>(value, 1, 64);
       if (!v) return bad();
       o.queues = *v;
-    } else if (key == "--rx-budget") {
+    } else if (a->is("rx-budget")) {
       auto v = parse_decimal<std::uint32_t>(value, 1, 256);
       if (!v) return bad();
       o.rx_budget = *v;
-    } else if (key == "--rx-rate") {
+    } else if (a->is("rx-rate")) {
       auto v = parse_decimal<std::uint32_t>(value, 1, 100'000'000);
       if (!v) return bad();
       o.rx_rate = *v;
-    } else if (key == "--rx-refill") {
+    } else if (a->is("rx-refill")) {
       auto v = netfront::parse_rx_refill_rule(value);
       if (!v) return bad();
       o.rx_refill = *v;
-    } else if (key == "--tx-frags") {
+    } else if (a->is("tx-frags")) {
       auto v = parse_decimal<std::uint32_t>(value, kTxFragMin, kTxFragMax);
       if (!v) return bad();
       o.tx_frags = *v;
-    } else if (key == "--rss-mapping-file") {
+    } else if (a->is("rss-mapping-file")) {
       if (value.empty() || value.size() > 4096) return bad();
       o.rss_mapping_file = std::string(value);
       o.rss = true;
-    } else if (key == "--xdp-headroom") {
+    } else if (a->is("xdp-headroom")) {
       auto v = parse_xdp_headroom(value);
       if (!v || value.find_first_of(" \t\r\n") != std::string_view::npos) return bad();
       o.xdp_headroom = *v;
-    } else if (key == "--xdp-headroom-file") {
+    } else if (a->is("xdp-headroom-file")) {
       if (value.empty() || value.size() > 4096) return bad();
       o.xdp_headroom_file = std::string(value);
-    } else if (key == "--resume-file") {
+    } else if (a->is("resume-file")) {
       if (value.empty() || value.size() > 4096) return bad();
       o.resume_file = std::string(value);
-    } else if (key == "--connect-timeout-ms") {
+    } else if (a->is("connect-timeout-ms")) {
       auto v = parse_decimal<std::uint32_t>(value, 1, 3'600'000);
       if (!v) return bad();
       o.connect_timeout_ms = *v;
       have_timeout = true;
-    } else if (key == "--mode") {
+    } else if (a->is("mode")) {
       auto v = parse_frontend_mode(value);
       if (!v) return bad();
       o.mode = *v;
-    } else if (key == "--log-level") {
-      auto v = parse_level(value);
+    } else if (a->is("log-level")) {
+      auto v = log::parse_level(value);
       if (!v) return bad();
       o.log_level = *v;
-    } else {
-      return UsageError{"unknown option " + std::string(key)};
     }
   }
-  if (o.hypervisor.empty()) return UsageError{"--hypervisor is required"};
+  if (const auto& e = parser.error()) return UsageError{e->message()};
+  if (!have_hypervisor) return UsageError{"--hypervisor is required"};
   if (o.domid && have_name) return UsageError{"--domid and --name are exclusive"};
   // Linux netfront: without SG the MTU is at most ETH_DATA_LEN (netback-facts §3).
   if (!o.sg && o.mtu > 1500)

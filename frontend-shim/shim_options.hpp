@@ -10,6 +10,7 @@
 #include <variant>
 #include <vector>
 
+#include "common/hv/hypervisor_spec.hpp"
 #include "common/util/log.hpp"
 #include "common/util/strong_id.hpp"
 #include "frontend-shim/frontend_mode.hpp"
@@ -30,7 +31,7 @@ inline constexpr std::uint32_t kTxFragMin = 64;
 inline constexpr std::uint32_t kTxFragMax = 4096;
 
 struct ShimOptions {
-  std::string hypervisor;              ///< "xen" or "sim:<dir>"
+  hv::HypervisorSpec hypervisor;       ///< --hypervisor xen or sim:<dir>
   std::optional<DomId> domid;          ///< claim this domain (created by the toolstack)
   std::string name = "netfront-shim";  ///< or register a fresh domain with this name
   DevId devid{0};

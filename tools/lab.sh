@@ -219,14 +219,19 @@ cmd_tidy() {
   return $rc
 }
 
-# The demo: builds, then tools/lab/demo.sh (xensim world, unetbackd in netns ub-dom0 with
+# The lab's Python commands (tools/lab/unetlab): `unetlab COMMAND BUILD_DIR ARGS...`.
+unetlab() {
+  PYTHONPATH=$ROOT/tools/lab${PYTHONPATH:+:$PYTHONPATH} exec python3 -m unetlab "$@"
+}
+
+# The demo: builds, then unetlab demo (xensim world, unetbackd in netns ubd<pid>-dom0 with
 # bridge xenbr0, guests via unetback-xl, iperf3 both ways and guest to guest). Needs root.
 cmd_demo() {
   [[ $(id -u) -eq 0 ]] || die "the demo needs root (network namespaces, TAPs, a bridge)"
   deps
   local dir=${BUILD_DIR:-build}
   build "$dir"
-  "$ROOT/tools/lab/demo.sh" "$dir" "$@"
+  unetlab demo "$dir" "$@"
 }
 
 # The Debian packages: a copy of the source tree (the files git knows, edited or new ones
@@ -278,13 +283,15 @@ case ${1:-} in
     ;;
   demo) shift; cmd_demo "$@" ;;
   bench | xenlab | soak)
-    # Each lives in tools/lab/<name>.sh and gets the build dir first; they need root.
+    # Each gets the build dir first; they need root. bench and soak are Python commands
+    # (tools/lab/unetlab), xenlab is tools/lab/xenlab.sh.
     name=$1
     shift
     [[ $(id -u) -eq 0 ]] || die "$name needs root (network namespaces, TAPs, a bridge)"
     deps
     build "${BUILD_DIR:-build}"
-    exec "$ROOT/tools/lab/$name.sh" "${BUILD_DIR:-build}" "$@"
+    [[ $name == xenlab ]] && exec "$ROOT/tools/lab/xenlab.sh" "${BUILD_DIR:-build}" "$@"
+    unetlab "$name" "${BUILD_DIR:-build}" "$@"
     ;;
   fuzz) shift; deps; exec "$ROOT/tools/lab/fuzz.sh" "$@" ;;
   tsan) shift; deps; exec "$ROOT/tools/lab/tsan.sh" "$@" ;;

@@ -1,100 +1,90 @@
 #include "backend/daemon/daemon_options.hpp"
 
+#include <iterator>
+
 #include "backend/daemon/tunables.hpp"
 #include "backend/xenbus/backend_config.hpp"
 #include "common/hv/xenstore.hpp"
 #include "common/net/tap_device.hpp"
+#include "common/util/arg_parser.hpp"
 
 namespace unetback::daemon {
 
-std::string default_control_path(std::string_view hypervisor) {
-  if (hypervisor.starts_with("sim:") && hypervisor.size() > 4)
-    return std::string(hypervisor.substr(4)) + "/unetbackd.sock";
+std::string default_control_path(const hv::HypervisorSpec& hypervisor) {
+  if (const auto* dir = hv::sim_world_dir(hypervisor)) return *dir + "/unetbackd.sock";
   return "/run/unetback/unetbackd.sock";
 }
 
-std::string default_lock_path(std::string_view hypervisor, DomId backend) {
-  if (hypervisor.starts_with("sim:") && hypervisor.size() > 4) {
-    return std::string(hypervisor.substr(4)) + "/unetbackd-dom" + std::to_string(backend.value()) +
-           ".lock";
-  }
+std::string default_lock_path(const hv::HypervisorSpec& hypervisor, DomId backend) {
+  if (const auto* dir = hv::sim_world_dir(hypervisor))
+    return *dir + "/unetbackd-dom" + std::to_string(backend.value()) + ".lock";
   return "/run/unetbackd.lock";
 }
 
 std::variant<DaemonOptions, std::string> parse_daemon_args(std::span<const std::string_view> args) {
+  static constexpr cli::OptionSpec kOwn[] = {
+      cli::kHelp,
+      cli::flag("allow-kernel-netback"),
+      cli::valued("hypervisor"),
+      cli::valued("backend-domid"),
+      cli::valued("control"),
+      cli::valued("log-level"),
+      cli::valued("switch-uplink"),
+      cli::valued("lock-file"),
+  };
+  std::vector<cli::OptionSpec> options(std::begin(kOwn), std::end(kOwn));
+  for (const auto& spec : tunable_specs()) options.push_back(cli::valued(spec.name));
   DaemonOptions o;
+  std::optional<hv::HypervisorSpec> hypervisor;
   std::optional<std::string> control, lock;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    std::string_view a = args[i];
-    if (a == "--help" || a == "-h") {
+  cli::ArgParser parser(args, options, {.positionals = false});
+  while (const auto a = parser.next()) {
+    const std::string_view value = a->value;
+    if (a->is("help")) {
       o.help = true;
       return o;
     }
-    if (!a.starts_with("--")) return "unexpected argument '" + std::string(a) + "'";
-    if (a == "--allow-kernel-netback") {
+    if (a->is("allow-kernel-netback")) {
       o.allow_kernel_netback = true;
-      continue;
-    }
-    std::string_view name = a.substr(2);
-    std::optional<std::string_view> value;
-    if (const auto eq = name.find('='); eq != std::string_view::npos) {
-      value = name.substr(eq + 1);
-      name = name.substr(0, eq);
-    } else if (i + 1 < args.size()) {
-      value = args[++i];
-    }
-    static constexpr std::string_view kOwn[] = {"hypervisor", "backend-domid", "control",
-                                                "log-level",  "switch-uplink", "lock-file"};
-    bool known = find_tunable(name) != nullptr;
-    for (auto k : kOwn) known = known || k == name;
-    if (!known) return "unknown option --" + std::string(name);
-    if (!value) return "--" + std::string(name) + " needs a value";
-    if (name == "hypervisor") {
-      if (*value != "xen" && !(value->starts_with("sim:") && value->size() > 4))
-        return "--hypervisor takes xen or sim:<world-dir>, not '" + std::string(*value) + "'";
-      o.hypervisor = *value;
-    } else if (name == "backend-domid") {
-      const auto d = hv::parse_xs_uint<std::uint16_t>(*value);
-      if (!d || *d >= 0x7FF0)
-        return "--backend-domid: '" + std::string(*value) + "' is not a domid";
+    } else if (a->is("hypervisor")) {
+      hypervisor = hv::parse_hypervisor_spec(value);
+      if (!hypervisor)
+        return "--hypervisor takes xen or sim:<world-dir>, not '" + std::string(value) + "'";
+    } else if (a->is("backend-domid")) {
+      const auto d = hv::parse_xs_uint<std::uint16_t>(value);
+      if (!d || *d >= 0x7FF0) return "--backend-domid: '" + std::string(value) + "' is not a domid";
       o.backend_domid = DomId{*d};
-    } else if (name == "switch-uplink") {
-      const auto eq = value->find('=');
-      const std::string_view sw = value->substr(0, eq);
+    } else if (a->is("switch-uplink")) {
+      const auto eq = value.find('=');
+      const std::string_view sw = value.substr(0, eq);
       const std::string_view tap =
-          eq == std::string_view::npos ? std::string_view() : value->substr(eq + 1);
+          eq == std::string_view::npos ? std::string_view() : value.substr(eq + 1);
       if (!xenbus::valid_switch_name(sw) || !net::valid_ifname(tap)) {
         return "--switch-uplink takes NAME=TAP (a switch name of 1..32 [A-Za-z0-9_.-] and an "
                "interface name), not '" +
-               std::string(*value) + "'";
+               std::string(value) + "'";
       }
       if (!o.switch_uplinks.emplace(std::string(sw), std::string(tap)).second)
         return "--switch-uplink: switch '" + std::string(sw) + "' given twice";
-    } else if (name == "control") {
-      if (value->empty()) return "--control needs a path";
-      control = *value;
-    } else if (name == "lock-file") {
-      if (value->empty()) return "--lock-file needs a path";
-      lock = *value;
-    } else if (name == "log-level") {
-      if (*value == "debug") {
-        o.log_level = log::Level::debug;
-      } else if (*value == "info") {
-        o.log_level = log::Level::info;
-      } else if (*value == "warn") {
-        o.log_level = log::Level::warn;
-      } else if (*value == "error") {
-        o.log_level = log::Level::error;
-      } else {
-        return "--log-level takes debug, info, warn or error";
-      }
-    } else if (const auto* spec = find_tunable(name)) {
-      if (auto why = set_tunable(o.tunables, *spec, *value))
-        return "--" + std::string(name) + ": " + *why;
+    } else if (a->is("control")) {
+      if (value.empty()) return "--control needs a path";
+      control = value;
+    } else if (a->is("lock-file")) {
+      if (value.empty()) return "--lock-file needs a path";
+      lock = value;
+    } else if (a->is("log-level")) {
+      const auto level = log::parse_level(value);
+      if (!level) return "--log-level takes debug, info, warn or error";
+      o.log_level = *level;
+    } else if (const auto* spec = find_tunable(a->name)) {
+      if (auto why = set_tunable(o.tunables, *spec, value))
+        return "--" + std::string(a->name) + ": " + *why;
       o.explicit_tunables.emplace_back(spec->name);
     }
   }
-  if (o.hypervisor.empty()) return std::string("--hypervisor is required (xen or sim:<world-dir>)");
+  if (const auto& e = parser.error()) return e->message();
+  if (!hypervisor) return std::string("--hypervisor is required (xen or sim:<world-dir>)");
+  o.hypervisor = *hypervisor;
   o.control_path = control ? *control : default_control_path(o.hypervisor);
   o.lock_path = lock ? *lock : default_lock_path(o.hypervisor, o.backend_domid.value_or(kDom0));
   return o;

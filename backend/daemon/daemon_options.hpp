@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/vif/vif_handle.hpp"
+#include "common/hv/hypervisor_spec.hpp"
 #include "common/util/log.hpp"
 #include "common/util/strong_id.hpp"
 
@@ -22,7 +23,7 @@ inline constexpr int kExitUsage = 2;  // bad command line
 inline constexpr int kExitXenstoreLost = 3;  // the xenstore connection died: restart me
 
 struct DaemonOptions {
-  std::string hypervisor;              // "xen" or "sim:<world-dir>"
+  hv::HypervisorSpec hypervisor;       // --hypervisor xen or sim:<world-dir>
   std::optional<DomId> backend_domid;  // xensim: register as this domain (default dom0)
   std::string control_path;            // default_control_path(hypervisor) unless given
   std::string lock_path;               // default_lock_path(hypervisor, domid) unless given
@@ -38,12 +39,12 @@ struct DaemonOptions {
 };
 
 /// `/run/unetback/unetbackd.sock` for "xen", `<world-dir>/unetbackd.sock` for "sim:<dir>".
-[[nodiscard]] std::string default_control_path(std::string_view hypervisor);
+[[nodiscard]] std::string default_control_path(const hv::HypervisorSpec& hypervisor);
 
 /// The lock that lets one daemon serve a backend domain: `/run/unetbackd.lock` for "xen"
 /// (one backend domain per host), `<world-dir>/unetbackd-dom<N>.lock` for "sim:<dir>" (a
 /// world may hold several backend domains).
-[[nodiscard]] std::string default_lock_path(std::string_view hypervisor, DomId backend);
+[[nodiscard]] std::string default_lock_path(const hv::HypervisorSpec& hypervisor, DomId backend);
 
 /// The options, or the message explaining what is wrong (exit kExitUsage).
 [[nodiscard]] std::variant<DaemonOptions, std::string> parse_daemon_args(

@@ -2,10 +2,12 @@
 
 #include <cstdlib>
 #include <sys/stat.h>
+#include <variant>
 
 namespace unetback::daemon {
 
 std::string sysfs_root() {
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): read at startup, before any thread exists.
   const char* env = std::getenv("UNETBACK_SYSFS_ROOT");
   return env != nullptr && *env != '\0' ? env : "/sys";
 }
@@ -16,9 +18,10 @@ bool kernel_netback_loaded(std::string_view sysfs) {
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-std::optional<std::string> kernel_netback_conflict(std::string_view hypervisor, bool allowed,
-                                                   std::string_view sysfs) {
-  if (hypervisor != "xen" || allowed || !kernel_netback_loaded(sysfs)) return std::nullopt;
+std::optional<std::string> kernel_netback_conflict(const hv::HypervisorSpec& hypervisor,
+                                                   bool allowed, std::string_view sysfs) {
+  if (!std::holds_alternative<hv::XenSpec>(hypervisor) || allowed || !kernel_netback_loaded(sysfs))
+    return std::nullopt;
   return "the kernel netback is loaded (" + std::string(sysfs) +
          "/module/xen_netback exists): it and unetbackd would race for every vif. Unload it "
          "(rmmod xen-netback) and keep it unloaded with /etc/modprobe.d/unetback.conf "

@@ -8,6 +8,8 @@
 #include <string>
 #include <string_view>
 
+#include "common/hv/hypervisor_spec.hpp"
+
 namespace unetback::daemon {
 
 /// Where sysfs is: $UNETBACK_SYSFS_ROOT if set and not empty (tests), else "/sys".
@@ -18,8 +20,7 @@ namespace unetback::daemon {
 
 /// The reason to refuse starting, or nothing: only for `--hypervisor xen` (xensim worlds
 /// never meet the kernel netback), and not with --allow-kernel-netback.
-[[nodiscard]] std::optional<std::string> kernel_netback_conflict(std::string_view hypervisor,
-                                                                 bool allowed,
-                                                                 std::string_view sysfs);
+[[nodiscard]] std::optional<std::string> kernel_netback_conflict(
+    const hv::HypervisorSpec& hypervisor, bool allowed, std::string_view sysfs);
 
 }  // namespace unetback::daemon

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <unistd.h>
 #include <utility>  // std::exchange, which Boost 1.74 Asio uses without including it
+#include <variant>
 #include <vector>
 
 #include "backend/daemon/backend_manager.hpp"
@@ -99,7 +100,7 @@ int run(const DaemonOptions& opts) {
   // Before the hypervisor is opened: with xen_netback loaded nothing here is safe to touch.
   if (auto why = kernel_netback_conflict(opts.hypervisor, opts.allow_kernel_netback, sysfs_root()))
     throw SetupError(*why);
-  if (opts.hypervisor == "xen" && opts.allow_kernel_netback &&
+  if (std::holds_alternative<hv::XenSpec>(opts.hypervisor) && opts.allow_kernel_netback &&
       kernel_netback_loaded(sysfs_root())) {
     log::write(log::Level::warn, kLog,
                "the kernel netback is loaded; starting anyway (--allow-kernel-netback)");
@@ -147,8 +148,8 @@ int run(const DaemonOptions& opts) {
   // Adopted devices (found at start, served by an earlier daemon) get their hotplug script
   // re-run. On xensim the script reaches the world's xenstored through XENSTORED_PATH.
   std::string xenstored_path;
-  if (opts.hypervisor.starts_with("sim:"))
-    xenstored_path = opts.hypervisor.substr(4) + "/dom" + std::to_string(self.value()) + ".sock";
+  if (const auto* world = hv::sim_world_dir(opts.hypervisor))
+    xenstored_path = *world + "/dom" + std::to_string(self.value()) + ".sock";
   HotplugLauncher hotplug(xenstored_path);
   manager.set_hotplug_launcher(&hotplug);
   ManagerLoop loop(io, manager, xs->watch_fd());
@@ -221,18 +222,18 @@ void install_crash_handler() {
 
 }  // namespace
 
-namespace {
-
-int daemon_main(int argc, char** argv) {
+int main(int argc, char** argv) {
   ignore_stray_signals();
   install_crash_handler();
   std::vector<std::string_view> args(argv + 1, argv + argc);
   auto parsed = parse_daemon_args(args);
-  if (auto* msg = std::get_if<std::string>(&parsed)) {
-    std::cerr << "unetbackd: " << *msg << "\n(try unetbackd --help)\n";
+  const auto* parsed_opts = std::get_if<DaemonOptions>(&parsed);
+  if (parsed_opts == nullptr) {
+    std::cerr << "unetbackd: " << *std::get_if<std::string>(&parsed)
+              << "\n(try unetbackd --help)\n";
     return kExitUsage;
   }
-  const auto& opts = std::get<DaemonOptions>(parsed);
+  const DaemonOptions& opts = *parsed_opts;
   if (opts.help) {
     std::cout << daemon_usage();
     return kExitOk;
@@ -251,17 +252,6 @@ int daemon_main(int argc, char** argv) {
     return kExitSetup;
   } catch (const std::exception& e) {
     log::write(log::Level::error, kLog, std::string("unexpected error: ") + e.what());
-    return kExitSetup;
-  }
-}
-
-}  // namespace
-
-int main(int argc, char** argv) {
-  try {
-    return daemon_main(argc, argv);
-  } catch (...) {
-    // Before the logger or run() could say more (an allocation failing at startup).
     return kExitSetup;
   }
 }

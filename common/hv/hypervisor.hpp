@@ -11,6 +11,7 @@
 #include "common/hv/event_channel.hpp"
 #include "common/hv/grant_sharer.hpp"
 #include "common/hv/grant_table.hpp"
+#include "common/hv/hypervisor_spec.hpp"
 #include "common/hv/xenstore.hpp"
 #include "common/util/strong_id.hpp"
 
@@ -52,8 +53,12 @@ class Hypervisor {
   [[nodiscard]] virtual bool domain_exists(DomId domid) = 0;
 };
 
-/// Opens "xen" (the real hypervisor through libxen*) or "sim:<world-dir>" (xensim).
-/// Throws SetupError with a message naming what is missing.
+/// Opens real Xen (through libxen*) or a xensim world. Throws SetupError with a message naming
+/// what is missing.
+std::unique_ptr<Hypervisor> open_hypervisor(const HypervisorSpec& spec,
+                                            const HypervisorOptions& opts);
+/// The same for the text "xen" or "sim:<world-dir>"; anything else is a SetupError naming
+/// both choices.
 std::unique_ptr<Hypervisor> open_hypervisor(std::string_view spec, const HypervisorOptions& opts);
 
 }  // namespace unetback::hv

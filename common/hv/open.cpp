@@ -6,12 +6,19 @@
 
 namespace unetback::hv {
 
+std::unique_ptr<Hypervisor> open_hypervisor(const HypervisorSpec& spec,
+                                            const HypervisorOptions& opts) {
+  if (const auto* dir = sim_world_dir(spec)) return open_sim_hypervisor(*dir, opts);
+  return open_xen_hypervisor(opts);
+}
+
 std::unique_ptr<Hypervisor> open_hypervisor(std::string_view spec, const HypervisorOptions& opts) {
-  if (spec == "xen") return open_xen_hypervisor(opts);
-  if (spec.starts_with("sim:") && spec.size() > 4)
-    return open_sim_hypervisor(std::string(spec.substr(4)), opts);
-  throw SetupError("unknown hypervisor '" + std::string(spec) +
-                   "': use --hypervisor xen (real Xen) or --hypervisor sim:<world-dir> (xensim)");
+  const auto parsed = parse_hypervisor_spec(spec);
+  if (!parsed) {
+    throw SetupError("unknown hypervisor '" + std::string(spec) +
+                     "': use --hypervisor xen (real Xen) or --hypervisor sim:<world-dir> (xensim)");
+  }
+  return open_hypervisor(*parsed, opts);
 }
 
 }  // namespace unetback::hv

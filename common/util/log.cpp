@@ -50,6 +50,14 @@ void set_sink(Sink sink) {
   g_sink = std::move(sink);
 }
 
+std::optional<Level> parse_level(std::string_view name) {
+  if (name == "debug") return Level::debug;
+  if (name == "info") return Level::info;
+  if (name == "warn") return Level::warn;
+  if (name == "error") return Level::error;
+  return std::nullopt;
+}
+
 int syslog_priority(Level l) {
   switch (l) {
     case Level::debug: return 7;

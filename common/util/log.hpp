@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -17,6 +18,8 @@ enum class Level : int { debug = 0, info = 1, warn = 2, error = 3 };
 void set_level(Level l);
 [[nodiscard]] Level level();
 void write(Level l, std::string_view prefix, std::string_view msg);
+/// The level a --log-level value names ("debug", "info", "warn", "error"), or nothing.
+[[nodiscard]] std::optional<Level> parse_level(std::string_view name);
 
 /// The syslog priority of a level, as journald reads it from a `<N>` line prefix
 /// (sd-daemon(3)): debug 7, info 6, warn 4 (LOG_WARNING), error 3 (LOG_ERR).

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/daemon/daemon_options.hpp"
+#include "common/util/arg_parser.hpp"
 #include "tools/ctl/ctl_client.hpp"
 #include "tools/ctl/ctl_format.hpp"
 #include "tools/ctl/json_value.hpp"
@@ -87,33 +88,39 @@ int serve_metrics(const std::string& path, std::string_view address) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string path = daemon::default_control_path("xen");
+  static constexpr cli::OptionSpec kOptions[] = {cli::kHelp,
+                                                 cli::flag("json"),
+                                                 cli::flag("prometheus"),
+                                                 cli::valued("listen", "ADDR:PORT"),
+                                                 cli::valued("control"),
+                                                 cli::valued("world")};
+  const std::vector<std::string_view> args(argv + 1, argv + argc);
+  std::string path = daemon::default_control_path(hv::XenSpec{});
   bool json = false, prometheus = false;
   std::optional<std::string> listen;
   std::vector<std::string> words;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view a = argv[i];
-    if (a == "--help" || a == "-h") {
+  cli::ArgParser parser(args, kOptions);
+  while (const auto a = parser.next()) {
+    if (a->is("help")) {
       std::cout << kUsage;
       return 0;
     }
-    if (a == "--json") {
+    if (a->is("json")) {
       json = true;
-    } else if (a == "--prometheus") {
+    } else if (a->is("prometheus")) {
       prometheus = true;
-    } else if (a == "--listen") {
-      if (i + 1 >= argc) return usage_error("--listen needs ADDR:PORT");
-      listen = argv[++i];
-    } else if (a == "--control" || a == "--world") {
-      if (i + 1 >= argc) return usage_error(std::string(a) + " needs a value");
-      const std::string v = argv[++i];
-      path = a == "--control" ? v : daemon::default_control_path("sim:" + v);
-    } else if (a.starts_with("--")) {
-      return usage_error("unknown option " + std::string(a));
+    } else if (a->is("listen")) {
+      listen = a->value;
+    } else if (a->is("control")) {
+      path = a->value;
+    } else if (a->is("world")) {
+      if (a->value.empty()) return usage_error("--world needs a directory");
+      path = daemon::default_control_path(hv::SimSpec{std::string(a->value)});
     } else {
-      words.emplace_back(a);
+      words.emplace_back(a->value);
     }
   }
+  if (const auto& e = parser.error()) return usage_error(e->message());
   if (words.empty()) return usage_error("no command");
   const std::string& cmd = words[0];
   struct Arity {

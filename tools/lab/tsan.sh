@@ -10,7 +10,7 @@
 #   tools/lab/tsan.sh [--suite NAME]... [--soak MINUTES]
 #
 # --suite NAME      default: unit integration [root-netns as root]
-# --soak MINUTES    also run tools/lab/soak.sh on the TSan build (root): the whole xensim
+# --soak MINUTES    also run the soak (unetlab soak) on the TSan build (root): the whole xensim
 #                   world (xensim, unetbackd, guests, iperf3, vif churn) under TSan
 # Environment: BUILD_DIR (default build-tsan), JOBS (default nproc).
 set -euo pipefail
@@ -58,7 +58,8 @@ meson test -C "$BUILD_DIR" --print-errorlogs --timeout-multiplier 6 \
 
 if [[ -n $SOAK ]]; then
   # TSan makes everything slower and bigger: the RSS bound is for the instrumented daemon.
-  "$ROOT/tools/lab/soak.sh" "$BUILD_DIR" --minutes "$SOAK" --rss-bound-mb 512 || rc=1
+  PYTHONPATH=$ROOT/tools/lab python3 -m unetlab soak "$BUILD_DIR" --minutes "$SOAK" --rss-bound-mb 512 ||
+    rc=1
 fi
 
 reports=("$REPORTS"/report*)

@@ -32,8 +32,9 @@
 # backend to every round of 1: unetbackd with ARG on its command line ("unetbackd_b" in the
 # figures and ratios; an A/B of a tunable in one boot); --b-env NAME=VALUE (repeatable) sets
 # an environment variable for that third backend (e.g. UNETBACK_NO_IO_URING=1), alone or with
-# --b-arg. --profile: in each unetbackd round one more iperf3 run per direction under perf record
-# (out/profile-TAG.DIRECTION.txt: where unetbackd's time goes in dom0). --host-hog N runs N busy loops on this
+# --b-arg. --profile: in each unetbackd round one more iperf3 run per direction under perf record,
+# also for domU->domU and the 2-queue domU (out/profile-TAG.DIRECTION.txt: where unetbackd's
+# time goes in dom0). --host-hog N runs N busy loops on this
 # host (not in dom0) for the whole boot, each ended by its PID afterwards: the figures under
 # host load.
 # Debugging: --only kernel|unetbackd|shim|libvirt|mq|umq|kmq runs one part (mq: 3 on both backends;
@@ -199,11 +200,22 @@ trap cleanup EXIT
 : >"$LOG"
 tail -n +1 -f --pid="$QPID" "$LOG" 2>/dev/null | grep -a --line-buffered -E "XENLAB|\[domU\]|panic|Panic|BUG:" &
 TAILPID=$!
-TIMED_OUT=0
+TIMED_OUT=0 STALLED=0
+# dom0 prints its first XENLAB line 1-2 minutes after QEMU starts (Xen under TCG, then dom0's
+# 17-26 s boot). A boot that has printed none after XENLAB_BOOT_LIMIT seconds stalled in the
+# emulated machine (seen once beside a host at load 10: dom0's kernel stopped after Xen's "PCI
+# add device" lines for 24 minutes): an environment fault like a memory corruption, exit 3.
+BOOT_LIMIT=${XENLAB_BOOT_LIMIT:-480}
 while kill -0 "$QPID" 2>/dev/null; do
   if (($(date +%s) - START > LIMIT)); then
     log "timeout after ${LIMIT}s: stopping QEMU (pid $QPID)"
     TIMED_OUT=1
+    kill "$QPID"
+    break
+  fi
+  if ((!STALLED && $(date +%s) - START > BOOT_LIMIT)) && ! grep -aq "XENLAB" "$LOG"; then
+    log "dom0 printed nothing in ${BOOT_LIMIT}s (last console line: $(tail -1 "$LOG" | cut -c1-100)): stalled boot, stopping QEMU (pid $QPID)"
+    STALLED=1
     kill "$QPID"
     break
   fi
@@ -215,9 +227,9 @@ stop_hogs
 ELAPSED=$(($(date +%s) - START))
 log "QEMU exited after ${ELAPSED}s"
 
-python3 - "$SHARE/out/results.txt" "$JSON" "$QUICK" "$ELAPSED" "$TIMED_OUT" "$LOG" "$HOST_HOG" "$LOAD0" "$PRIORITY" <<'PY'
+python3 - "$SHARE/out/results.txt" "$JSON" "$QUICK" "$ELAPSED" "$TIMED_OUT" "$LOG" "$HOST_HOG" "$LOAD0" "$PRIORITY" "$STALLED" <<'PY'
 import json, os, re, statistics, sys
-res, out, quick, elapsed, timed_out, console, host_hog, load0, priority = sys.argv[1:]
+res, out, quick, elapsed, timed_out, console, host_hog, load0, priority, stalled = sys.argv[1:]
 figs, checks = {}, []
 lines = open(res).read().splitlines() if os.path.exists(res) else []
 for line in lines:
@@ -248,7 +260,8 @@ checks.append({"name": "dom0.no_memory_errors", "result": "FAIL" if crashes else
                "detail": "; ".join(crashes[:6]) if crashes else "no process in dom0 died of a memory error"})
 if not done:
     checks.append({"name": "lab.completed", "result": "FAIL",
-                   "detail": "timed out" if timed_out == "1" else "dom0 did not finish the scenarios (see " + console + ")"})
+                   "detail": "timed out" if timed_out == "1" else "dom0's boot stalled" if stalled == "1" else
+                   "dom0 did not finish the scenarios (see " + console + ")"})
 
 def series(tag_re, d, what="mbps"):
     """The figures TAG.D.WHAT whose TAG matches tag_re, in key order."""
@@ -332,8 +345,10 @@ for c in failed:
 # A dom0 process that died of memory corruption makes the whole boot suspect: that happens in
 # this emulated machine with the kernel netback alone too (README). Exit status 3 says so, so a
 # caller (CI) can boot again instead of blaming a scenario.
-env_fault = bool(crashes)
-if env_fault:
+env_fault = bool(crashes) or stalled == "1"
+if stalled == "1":
+    print("ENVIRONMENT FAULT: dom0's boot stalled before its first scenario (exit status 3)")
+if crashes:
     print("ENVIRONMENT FAULT: dom0 processes died of memory corruption in this boot "
           f"({len(crashes)}); the results of this boot are not trustworthy (exit status 3)")
 if out:

@@ -4,26 +4,25 @@
 #include <charconv>
 #include <cmath>
 #include <netinet/in.h>
-#include <set>
 
+#include "common/util/arg_parser.hpp"
 #include "common/util/parse_decimal.hpp"
 
 namespace unetback::udpflow {
 
 namespace {
 
-/// The options each mode takes; the flags among them take no value.
-constexpr std::string_view kSendOpts[] = {"--to", "--size", "--seconds", "--pps", "--json"};
-constexpr std::string_view kRecvOpts[] = {"--port",       "--seconds", "--bind",
-                                          "--from-start", "--wait",    "--json"};
-constexpr std::string_view kFlags[] = {"--json", "--from-start"};
-
-template <std::size_t N>
-bool contains(const std::string_view (&list)[N], std::string_view key) {
-  for (std::string_view k : list)
-    if (k == key) return true;
-  return false;
+/// The options of each mode, each at most once.
+constexpr cli::OptionSpec once(std::string_view name, bool takes_value) {
+  return cli::OptionSpec{name, takes_value, {}, true, '\0'};
 }
+constexpr cli::OptionSpec kSendOpts[] = {cli::kHelp,         once("to", true),
+                                         once("size", true), once("seconds", true),
+                                         once("pps", true),  once("json", false)};
+constexpr cli::OptionSpec kRecvOpts[] = {
+    cli::kHelp,         once("port", true),        once("seconds", true),
+    once("bind", true), once("from-start", false), once("wait", true),
+    once("json", false)};
 
 }  // namespace
 
@@ -84,79 +83,65 @@ ParseOutcome parse_udpflow_args(std::span<const std::string_view> args) {
   const bool send = mode == "send";
   SendOptions so;
   RecvOptions ro;
-  std::set<std::string_view> seen;
-  for (std::size_t i = 1; i < args.size(); ++i) {
-    const std::string_view arg = args[i];
-    if (arg == "-h" || arg == "--help") return HelpRequested{};
-    if (!arg.starts_with("--")) return UsageError{"unexpected argument '" + std::string(arg) + "'"};
-    std::string_view key = arg;
-    std::optional<std::string_view> inline_value;
-    if (const auto eq = arg.find('='); eq != std::string_view::npos) {
-      key = arg.substr(0, eq);
-      inline_value = arg.substr(eq + 1);
-    }
-    if (send ? !contains(kSendOpts, key) : !contains(kRecvOpts, key))
-      return UsageError{"unknown option " + std::string(key) + " for " + std::string(mode)};
-    if (!seen.insert(key).second) return UsageError{std::string(key) + " given twice"};
-    if (contains(kFlags, key)) {
-      if (inline_value) return UsageError{std::string(key) + " takes no value"};
-      if (key == "--json") so.json = ro.json = true;
-      if (key == "--from-start") ro.from_start = true;
-      continue;
-    }
-    std::string_view value;
-    if (inline_value) {
-      value = *inline_value;
-    } else {
-      if (i + 1 >= args.size()) return UsageError{std::string(key) + " needs a value"};
-      value = args[++i];
-    }
-    auto bad = [&] {
-      return UsageError{"bad value '" + std::string(value) + "' for " + std::string(key)};
-    };
-    if (key == "--to") {
+  using Options = std::span<const cli::OptionSpec>;
+  const Options options = send ? Options(kSendOpts) : Options(kRecvOpts);
+  cli::ArgParser parser(args.subspan(1), options, {.positionals = false});
+  while (const auto a = parser.next()) {
+    if (a->is("help")) return HelpRequested{};
+    const std::string_view value = a->value;
+    auto bad = [&] { return UsageError{a->bad_value()}; };
+    if (a->is("json")) {
+      so.json = ro.json = true;
+    } else if (a->is("from-start")) {
+      ro.from_start = true;
+    } else if (a->is("to")) {
       auto ep = parse_endpoint(value);
       if (!ep) return bad();
       so.to = ep->first;
       so.port = ep->second;
-    } else if (key == "--size") {
+    } else if (a->is("size")) {
       auto v = parse_decimal<std::uint32_t>(value, 1, kMaxPayload);
       if (!v) return bad();
       so.size = *v;
-    } else if (key == "--seconds") {
+    } else if (a->is("seconds")) {
       auto v = parse_seconds(value);
       if (!v) return bad();
       so.seconds = ro.seconds = *v;
-    } else if (key == "--pps") {
+    } else if (a->is("pps")) {
       auto v = parse_decimal<std::uint64_t>(value, 1, 100'000'000);
       if (!v) return bad();
       so.pps = *v;
-    } else if (key == "--port") {
+    } else if (a->is("port")) {
       auto v = parse_decimal<std::uint16_t>(value, 1, 65535);
       if (!v) return bad();
       ro.port = *v;
-    } else if (key == "--bind") {
+    } else if (a->is("bind")) {
       auto v = parse_ip(value);
       if (!v) return bad();
       ro.bind = *v;
-    } else if (key == "--wait") {
+    } else if (a->is("wait")) {
       auto v = parse_seconds(value);
       if (!v) return bad();
       ro.wait = *v;
     }
   }
-  auto require = [&](std::string_view key) -> std::optional<UsageError> {
-    if (seen.contains(key)) return std::nullopt;
-    return UsageError{std::string(key) + " is required for " + std::string(mode)};
+  if (const auto& e = parser.error()) {
+    if (e->kind == cli::ArgError::Kind::unknown_option)
+      return UsageError{e->message() + " for " + std::string(mode)};
+    return UsageError{e->message()};
+  }
+  auto require = [&](std::string_view name) -> std::optional<UsageError> {
+    if (parser.seen(name)) return std::nullopt;
+    return UsageError{"--" + std::string(name) + " is required for " + std::string(mode)};
   };
   if (send) {
-    for (std::string_view k : {"--to", "--size", "--seconds"})
+    for (std::string_view k : {"to", "size", "seconds"})
       if (auto e = require(k)) return *e;
     return so;
   }
-  for (std::string_view k : {"--port", "--seconds"})
+  for (std::string_view k : {"port", "seconds"})
     if (auto e = require(k)) return *e;
-  if (ro.from_start && seen.contains("--wait"))
+  if (ro.from_start && parser.seen("wait"))
     return UsageError{"--wait applies only without --from-start"};
   return ro;
 }

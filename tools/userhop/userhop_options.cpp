@@ -1,12 +1,10 @@
 #include "tools/userhop/userhop_options.hpp"
 
-#include <charconv>
-
 #include "common/net/tap_device.hpp"
+#include "common/util/arg_parser.hpp"
 #include "common/util/parse_decimal.hpp"
 
 namespace unetback::userhop {
-namespace {}  // namespace
 
 std::string_view userhop_usage() {
   return R"(usage: unetback-userhop --a NAME --b NAME [--netns-a NS] [--netns-b NS]
@@ -31,36 +29,37 @@ and exits 0. Exit 1: setup failed; 2: bad command line.
 
 std::variant<UserhopOptions, HelpRequested, std::string> parse_userhop_options(
     std::span<const std::string_view> args) {
+  static constexpr cli::OptionSpec kOptions[] = {
+      cli::kHelp,         cli::flag("no-offloads"), cli::valued("a"),
+      cli::valued("b"),   cli::valued("netns-a"),   cli::valued("netns-b"),
+      cli::valued("mtu"), cli::valued("budget")};
   UserhopOptions o;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string_view a = args[i];
-    if (a == "--help" || a == "-h") return HelpRequested{};
-    if (a == "--no-offloads") {
+  cli::ArgParser parser(args, kOptions, {.positionals = false});
+  while (const auto a = parser.next()) {
+    const std::string_view v = a->value;
+    const std::string opt = "--" + std::string(a->name);
+    if (a->is("help")) return HelpRequested{};
+    if (a->is("no-offloads")) {
       o.offloads = false;
-      continue;
-    }
-    if (i + 1 >= args.size()) return std::string(a) + " needs a value";
-    const std::string_view v = args[++i];
-    if (a == "--a" || a == "--b") {
+    } else if (a->is("a") || a->is("b")) {
       if (!net::valid_ifname(v))
-        return std::string(a) + ": '" + std::string(v) + "' is not a valid interface name";
-      (a == "--a" ? o.tap_a : o.tap_b) = std::string(v);
-    } else if (a == "--netns-a" || a == "--netns-b") {
+        return opt + ": '" + std::string(v) + "' is not a valid interface name";
+      (a->is("a") ? o.tap_a : o.tap_b) = std::string(v);
+    } else if (a->is("netns-a") || a->is("netns-b")) {
       // A name under /run/netns: no path tricks.
       if (v.empty() || v.find('/') != std::string_view::npos || v == "." || v == "..")
-        return std::string(a) + ": '" + std::string(v) + "' is not a namespace name";
-      (a == "--netns-a" ? o.netns_a : o.netns_b) = std::string(v);
-    } else if (a == "--mtu") {
+        return opt + ": '" + std::string(v) + "' is not a namespace name";
+      (a->is("netns-a") ? o.netns_a : o.netns_b) = std::string(v);
+    } else if (a->is("mtu")) {
       o.mtu = parse_decimal<std::uint32_t>(v, 68, 65535);
       if (!o.mtu) return "--mtu takes 68..65535";
-    } else if (a == "--budget") {
+    } else if (a->is("budget")) {
       auto b = parse_decimal<std::uint32_t>(v, 1, 4096);
       if (!b) return "--budget takes 1..4096";
       o.budget = *b;
-    } else {
-      return "unknown option " + std::string(a);
     }
   }
+  if (const auto& e = parser.error()) return e->message();
   if (o.tap_a.empty() || o.tap_b.empty()) return std::string("--a and --b are required");
   if (o.tap_a == o.tap_b && o.netns_a == o.netns_b)
     return std::string("--a and --b name the same TAP");

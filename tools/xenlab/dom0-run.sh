@@ -406,17 +406,29 @@ syscall_window() {
   fi
 }
 
-# profile_window TAG IP DIRECTION (xenlab.sh --profile): one more iperf3 run with unetbackd
-# sampled by perf record (cpu-clock, call graphs); where its time goes, by symbol, in
-# out/profile-TAG.DIRECTION.txt. Nothing is recorded as a figure.
+# profile_window TAG IP DIRECTION [iperf3 args] (xenlab.sh --profile): one more iperf3 run
+# between dom0 and the domU at IP with unetbackd sampled by perf record (cpu-clock, call
+# graphs); where its time goes, by symbol, in out/profile-TAG.DIRECTION.txt. Nothing is recorded
+# as a figure. profile_d2d TAG: the same around labu -> labu2 (iperf3 run in labu).
 profile_window() {
-  local tag=$1 ip=$2 dir=$3 args=(-c "$2" -f m -t "$SECS") rec
+  local tag=$1 ip=$2 dir=$3 args=(-c "$2" -f m -t "$SECS")
+  shift 3
   [ "$dir" = guest_tx ] && args+=(-R)
+  profiled "$tag" "$dir" timeout $((SECS + 40)) iperf3 "${args[@]}" "$@"
+}
+profile_d2d() {
+  profiled "$1" domu_to_domu in_domu 10.99.0.2 -c 10.99.0.5 -f m -t "$SECS"
+  profiled "$1" domu_to_domu_reverse in_domu 10.99.0.2 -c 10.99.0.5 -f m -t "$SECS" -R
+}
+# profiled TAG DIRECTION CMD...: CMD with unetbackd under perf record.
+profiled() {
+  local tag=$1 dir=$2 rec
+  shift 2
   [ "$PROFILE" = 1 ] && [ -n "$UNETBACKD_PID" ] && command -v perf >/dev/null || return 0
   perf record -q -e cpu-clock -F 2000 -g -p "$UNETBACKD_PID" -o /tmp/prof.data 2>>"$OUT/perf.log" &
   rec=$!
   sleep 1
-  timeout $((SECS + 40)) iperf3 "${args[@]}" >>"$OUT/iperf3-$tag.profile.log" 2>&1
+  "$@" >>"$OUT/iperf3-$tag.profile.log" 2>&1
   kill -INT "$rec"
   wait "$rec"
   { perf report -i /tmp/prof.data --stdio --no-children --sort dso,sym -g none --percent-limit 0.5 2>&1 | head -80
@@ -640,6 +652,7 @@ unetbackd_round() { # ROUND [b]: b runs unetbackd with B_ARGS added and B_ENV se
     [ "$1" = 1 ] && [ "${2:-}" != b ] && xdp_round "$tag" labu 10.99.0.2
     if xl_create "$tag.d2d" /tmp/u2.cfg labu2 10.99.0.5; then
       iperf_d2d "$tag"
+      profile_d2d "$tag"
       destroy_checked "$tag.d2d" labu2 "$maps1"
     else
       xl destroy labu2 >/dev/null 2>&1
@@ -670,6 +683,8 @@ unetbackd_extras() {
   check "$tag.two_queues" "$([ "${q:-1}" = 2 ] && echo 0 || echo 1)" "frontend multi-queue-num-queues=${q:-unset} (backend offers $(xenstore-read "$BE/$d/0/multi-queue-max-queues"))"
   iperf "$tag" 10.99.0.3 guest_rx -P 2
   iperf "$tag" 10.99.0.3 guest_tx -P 2
+  profile_window "$tag" 10.99.0.3 guest_rx -P 2
+  profile_window "$tag" 10.99.0.3 guest_tx -P 2
   integrity "$tag"
 
   # The tunable: max-queues 1, written straight into xenstore as an operator would.

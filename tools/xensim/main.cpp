@@ -3,20 +3,24 @@
 // (DIR/dom<N>.sock) on one io_context. See --help.
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
-#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <utility>
+#include <variant>
+#include <vector>
 
+#include "common/util/arg_parser.hpp"
 #include "common/util/log.hpp"
+#include "common/util/parse_decimal.hpp"
 #include "tools/xensim/broker.hpp"
 #include "tools/xensim/domain_registry.hpp"
 #include "tools/xensim/xenstore/server.hpp"
@@ -56,46 +60,36 @@ struct Options {
   bool verbose = false;
 };
 
-std::optional<std::uint32_t> parse_count(std::string_view s) {
-  std::uint32_t v = 0;
-  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc{} || p != s.data() + s.size() || v == 0) return std::nullopt;
-  return v;
-}
+struct HelpRequested {};
 
-std::optional<Options> parse_args(int argc, char** argv, bool& help) {
+/// The options, --help, or what is wrong with the command line.
+std::variant<Options, HelpRequested, std::string> parse_args(
+    std::span<const std::string_view> args) {
+  static constexpr cli::OptionSpec kOptions[] = {
+      cli::kHelp, cli::flag("verbose"), cli::valued("dir", "a directory"),
+      cli::valued("frames", "a number of frames"), cli::valued("grant-entries", "a number")};
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view a = argv[i];
-    auto value = [&]() -> std::optional<std::string_view> {
-      if (i + 1 >= argc) return std::nullopt;
-      return std::string_view(argv[++i]);
-    };
-    if (a == "--help" || a == "-h") {
-      help = true;
-      return o;
-    }
-    if (a == "--verbose") {
+  cli::ArgParser parser(args, kOptions, {.positionals = false});
+  while (const auto a = parser.next()) {
+    const std::string_view value = a->value;
+    if (a->is("help")) return HelpRequested{};
+    if (a->is("verbose")) {
       o.verbose = true;
-    } else if (a == "--dir") {
-      auto v = value();
-      if (!v || v->empty()) return std::nullopt;
-      o.dir = std::string(*v);
-    } else if (a == "--frames" || a == "--grant-entries") {
-      auto v = value();
-      auto n = v ? parse_count(*v) : std::nullopt;
-      if (!n) return std::nullopt;
-      if (a == "--frames") {
-        if (*n > o.registry.max_frames) return std::nullopt;
-        o.registry.default_frames = *n;
-      } else {
-        o.registry.grant_entries = *n;
-      }
-    } else {
-      return std::nullopt;
+    } else if (a->is("dir")) {
+      if (value.empty()) return std::string("--dir needs a directory");
+      o.dir = std::string(value);
+    } else if (a->is("frames")) {
+      const auto n = parse_decimal<std::uint32_t>(value, 1, o.registry.max_frames);
+      if (!n) return "--frames takes 1.." + std::to_string(o.registry.max_frames);
+      o.registry.default_frames = *n;
+    } else if (a->is("grant-entries")) {
+      const auto n = parse_decimal<std::uint32_t>(value, 1);
+      if (!n) return std::string("--grant-entries takes a positive number");
+      o.registry.grant_entries = *n;
     }
   }
-  if (o.dir.empty()) return std::nullopt;
+  if (const auto& e = parser.error()) return e->message();
+  if (o.dir.empty()) return std::string("--dir is required");
   return o;
 }
 
@@ -149,16 +143,18 @@ int run(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool help = false;
-  auto opts = parse_args(argc, argv, help);
-  if (help) {
+  const std::vector<std::string_view> args(argv + 1, argv + argc);
+  auto parsed = parse_args(args);
+  if (std::holds_alternative<HelpRequested>(parsed)) {
     std::cout << kUsage;
     return kExitOk;
   }
-  if (!opts) {
-    std::cerr << kUsage;
+  if (const auto* why = std::get_if<std::string>(&parsed)) {
+    std::cerr << "xensim: " << *why << '\n' << kUsage;
     return kExitUsage;
   }
+  const auto* opts = std::get_if<Options>(&parsed);
+  if (opts == nullptr) return kExitUsage;  // not reached: help and errors are handled above
   log::set_level(opts->verbose ? log::Level::info : log::Level::warn);
   try {
     return run(*opts);

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <iostream>
 #include <optional>
+#include <span>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -25,6 +26,7 @@
 
 #include "common/hotplug/hotplug_script.hpp"
 #include "common/hv/sim/sim_hypervisor.hpp"
+#include "common/util/arg_parser.hpp"
 #include "common/util/parse_decimal.hpp"
 #include "tools/xl/guest_launcher.hpp"
 #include "tools/xl/save_image.hpp"
@@ -48,7 +50,7 @@ constexpr int kExitGuestFailed = 4;
 constexpr DomId kDom0{0};
 constexpr const char* kShimName = "netfront-shim";
 
-constexpr const char* kUsage = R"(usage: unetback-xl --world DIR COMMAND ...
+constexpr std::string_view kUsage = R"(usage: unetback-xl --world DIR COMMAND ...
 
 libxl's role for a xensim world (DIR is where `xensim --dir DIR` runs).
 
@@ -125,7 +127,7 @@ struct CreateArgs {
 
 std::string find_shim(const std::optional<std::string>& explicit_path) {
   if (explicit_path) return *explicit_path;
-  // NOLINTNEXTLINE(concurrency-mt-unsafe): one thread, and nothing sets the environment.
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): a one-shot tool with one thread.
   if (const char* env = std::getenv("UNETBACK_SHIM"); env != nullptr && *env != '\0') return env;
   std::error_code ec;
   const fs::path self = fs::read_symlink("/proc/self/exe", ec);
@@ -133,8 +135,7 @@ std::string find_shim(const std::optional<std::string>& explicit_path) {
     const fs::path built = self.parent_path() / ".." / ".." / "frontend-shim" / kShimName;
     if (::access(built.c_str(), X_OK) == 0) return built.lexically_normal().string();
   }
-  // NOLINTNEXTLINE(concurrency-mt-unsafe): one thread, and nothing sets the environment.
-  if (const char* path = std::getenv("PATH")) {
+  if (const char* path = std::getenv("PATH")) {  // NOLINT(concurrency-mt-unsafe): as above
     std::string_view rest(path);
     while (!rest.empty()) {
       const auto colon = rest.find(':');
@@ -301,12 +302,8 @@ std::variant<DomId, int> build_domain(World& w, const std::string& name, const s
     if (!r || !r->ok()) {
       const std::string why = !r ? "cannot run: " + r.error().message() : r->describe();
       const std::string herr = w.read_or(be + "/hotplug-error", "");
-      std::string msg = "libxl: error: hotplug script ";
-      msg += spec.script;
-      msg += " online for ";
-      msg += be;
-      msg += ' ';
-      msg += why;
+      std::string msg = "libxl: error: hotplug script " + spec.script + " online for " + be;
+      msg += " " + why;
       if (!herr.empty()) msg += ": " + herr;
       err(msg);
       undo_create(w, domid);
@@ -582,22 +579,24 @@ int usage_error(const std::string& msg) {
 }
 
 int run(std::vector<std::string_view> args) {
+  static constexpr cli::OptionSpec kOptions[] = {cli::kHelp, cli::valued("world", "DIR")};
   std::optional<std::string> world;
   std::vector<std::string_view> rest;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    if (args[i] == "--help" || args[i] == "-h") {
+  cli::ArgParser parser(args, kOptions);
+  while (const auto a = parser.next()) {
+    if (a->is("help")) {
       std::cout << kUsage;
       return kExitOk;
     }
-    if (args[i] == "--world" && i + 1 < args.size() && rest.empty()) {
-      world = std::string(args[++i]);
-    } else if (args[i].starts_with("--world=") && rest.empty()) {
-      world = std::string(args[i].substr(8));
-    } else {
-      rest.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+    if (a->is("world")) {
+      world = std::string(a->value);
+    } else {  // the command: it and what follows are its own
+      rest.push_back(a->value);
+      rest.insert(rest.end(), parser.rest().begin(), parser.rest().end());
       break;
     }
   }
+  if (const auto& e = parser.error()) return usage_error(e->message());
   if (!world) return usage_error("--world DIR is required");
   if (rest.empty())
     return usage_error("missing command (create, destroy, list, save, restore, migrate)");
@@ -634,22 +633,26 @@ int run(std::vector<std::string_view> args) {
   }
   if (cmd != "create") return usage_error("unknown command '" + std::string(cmd) + "'");
 
+  static constexpr cli::OptionSpec kCreateOptions[] = {
+      cli::valued("vif", "a SPEC"),
+      cli::valued("guest-netns", "a name"),
+      cli::valued("address", "a CIDR"),
+      cli::valued("queues", "1..64"),
+      cli::valued("shim", "a path"),
+      cli::flag("no-guest"),
+      cli::valued("ready-timeout-ms", "1..600000")};
   CreateArgs a;
   std::uint32_t next_devid = 0;
-  for (std::size_t i = 1; i < rest.size(); ++i) {
-    const std::string_view opt = rest[i];
-    auto value = [&]() -> std::optional<std::string> {
-      if (i + 1 >= rest.size()) return std::nullopt;
-      return std::string(rest[++i]);
-    };
-    if (opt == "--") {
-      for (++i; i < rest.size(); ++i) a.shim_extra.emplace_back(rest[i]);
+  const std::span<const std::string_view> create_args(rest);
+  cli::ArgParser create(create_args.subspan(1), kCreateOptions, {.double_dash = true});
+  while (const auto opt = create.next()) {
+    const std::string_view value = opt->value;
+    if (opt->kind == cli::Arg::Kind::end_of_options) {
+      a.shim_extra.assign(create.rest().begin(), create.rest().end());
       break;
     }
-    if (opt == "--vif") {
-      auto v = value();
-      if (!v) return usage_error("--vif needs a SPEC");
-      auto parsed = ts::parse_vif_option(*v, DevId{next_devid});
+    if (opt->is("vif")) {
+      auto parsed = ts::parse_vif_option(value, DevId{next_devid});
       if (auto* e = std::get_if<ts::VifOptionError>(&parsed)) return usage_error(e->message);
       auto spec = std::get<ts::VifSpec>(parsed);
       for (const auto& other : a.vifs) {
@@ -659,31 +662,31 @@ int run(std::vector<std::string_view> args) {
       spec.script = hp::resolve_script_path(spec.script);
       next_devid = spec.devid.value() + 1;
       a.vifs.push_back(std::move(spec));
-    } else if (opt == "--guest-netns") {
-      a.guest_netns = value();
-      if (!a.guest_netns) return usage_error("--guest-netns needs a name");
-    } else if (opt == "--address") {
-      a.address = value();
-      if (!a.address) return usage_error("--address needs a CIDR");
-    } else if (opt == "--queues") {
-      auto v = value();
-      a.queues = v ? parse_uint(*v, 64) : std::nullopt;
-      if (!a.queues || *a.queues == 0) return usage_error("--queues needs 1..64");
-    } else if (opt == "--shim") {
-      a.shim = value();
-      if (!a.shim) return usage_error("--shim needs a path");
-    } else if (opt == "--no-guest") {
+    } else if (opt->is("guest-netns")) {
+      a.guest_netns = std::string(value);
+    } else if (opt->is("address")) {
+      a.address = std::string(value);
+    } else if (opt->is("queues")) {
+      a.queues = parse_decimal<std::uint32_t>(value, 1, 64);
+      if (!a.queues) return usage_error("--queues needs 1..64");
+    } else if (opt->is("shim")) {
+      a.shim = std::string(value);
+    } else if (opt->is("no-guest")) {
       a.no_guest = true;
-    } else if (opt == "--ready-timeout-ms") {
-      auto v = value();
-      auto t = v ? parse_uint(*v, 600000) : std::nullopt;
-      if (!t || *t == 0) return usage_error("--ready-timeout-ms needs 1..600000");
+    } else if (opt->is("ready-timeout-ms")) {
+      auto t = parse_decimal<std::uint32_t>(value, 1, 600000);
+      if (!t) return usage_error("--ready-timeout-ms needs 1..600000");
       a.ready_timeout_ms = *t;
-    } else if (!opt.starts_with("-") && a.name.empty()) {
-      a.name = std::string(opt);
+    } else if (!value.starts_with("-") && a.name.empty()) {
+      a.name = std::string(value);
     } else {
-      return usage_error("create: unexpected '" + std::string(opt) + "'");
+      return usage_error("create: unexpected '" + std::string(value) + "'");
     }
+  }
+  if (const auto& e = create.error()) {
+    if (e->kind == cli::ArgError::Kind::unknown_option)
+      return usage_error("create: unexpected '" + e->option + "'");
+    return usage_error(e->message());
   }
   if (a.name.empty()) return usage_error("create needs a domain NAME");
   if (a.vifs.empty()) return usage_error("create needs at least one --vif");

@@ -502,6 +502,47 @@ TEST(Ctl, SaysSoWhenTheDaemonIsNotRunning) {
   EXPECT_NE(r.err.find("unetbackd is not running"), std::string::npos) << r.err;
 }
 
+// The command-line reader unetback-ctl shares with the other programs: --world=DIR as well as
+// --world DIR, and an empty world directory is a usage error, not the default socket.
+TEST(Ctl, WorldTakesBothFormsAndRefusesAnEmptyDirectory) {
+  char tmpl[] = "/tmp/unetback-ctl-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string ctl = env_or("UNETBACK_CTL_BIN", UNETBACK_CTL_BIN_DEFAULT);
+  const auto idle = [] { std::this_thread::sleep_for(2ms); };
+  auto r = run_program({ctl, std::string("--world=") + tmpl, "list"}, idle);
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find(std::string(tmpl) + "/unetbackd.sock"), std::string::npos) << r.err;
+  ::rmdir(tmpl);
+  r = run_program({ctl, "--world", "", "list"}, idle);
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--world needs a directory"), std::string::npos) << r.err;
+  r = run_program({ctl, "list", "--listen"}, idle);
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--listen needs ADDR:PORT"), std::string::npos) << r.err;
+  r = run_program({ctl, "--jsn", "list"}, idle);
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("unknown option --jsn"), std::string::npos) << r.err;
+}
+
+// xensim names what is wrong with its command line before the usage text.
+TEST(Xensim, UsageErrorsNameTheOption) {
+  const auto idle = [] { std::this_thread::sleep_for(2ms); };
+  const std::string bin = xensim_binary();
+  auto r = run_program({bin, "--dir", "/tmp/unused", "--frames"}, idle);
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("xensim: --frames needs a number of frames\n"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("usage: xensim"), std::string::npos) << r.err;
+  r = run_program({bin, "--dir", "/tmp/unused", "--frames", "0"}, idle);
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("xensim: --frames takes 1.."), std::string::npos) << r.err;
+  r = run_program({bin, "--frames=64"}, idle);
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("xensim: --dir is required"), std::string::npos) << r.err;
+  r = run_program({bin, "--dir", "/tmp/unused", "stray"}, idle);
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("xensim: unexpected argument 'stray'"), std::string::npos) << r.err;
+}
+
 #ifdef UNETBACKD_BIN_DEFAULT
 // The real unetbackd: setup failures, then a clean run stopped by SIGTERM.
 TEST(Unetbackd, ExitCodes) {

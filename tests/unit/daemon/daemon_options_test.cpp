@@ -14,7 +14,7 @@ TEST(DaemonOptions, XenDefaults) {
   auto r = parse({"--hypervisor", "xen"});
   ASSERT_TRUE(std::holds_alternative<DaemonOptions>(r)) << std::get<std::string>(r);
   const auto& o = std::get<DaemonOptions>(r);
-  EXPECT_EQ(o.hypervisor, "xen");
+  EXPECT_EQ(o.hypervisor, hv::HypervisorSpec{hv::XenSpec{}});
   EXPECT_EQ(o.control_path, "/run/unetback/unetbackd.sock");
   EXPECT_EQ(o.log_level, log::Level::info);
   EXPECT_EQ(o.tunables, vif::Tunables{});
@@ -27,6 +27,7 @@ TEST(DaemonOptions, SimWorldTunablesAndEqualsForm) {
                   "--log-level", "debug", "--backend-domid", "3"});
   ASSERT_TRUE(std::holds_alternative<DaemonOptions>(r)) << std::get<std::string>(r);
   const auto& o = std::get<DaemonOptions>(r);
+  EXPECT_EQ(o.hypervisor, hv::HypervisorSpec{hv::SimSpec{"/tmp/w"}});
   EXPECT_EQ(o.control_path, "/tmp/w/unetbackd.sock");
   EXPECT_EQ(o.tunables.max_queues, 8U);
   EXPECT_FALSE(o.tunables.rx_coalesce_full);

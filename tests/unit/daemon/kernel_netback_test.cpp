@@ -26,13 +26,13 @@ class FakeSysfs : public ::testing::Test {
 
 TEST_F(FakeSysfs, NoXenNetbackModuleNoConflict) {
   EXPECT_FALSE(kernel_netback_loaded(root_));
-  EXPECT_EQ(kernel_netback_conflict("xen", false, root_), std::nullopt);
+  EXPECT_EQ(kernel_netback_conflict(hv::XenSpec{}, false, root_), std::nullopt);
 }
 
 TEST_F(FakeSysfs, LoadedXenNetbackRefusesXenWithAClearReason) {
   load_netback();
   EXPECT_TRUE(kernel_netback_loaded(root_));
-  const auto why = kernel_netback_conflict("xen", false, root_);
+  const auto why = kernel_netback_conflict(hv::XenSpec{}, false, root_);
   ASSERT_TRUE(why);
   EXPECT_NE(why->find("kernel netback is loaded"), std::string::npos) << *why;
   EXPECT_NE(why->find(root_ + "/module/xen_netback"), std::string::npos) << *why;
@@ -42,8 +42,8 @@ TEST_F(FakeSysfs, LoadedXenNetbackRefusesXenWithAClearReason) {
 
 TEST_F(FakeSysfs, OverrideFlagOrAXensimWorldStartsAnyway) {
   load_netback();
-  EXPECT_EQ(kernel_netback_conflict("xen", true, root_), std::nullopt);
-  EXPECT_EQ(kernel_netback_conflict("sim:/tmp/world", false, root_), std::nullopt);
+  EXPECT_EQ(kernel_netback_conflict(hv::XenSpec{}, true, root_), std::nullopt);
+  EXPECT_EQ(kernel_netback_conflict(hv::SimSpec{"/tmp/world"}, false, root_), std::nullopt);
 }
 
 TEST_F(FakeSysfs, AFileNamedXenNetbackIsNoModule) {

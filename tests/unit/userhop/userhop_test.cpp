@@ -56,6 +56,23 @@ TEST(UserhopOptions, RefusesBadInput) {
   EXPECT_TRUE(std::holds_alternative<HelpRequested>(parse({"--help"})));
 }
 
+TEST(UserhopOptions, ErrorsNameTheOptionAndTheEqualsFormWorks) {
+  const auto error = [](Args a) {
+    auto r = parse(a);
+    return std::holds_alternative<std::string>(r) ? std::get<std::string>(r) : std::string();
+  };
+  // An unknown last option is unknown, not an option short of its value.
+  EXPECT_EQ(error({"--a", "x", "--b", "y", "--bogus"}), "unknown option --bogus");
+  EXPECT_EQ(error({"--a", "x", "--b", "y", "stray", "1"}), "unexpected argument 'stray'");
+  EXPECT_EQ(error({"--a", "x", "--b"}), "--b needs a value");
+  EXPECT_EQ(error({"--a", "x", "--b", "y", "--no-offloads=1"}), "--no-offloads takes no value");
+  const auto r = parse({"--a=x", "--b=y", "--budget=8"});
+  const auto* o = std::get_if<UserhopOptions>(&r);
+  ASSERT_NE(o, nullptr) << std::get<std::string>(r);
+  EXPECT_EQ(o->tap_b, "y");
+  EXPECT_EQ(o->budget, 8U);
+}
+
 // Two SOCK_SEQPACKET pairs: the test writes into src[0], the pump reads src[1] and writes
 // dst[0], the test reads dst[1].
 struct Wire {

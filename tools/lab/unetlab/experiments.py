@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """The seed experiments of issue 7 on unetbackd's internal switch (tools/lab.sh bench --experiments).
 
   pending   seed 000 (vhost_net 2017): guest A sends a 1-byte-payload UDP flow to the host (through
@@ -15,25 +14,25 @@
             RX buffers at min(budget, ring)/2 ("early") vs once half the ring is free
             ("half_ring"): packets lost, throughput.
 
-Every world (xensim, unetbackd with switch sw0 and uplink TAP usw0, guests made by unetback-xl
-with bridge=unetback:sw0) lives in network namespaces named ubx<pid>-*, created here and deleted
-on exit; only processes started here are ended, by PID.
+Every world (unetlab.World: xensim, unetbackd with switch sw0 and uplink TAP usw0, guests made
+by unetback-xl with bridge=unetback:sw0) lives in network namespaces named ubx<pid><tag>-*,
+created here and deleted on exit; only processes started here are ended, by PID.
 
-  experiments.py BUILD_DIR [--seconds N] [--quick] [--json FILE] [--only pending|coalesce|refill]
+  python3 -m unetlab experiments BUILD_DIR [--seconds N] [--quick] [--json FILE]
+                                           [--only pending|coalesce|refill]
 
 Exit status: 0 every experiment ran (whatever the figures), 1 something broke, 2 usage.
 """
 import argparse
 import json
 import os
-import shutil
-import signal
 import subprocess
 import sys
-import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from . import counters, iperf, udpflow
+from .world import LabError, World, main_guard
+
 SUBNET = "10.210.0"
 HOST_IP = SUBNET + ".1"
 SLOW_RX_PPS = 100   # guest B in the pending experiment (the seed's 1 Mbit netem queue)
@@ -45,152 +44,53 @@ TX_FRAG_SIZE = 3900
 WARMUP_S = 8
 
 
-def say(msg):
-    print(f"[experiments] {msg}", file=sys.stderr, flush=True)
-
-
-class Broken(Exception):
+class Broken(LabError):
     pass
 
 
-class World:
+class SwitchWorld(World):
     """xensim + unetbackd (switch sw0, uplink usw0 at HOST_IP) + guests on the switch."""
 
     def __init__(self, build, tag, daemon_args):
-        self.build = build
-        self.prefix = f"ubx{os.getpid()}{tag}"
-        self.dir = tempfile.mkdtemp(prefix="unetback-exp.")
-        self.world = os.path.join(self.dir, "world")
-        os.makedirs(self.world)
-        self.netns, self.procs, self.guests = [], [], []
-        self.ns0 = self.prefix + "-d0"
-        self.add_netns(self.ns0)
-        self.xensim = self.spawn(None, [self.bin("tools/xensim/xensim"), "--dir", self.world],
-                                 "xensim.log")
-        self.wait_for_line("xensim.log", "xensim ready", 10)
-        self.daemon = self.spawn(self.ns0, [self.bin("backend/daemon/unetbackd"),
-                                            "--hypervisor", "sim:" + self.world,
-                                            "--log-level", "warn",
-                                            "--switch-uplink", "sw0=usw0"] + daemon_args,
-                                 "unetbackd.log")
-        for _ in range(100):
-            if os.path.exists(os.path.join(self.world, "unetbackd.sock")):
-                break
-            time.sleep(0.1)
-        else:
-            raise Broken("unetbackd did not start: " + self.log("unetbackd.log"))
-        self.sh(["ip", "-n", self.ns0, "addr", "add", HOST_IP + "/24", "dev", "usw0"])
-        self.sh(["ip", "-n", self.ns0, "link", "set", "usw0", "up"])
+        super().__init__(build, "experiments", prefix=f"ubx{os.getpid()}{tag}",
+                         keep=os.environ.get("UNETBACK_KEEP_EXPERIMENTS") is not None,
+                         quiet_teardown=True)
+        self.daemon_args = daemon_args
 
-    def bin(self, rel):
-        path = os.path.join(self.build, rel)
-        if not os.access(path, os.X_OK):
-            raise Broken(f"{path} is missing: build first")
-        return path
-
-    def log(self, name):
+    def __enter__(self):
+        super().__enter__()
         try:
-            with open(os.path.join(self.dir, name)) as f:
-                return f.read()[-2000:]
-        except OSError:
-            return ""
-
-    def wait_for_line(self, name, text, secs):
-        for _ in range(secs * 10):
-            if text in self.log(name):
-                return
-            time.sleep(0.1)
-        raise Broken(f"{name}: no '{text}': {self.log(name)}")
-
-    def sh(self, argv, timeout=60, check=True):
-        r = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
-        if check and r.returncode != 0:
-            raise Broken(f"{' '.join(argv)} exited {r.returncode}: {r.stderr.strip()}")
-        return r
-
-    def add_netns(self, ns):
-        self.sh(["ip", "netns", "add", ns])
-        self.netns.append(ns)
-        self.sh(["ip", "-n", ns, "link", "set", "lo", "up"])
-
-    def in_ns(self, ns, argv):
-        return argv if ns is None else ["ip", "netns", "exec", ns] + argv
-
-    def spawn(self, ns, argv, log):
-        f = open(os.path.join(self.dir, log), "w")
-        p = subprocess.Popen(self.in_ns(ns, argv), stdout=f, stderr=subprocess.STDOUT,
-                             stdin=subprocess.DEVNULL)
-        self.procs.append(p)
-        return p
-
-    def run(self, ns, argv, timeout=120, check=True):
-        return self.sh(self.in_ns(ns, argv), timeout=timeout, check=check)
+            self.ns0 = self.netns("d0")
+            self.start_xensim()
+            self.start_daemon(self.ns0, ["--log-level", "warn", "--switch-uplink", "sw0=usw0"]
+                              + self.daemon_args, wait_s=10)
+            self.ip(self.ns0, "addr", "add", HOST_IP + "/24", "dev", "usw0")
+            self.ip(self.ns0, "link", "set", "usw0", "up")
+        except BaseException as e:
+            self.__exit__(type(e), e, e.__traceback__)
+            raise
+        return self
 
     def guest(self, n, shim_args=()):
-        name, ns, ip = f"g{n}", f"{self.prefix}-g{n}", f"{SUBNET}.{10 + n}"
-        self.add_netns(ns)
-        argv = [self.bin("tools/xl/unetback-xl"), "--world", self.world, "create", name,
-                "--vif", f"mac=00:16:3e:aa:00:{n:02x},bridge=unetback:sw0,"
-                         f"script={ROOT}/tools/hotplug/vif-unetback",
-                "--guest-netns", ns, "--address", ip + "/24",
-                "--shim", self.bin("frontend-shim/netfront-shim")]
-        if shim_args:
-            argv += ["--"] + list(shim_args)
-        r = self.run(self.ns0, argv, timeout=90)
-        domid = int(r.stdout.split()[1])
-        g = {"name": name, "ns": ns, "ip": ip, "domid": domid}
-        self.guests.append(g)
+        name, ip = f"g{n}", f"{SUBNET}.{10 + n}"
+        g = self.create_guest(name, self.netns(name), ip + "/24", f"00:16:3e:aa:00:{n:02x}",
+                              "unetback:sw0", shim_args=shim_args)
         return g
 
-    def ping(self, g, ip):
-        if self.run(g["ns"], ["ping", "-c", "2", "-i", "0.2", "-W", "2", ip],
-                    check=False).returncode != 0:
-            raise Broken(f"{g['name']} cannot ping {ip}")
+    def ping_from(self, g, ip):
+        if self.ping(g.ns, ip, check=False).returncode != 0:
+            raise Broken(f"{g.name} cannot ping {ip}")
 
     def counters(self, g):
         """The vif's counters, summed over its queues."""
-        r = self.run(None, [self.bin("tools/ctl/unetback-ctl"), "--world", self.world, "--json",
-                            "stats", f"{g['domid']}/0"])
-        out = {}
-        for v in json.loads(r.stdout)["vifs"]:
-            for q in v["queues"]:
-                for k, val in q["counters"].items():
-                    out[k] = out.get(k, 0) + val
-        return out
-
-    def close(self):
-        xl = os.path.join(self.build, "tools/xl/unetback-xl")
-        for g in self.guests:
-            self.run(self.ns0, [xl, "--world", self.world, "destroy", g["name"]], check=False)
-        for p in reversed(self.procs):
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-                try:
-                    p.wait(15)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait()
-        for ns in self.netns:
-            self.sh(["ip", "netns", "del", ns], check=False)
-        if os.environ.get("UNETBACK_KEEP_EXPERIMENTS") is None:
-            shutil.rmtree(self.dir, ignore_errors=True)
+        s = counters.stats(self, f"{g.domid}/0")
+        if s is None:
+            raise Broken(f"no stats for {g.name}")
+        return counters.summed(s)
 
 
-def udpflow(world):
-    return world.bin("tools/udpflow/unetback-udpflow")
-
-
-def recv_json(world, proc, log):
-    try:
-        proc.wait(60)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        raise Broken(f"{log}: the receiver did not finish")
-    text = world.log(log).strip().splitlines()
-    for line in reversed(text):
-        if line.startswith("{"):
-            return json.loads(line)
-    raise Broken(f"{log}: no report: {text[-3:]}")
+def say(msg):
+    print(f"[experiments] {msg}", file=sys.stderr, flush=True)
 
 
 def flows(world, secs, specs, warmup=WARMUP_S):
@@ -200,19 +100,16 @@ def flows(world, secs, specs, warmup=WARMUP_S):
     its own (a receiver must not count a previous run's late packets). Returns the receivers'
     reports."""
     def start_senders():
-        return [world.spawn(s["from"]["ns"] if s["from"] else world.ns0,
-                            [udpflow(world), "send", "--to", f"{s['ip']}:{s['port']}",
-                             "--size", str(s["size"]), "--seconds", str(warmup + secs + 1)]
-                            + (["--pps", str(s["pps"])] if s.get("pps") else []),
+        return [world.spawn(s["from"].ns if s["from"] else world.ns0,
+                            udpflow.send_argv(world, f"{s['ip']}:{s['port']}", s["size"],
+                                              warmup + secs + 1, s.get("pps")),
                             f"send-{s['port']}-{time.monotonic_ns()}.log") for s in specs]
 
     def start_receivers():
         out = []
         for s in specs:
             log = f"recv-{s['port']}-{time.monotonic_ns()}.json"
-            out.append((world.spawn(s["to_ns"], [udpflow(world), "recv", "--port", str(s["port"]),
-                                                 "--seconds", str(secs), "--from-start", "--json"],
-                                    log), log))
+            out.append((world.spawn(s["to_ns"], udpflow.recv_argv(world, s["port"], secs), log), log))
         return out
 
     if warmup > 0:
@@ -224,7 +121,7 @@ def flows(world, secs, specs, warmup=WARMUP_S):
         receivers = start_receivers()
         time.sleep(0.3)
         senders = start_senders()
-    reports = [recv_json(world, p, log) for p, log in receivers]
+    reports = [udpflow.wait_report(world, p, log) for p, log in receivers]
     for p in senders:
         try:
             p.wait(30)
@@ -234,13 +131,13 @@ def flows(world, secs, specs, warmup=WARMUP_S):
 
 
 def iperf_tcp(world, g_from, g_to, secs, parallel, port):
-    world.spawn(g_to["ns"], ["iperf3", "-s", "-1", "-p", str(port)], f"iperf-s-{port}.log")
+    iperf.server(world, g_to.ns, None, f"iperf-s-{port}.log", port=port)
     time.sleep(0.5)
-    r = world.run(g_from["ns"], ["iperf3", "-c", g_to["ip"], "-p", str(port), "-t", str(secs),
-                                 "-P", str(parallel), "-J"], timeout=secs + 60, check=False)
-    if r.returncode != 0:
-        raise Broken(f"iperf3 -P {parallel} failed: {r.stdout[-500:]} {r.stderr[-500:]}")
-    return json.loads(r.stdout)["end"]["sum_received"]["bits_per_second"] / 1e9
+    try:
+        d = iperf.client(world, g_from.ns, g_to.ip, secs, ["-P", str(parallel)], port=port)
+    except LabError as e:
+        raise Broken(f"iperf3 -P {parallel} failed: {e}") from None
+    return iperf.summary(d)[0]
 
 
 def experiment_pending(build, secs):
@@ -249,15 +146,14 @@ def experiment_pending(build, secs):
     tcp = {}
     for mode, flag in (("fallback", "1"), ("stall", "0")):
         say(f"pending: zerocopy-fallback={flag}")
-        w = World(build, "p" + flag, ["--zerocopy-fallback", flag])
-        try:
+        with SwitchWorld(build, "p" + flag, ["--zerocopy-fallback", flag]) as w:
             a = w.guest(1)
             b = w.guest(2, ["--rx-rate", str(SLOW_RX_PPS)])
             c = w.guest(3)
-            for ip in (b["ip"], c["ip"], HOST_IP):
-                w.ping(a, ip)
+            for ip in (b.ip, c.ip, HOST_IP):
+                w.ping_from(a, ip)
             small = {"from": a, "to_ns": w.ns0, "ip": HOST_IP, "size": 1}
-            large = {"from": a, "to_ns": b["ns"], "ip": b["ip"], "size": 1400}
+            large = {"from": a, "to_ns": b.ns, "ip": b.ip, "size": 1400}
             if mode == "fallback":
                 port += 2
                 out["small_alone_pps"] = flows(w, secs, [dict(small, port=port)])[0]["pps"]
@@ -280,8 +176,6 @@ def experiment_pending(build, secs):
                 cp = after["tx_copied"] - before["tx_copied"]
                 tcp[mode][str(n)] = {"gbit_s": round(gbit, 3),
                                      "zerocopy_share": round(zc / (zc + cp), 3) if zc + cp else 0}
-        finally:
-            w.close()
     out["tcp"] = tcp
     return out
 
@@ -290,11 +184,10 @@ def experiment_coalesce(build, secs):
     out = {}
     for mode in ("full", "legacy"):
         say(f"coalesce: rx-coalesce={mode}")
-        w = World(build, "c" + mode[0], ["--rx-coalesce", mode])
-        try:
+        with SwitchWorld(build, "c" + mode[0], ["--rx-coalesce", mode]) as w:
             a = w.guest(1, ["--tx-frags", str(TX_FRAG_SIZE)])
             c = w.guest(3)
-            w.ping(a, c["ip"])
+            w.ping_from(a, c.ip)
             before = w.counters(c)
             gbit = iperf_tcp(w, a, c, secs, 1, 5301)
             after = w.counters(c)
@@ -306,8 +199,6 @@ def experiment_coalesce(build, secs):
                          "packets": d["rx_packets"],
                          "dropped": d["rx_over_18_slots"],
                          "gbit_s": round(gbit, 3)}
-        finally:
-            w.close()
     return out
 
 
@@ -316,16 +207,15 @@ def experiment_refill(build, secs):
     then paced at 80 % of it, where the refill rule decides whether buffers run out."""
     out = {}
     say("refill: early vs half_ring")
-    w = World(build, "r", [])
-    try:
+    with SwitchWorld(build, "r", []) as w:
         port = 6100
         for n, (key, rule) in enumerate((("early", "early"), ("half_ring", "half-ring")), start=1):
             g = w.guest(n, ["--rx-refill", rule])
-            w.ping(g, HOST_IP)
+            w.ping_from(g, HOST_IP)
             res = {}
             for label, pps in (("unpaced", None), ("paced", "capacity")):
                 port += 1
-                spec = {"from": None, "to_ns": g["ns"], "ip": g["ip"], "port": port, "size": 1400}
+                spec = {"from": None, "to_ns": g.ns, "ip": g.ip, "port": port, "size": 1400}
                 if pps == "capacity":
                     spec["pps"] = int(0.8 * out.get("capacity_pps", res["unpaced"]["pps"]))
                     out.setdefault("capacity_pps", res["unpaced"]["pps"])
@@ -335,19 +225,21 @@ def experiment_refill(build, secs):
                               if r["seconds"] else 0}
             out[key] = dict(res["paced"], unpaced=res["unpaced"])
         out["paced_pps"] = int(0.8 * out["capacity_pps"])
-    finally:
-        w.close()
     return out
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def main(argv):
+    ap = argparse.ArgumentParser(prog="experiments", description=__doc__.split("\n")[0])
     ap.add_argument("build")
     ap.add_argument("--seconds", type=int)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--json")
     ap.add_argument("--only", choices=("pending", "coalesce", "refill"))
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    return main_guard("experiments", lambda: run(args))
+
+
+def run(args):
     if os.geteuid() != 0:
         say("needs root (network namespaces, TAPs)")
         return 1
@@ -360,7 +252,7 @@ def main():
             continue
         try:
             results[name] = fn(build, secs)
-        except (Broken, subprocess.SubprocessError, OSError, KeyError, ValueError) as e:
+        except (LabError, subprocess.SubprocessError, OSError, KeyError, ValueError) as e:
             broken.append(f"{name}: {e}")
             say(f"{name} broke: {e}")
 
@@ -412,6 +304,3 @@ def main():
         print(f"json: {args.json}")
     return 1 if broken else 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())
