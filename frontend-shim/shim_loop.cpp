@@ -392,6 +392,11 @@ void ShimLoop::release_suspended_domain() {
   auto be = xs_->read(fe_dir_ + "/backend");
   if (be || be.error() != std::errc::no_such_file_or_directory) return;
   const DomId old = hv_->self();
+  let_domain_go();
+  info("suspended: domain " + std::to_string(old.value()) + " released, waiting for SIGUSR1");
+}
+
+void ShimLoop::let_domain_go() {
   // The descriptor never owns the watch fd (release() takes it out of the reactor).
   if (xs_desc_) (void)xs_desc_->release();
   xs_desc_.reset();
@@ -399,7 +404,6 @@ void ShimLoop::release_suspended_domain() {
   nf_.reset();
   xs_.reset();
   hv_.reset();  // the domain goes with its broker connection
-  info("suspended: domain " + std::to_string(old.value()) + " released, waiting for SIGUSR1");
 }
 
 void ShimLoop::arm_resume_signal() {
@@ -435,12 +439,7 @@ void ShimLoop::resume() {
   (void)std::remove(opts_.resume_file->c_str());
   if (hv_) {
     // Resumed elsewhere before the toolstack removed our old device: let the old domain go.
-    if (xs_desc_) (void)xs_desc_->release();
-    xs_desc_.reset();
-    nf_->drop_rings();
-    nf_.reset();
-    xs_.reset();
-    hv_.reset();
+    let_domain_go();
   }
   try {
     hv_ = reopen_(DomId{*domid});

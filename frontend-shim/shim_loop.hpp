@@ -112,6 +112,9 @@ class ShimLoop {
   void suspend();
   /// Suspended: once the vif's frontend dir is gone, drop the rings and the domain.
   void release_suspended_domain();
+  /// Drops the rings (no word to xenstore), the xenstore connection and the hypervisor
+  /// handle: the domain dies with its broker connection.
+  void let_domain_go();
   void arm_resume_signal();
   void resume();
   void send_gratuitous_arp();
