@@ -1,9 +1,14 @@
 #include "frontend-shim/guest_netdev.hpp"
 
 #include <array>
+#include <cstring>
 #include <fcntl.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <sched.h>
 #include <spawn.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -27,11 +32,12 @@ std::error_code add_address(const std::string& ifname, const std::string& cidr) 
   static constexpr std::array<const char*, 4> kCandidates = {"/usr/sbin/ip", "/sbin/ip",
                                                              "/usr/bin/ip", "/bin/ip"};
   const char* ip = nullptr;
-  for (const char* c : kCandidates)
+  for (const char* c : kCandidates) {
     if (::access(c, X_OK) == 0) {
       ip = c;
       break;
     }
+  }
   if (!ip) return std::make_error_code(std::errc::no_such_file_or_directory);
   // argv is built from validated values and passed as separate words: no shell involved.
   std::string a0 = "ip", a1 = "addr", a2 = "add", a4 = "dev";
@@ -62,6 +68,44 @@ Result<net::TapDevice> create_guest_tap(const net::TapConfig& config, const std:
   }
   what.clear();
   return std::move(*tap);
+}
+
+std::optional<std::array<std::uint8_t, 4>> ipv4_address(const std::string& ifname) {
+  if (ifname.size() >= IFNAMSIZ) return std::nullopt;
+  UniqueFd sock(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  if (!sock) return std::nullopt;
+  ifreq req{};
+  std::memcpy(req.ifr_name, ifname.data(), ifname.size());
+  if (::ioctl(sock.get(), SIOCGIFADDR, &req) != 0) return std::nullopt;
+  sockaddr_in sin{};
+  std::memcpy(&sin, &req.ifr_addr, sizeof sin);
+  std::array<std::uint8_t, 4> ip{};
+  std::memcpy(ip.data(), &sin.sin_addr.s_addr, ip.size());
+  return ip;
+}
+
+std::vector<std::byte> gratuitous_arp(const std::array<std::uint8_t, 6>& mac,
+                                      const std::array<std::uint8_t, 4>& ip) {
+  constexpr std::size_t kMinFrame = 60;
+  std::vector<std::byte> f;
+  f.reserve(kMinFrame);
+  auto put = [&f](std::initializer_list<std::uint8_t> bytes) {
+    for (const std::uint8_t b : bytes) f.push_back(std::byte{b});
+  };
+  auto put_array = [&f](const auto& a) {
+    for (const std::uint8_t b : a) f.push_back(std::byte{b});
+  };
+  put({0xff, 0xff, 0xff, 0xff, 0xff, 0xff});  // to everyone
+  put_array(mac);
+  put({0x08, 0x06});              // ARP
+  put({0x00, 0x01, 0x08, 0x00});  // Ethernet, IPv4
+  put({6, 4, 0x00, 0x01});        // address lengths, request
+  put_array(mac);                 // sender: us
+  put_array(ip);
+  put({0, 0, 0, 0, 0, 0});  // target MAC unknown, target IP: our own
+  put_array(ip);
+  f.resize(kMinFrame, std::byte{0});
+  return f;
 }
 
 }  // namespace unetback::shim

@@ -2,8 +2,13 @@
 // does) and configuring the shim's TAP there (MAC, MTU, up, an address).
 #pragma once
 
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include "common/net/tap_device.hpp"
 #include "common/util/result.hpp"
@@ -23,5 +28,15 @@ namespace unetback::shim {
 
 /// Runs `ip addr add <cidr> dev <ifname>` (fork/exec, no shell) and waits for it.
 [[nodiscard]] std::error_code add_address(const std::string& ifname, const std::string& cidr);
+
+/// The first IPv4 address of `ifname` in the calling thread's namespace (SIOCGIFADDR), or
+/// nothing.
+[[nodiscard]] std::optional<std::array<std::uint8_t, 4>> ipv4_address(const std::string& ifname);
+
+/// What Linux sends when a netdev notifies its peers (arp_netdev_event, NETDEV_NOTIFY_PEERS):
+/// a broadcast ARP request for our own address from our own address and MAC (a gratuitous
+/// ARP), padded to the 60-byte Ethernet minimum.
+[[nodiscard]] std::vector<std::byte> gratuitous_arp(const std::array<std::uint8_t, 6>& mac,
+                                                    const std::array<std::uint8_t, 4>& ip);
 
 }  // namespace unetback::shim

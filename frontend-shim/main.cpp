@@ -50,9 +50,17 @@ int main(int argc, char** argv) {
     log::write(log::Level::error, "netfront-shim", e.what());
     return shim::kExitSetupFailure;
   }
+  // A resumed guest claims the domain the toolstack made for it (unetback-xl restore).
+  const auto spec = opts.hypervisor;
+  auto reopen = [spec](DomId domid) {
+    hv::HypervisorOptions ho;
+    ho.role = hv::Role::frontend;
+    ho.domid = domid;
+    return hv::open_hypervisor(spec, ho);
+  };
   int code = shim::kExitSetupFailure;
   {
-    shim::ShimLoop loop(*hv, std::move(opts), std::cout);
+    shim::ShimLoop loop(std::move(hv), reopen, std::move(opts), std::cout);
     code = loop.run();
   }
   return code;

@@ -37,7 +37,7 @@ NetfrontStats& NetfrontStats::operator+=(const NetfrontStats& o) {
 
 namespace {
 
-const std::string kStateToken = "netfront-backend-state";
+constexpr std::string_view kStateToken = "netfront-backend-state";
 
 std::optional<std::string> read_opt(hv::XenStore& xs, const std::string& path) {
   auto r = xs.read(path);
@@ -48,7 +48,7 @@ std::optional<std::string> read_opt(hv::XenStore& xs, const std::string& path) {
 }  // namespace
 
 Netfront::Netfront(hv::Hypervisor& hv, NetfrontOptions opts)
-    : hv_(hv), opts_(std::move(opts)), xs_(hv.open_xenstore()) {
+    : hv_(hv), opts_(opts), xs_(hv.open_xenstore()) {
   if (auto problem = zerocopy::config_problem(opts_.tx_limiter))
     throw SetupError("netfront: bad tx_limiter: " + *problem);
   if (opts_.queues == 0 || opts_.rx_budget == 0)
@@ -64,15 +64,14 @@ Netfront::~Netfront() {
 std::error_code Netfront::wait_backend_state(XenbusState want,
                                              std::chrono::steady_clock::time_point deadline,
                                              bool at_least) {
-  auto watch = hv::XsWatch::add(*xs_, be_dir_ + "/state", kStateToken);
+  auto watch = hv::XsWatch::add(*xs_, be_dir_ + "/state", std::string(kStateToken));
   if (!watch) return watch.error();
   for (;;) {
     while (xs_->read_watch()) {
     }
     auto state = read_opt(*xs_, be_dir_ + "/state");
-    const auto v = state ? hv::parse_xs_uint<std::uint32_t>(*state) : std::nullopt;
-    const auto w = static_cast<std::uint32_t>(want);
-    if (v && (*v == w || (at_least && *v >= w))) return {};
+    const auto v = state ? xenbus::parse_xenbus_state(*state) : std::nullopt;
+    if (v && (*v == want || (at_least && *v >= want))) return {};
     if (at_least && !state) return {};  // the backend directory is gone: nothing to wait for
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
@@ -83,7 +82,7 @@ std::error_code Netfront::wait_backend_state(XenbusState want,
 }
 
 std::error_code Netfront::connect(std::chrono::milliseconds timeout) {
-  if (connected()) return std::make_error_code(std::errc::already_connected);
+  if (connected() || closing_) return std::make_error_code(std::errc::already_connected);
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   auto be = xs_->read(fe_dir_ + "/backend");
   if (!be) return be.error();
@@ -94,7 +93,7 @@ std::error_code Netfront::connect(std::chrono::milliseconds timeout) {
   if (!id) return std::make_error_code(std::errc::invalid_argument);
   backend_id_ = DomId{*id};
 
-  // Linux netfront connects when it sees the backend in InitWait.
+  // Linux netfront connects when it sees the backend in InitWait (a zero timeout only looks).
   if (auto ec = wait_backend_state(XenbusState::init_wait, deadline, false)) return ec;
 
   backend_ =
@@ -104,9 +103,10 @@ std::error_code Netfront::connect(std::chrono::milliseconds timeout) {
     return std::make_error_code(std::errc::no_such_device);
   }
   std::uint32_t nq = 1;
-  if (backend_.max_queues)
+  if (backend_.max_queues) {
     nq = std::clamp<std::uint32_t>(opts_.queues, 1,
                                    std::max<std::uint32_t>(*backend_.max_queues, 1));
+  }
   split_ = opts_.split_event_channels && backend_.split_event_channels;
 
   QueueSetup setup;
@@ -179,9 +179,7 @@ std::error_code Netfront::begin_xdp_headroom_change(std::uint32_t headroom) {
   if (!backend_.xdp_headroom) return std::make_error_code(std::errc::not_supported);
   if (headroom > kMaxXdpHeadroom) return std::make_error_code(std::errc::invalid_argument);
   // xennet_xdp_set(): Reconfiguring first, then the key (not in one transaction).
-  if (auto ec = xs_->write(fe_dir_ + "/state",
-                           std::to_string(static_cast<int>(XenbusState::reconfiguring))))
-    return ec;
+  if (auto ec = write_state(XenbusState::reconfiguring)) return ec;
   if (auto ec = xs_->write(fe_dir_ + "/xdp-headroom", std::to_string(headroom))) return ec;
   xdp_headroom_ = headroom;
   return {};
@@ -189,18 +187,47 @@ std::error_code Netfront::begin_xdp_headroom_change(std::uint32_t headroom) {
 
 std::error_code Netfront::end_xdp_headroom_change() {
   if (!connected()) return std::make_error_code(std::errc::not_connected);
-  return xs_->write(fe_dir_ + "/state", std::to_string(static_cast<int>(XenbusState::connected)));
+  return write_state(XenbusState::connected);
+}
+
+std::error_code Netfront::write_state(XenbusState s) {
+  return xs_->write(fe_dir_ + "/state", xenbus::to_xs_string(s));
 }
 
 void Netfront::disconnect(std::chrono::milliseconds wait_for_backend) {
-  if (!connected()) return;
+  if (!connected() && !closing_) return;
   const auto deadline = std::chrono::steady_clock::now() + wait_for_backend;
-  (void)xs_->write(fe_dir_ + "/state", std::to_string(static_cast<int>(XenbusState::closing)));
+  begin_disconnect();
   if (wait_for_backend.count() > 0) (void)wait_backend_state(XenbusState::closing, deadline, true);
+  finish_disconnect();
+}
+
+void Netfront::begin_disconnect() {
+  if (!connected()) return;
+  closing_ = true;
+  (void)write_state(XenbusState::closing);
+}
+
+bool Netfront::backend_closing() {
+  auto state = read_opt(*xs_, be_dir_ + "/state");
+  if (!state) return true;  // the backend directory is gone
+  const auto v = xenbus::parse_xenbus_state(*state);
+  return v && *v >= XenbusState::closing;
+}
+
+void Netfront::drop_rings() {
+  closing_ = false;
+  queues_.clear();
+  ctrl_.reset();
+}
+
+void Netfront::finish_disconnect() {
+  if (!connected() && !closing_) return;
+  closing_ = false;
   // Unbinds the ports and revokes every grant; the sharer defers those the backend holds.
   queues_.clear();
   ctrl_.reset();
-  (void)xs_->write(fe_dir_ + "/state", std::to_string(static_cast<int>(XenbusState::closed)));
+  (void)write_state(XenbusState::closed);
 }
 
 NetfrontQueue* Netfront::queue(QueueId q) const {

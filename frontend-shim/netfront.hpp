@@ -8,7 +8,8 @@
 //               transaction, every key plus state=4 (Linux skips Initialised).
 //   disconnect(): state 5, wait (bounded) for the backend to close, unbind the ports and
 //               revoke every grant (a grant the backend still holds is revoked later, when it
-//               lets go), state 6.
+//               lets go), state 6. begin_disconnect()/finish_disconnect() are its halves
+//               for an event loop, which waits on its own xenstore watch.
 //
 // Usable synchronously from a test (send/poll/handle_event are plain calls) and from an
 // event loop (event_fd(q) is readable when the queue's event channel has an event; then
@@ -45,8 +46,21 @@ class Netfront {
   /// Errors: timed_out (backend never reached InitWait), no_such_device (no
   /// feature-rx-copy), already_connected, or the xenstore/grant/event-channel error.
   std::error_code connect(std::chrono::milliseconds timeout);
+  /// begin_disconnect(), a wait (bounded) for the backend to follow, finish_disconnect().
   void disconnect(std::chrono::milliseconds wait_for_backend = std::chrono::seconds(1));
-  [[nodiscard]] bool connected() const { return !queues_.empty(); }
+  /// The two halves of disconnect() for an event loop that waits on its own watch: Closing
+  /// (5), the data path stops (connected() is false, closing() true); then, once
+  /// backend_closing() or the caller gave up, the ports unbound, every grant revoked and
+  /// Closed (6).
+  void begin_disconnect();
+  void finish_disconnect();
+  /// netfront_resume's xennet_disconnect_backend: the rings, ports and grants go without a
+  /// word to xenstore (a suspended guest says nothing; the toolstack removes the device).
+  void drop_rings();
+  /// The backend's state reads Closing or later, or its directory is gone.
+  [[nodiscard]] bool backend_closing();
+  [[nodiscard]] bool connected() const { return !queues_.empty() && !closing_; }
+  [[nodiscard]] bool closing() const { return closing_; }
 
   [[nodiscard]] std::uint32_t num_queues() const {
     return static_cast<std::uint32_t>(queues_.size());
@@ -107,6 +121,7 @@ class Netfront {
   [[nodiscard]] NetfrontQueue* queue(QueueId q) const;
 
  private:
+  std::error_code write_state(XenbusState s);
   std::error_code wait_backend_state(XenbusState want,
                                      std::chrono::steady_clock::time_point deadline, bool at_least);
 
@@ -120,6 +135,7 @@ class Netfront {
   std::vector<std::shared_ptr<NetfrontQueue>> queues_;
   std::unique_ptr<CtrlClient> ctrl_;
   std::uint32_t xdp_headroom_ = 0;
+  bool closing_ = false;
 };
 
 }  // namespace unetback::netfront

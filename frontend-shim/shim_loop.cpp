@@ -4,6 +4,7 @@
 #include <array>
 #include <cerrno>
 #include <csignal>
+#include <cstdio>
 #include <fstream>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -31,10 +32,16 @@ constexpr auto kTxRetry = 1ms;
 /// How long a clean disconnect waits for the backend to follow (Closing/Closed).
 constexpr auto kDisconnectWait = 2000ms;
 
-std::optional<std::uint32_t> read_state(hv::XenStore& xs, const std::string& path) {
+using xenbus::XenbusState;
+
+std::optional<XenbusState> read_state(hv::XenStore& xs, const std::string& path) {
   auto v = xs.read(path);
   if (!v) return std::nullopt;
-  return hv::parse_xs_uint<std::uint32_t>(*v);
+  return xenbus::parse_xenbus_state(*v);
+}
+
+std::string state_text(std::optional<XenbusState> s) {
+  return s ? std::string(xenbus::state_name(*s)) : std::string("gone");
 }
 
 void info(const std::string& msg) {
@@ -87,7 +94,7 @@ constexpr auto kXdpReconfigureWait = 5s;
 std::optional<std::string> slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) return std::nullopt;
-  std::string text(64 * 1024, '\0');
+  std::string text(std::size_t{64} * 1024, '\0');
   in.read(text.data(), static_cast<std::streamsize>(text.size()));
   text.resize(static_cast<std::size_t>(in.gcount()));
   return text;
@@ -95,50 +102,75 @@ std::optional<std::string> slurp(const std::string& path) {
 
 }  // namespace
 
-ShimLoop::ShimLoop(hv::Hypervisor& hv, ShimOptions opts, std::ostream& ready_out)
-    : hv_(hv),
+ShimLoop::ShimLoop(std::unique_ptr<hv::Hypervisor> hv, HypervisorOpener reopen, ShimOptions opts,
+                   std::ostream& ready_out)
+    : hv_(std::move(hv)),
+      reopen_(std::move(reopen)),
       opts_(std::move(opts)),
       ready_out_(ready_out),
       nf_opts_(netfront_options(opts_)),
       signals_(io_, SIGTERM, SIGINT),
+      resume_signal_(io_),
       rules_(mode_rules(opts_.mode)),
       deadline_timer_(io_),
       rx_timer_(io_),
       tx_retry_timer_(io_),
       rss_timer_(io_),
       mcast_timer_(io_),
-      xdp_timer_(io_) {
-  fe_dir_ = "/local/domain/" + std::to_string(hv_.self().value()) + "/device/vif/" +
-            std::to_string(opts_.devid.value());
-}
+      xdp_timer_(io_),
+      close_timer_(io_) {}
 
 ShimLoop::~ShimLoop() {
-  teardown(0ms);
-  if (xs_desc_) (void)xs_desc_->release();
+  try {
+    teardown(0ms);
+    if (xs_desc_) (void)xs_desc_->release();
+  } catch (...) {
+    // Nothing to tell anyone from a destructor: the process is going anyway.
+  }
 }
 
-int ShimLoop::run() {
+bool ShimLoop::open_domain() {
+  const std::string home = "/local/domain/" + std::to_string(hv_->self().value());
+  fe_dir_ = home + "/device/vif/" + std::to_string(opts_.devid.value());
+  shutdown_path_ = home + "/control/shutdown";
   try {
-    xs_ = hv_.open_xenstore();
-    if (opts_.xdp_headroom_file) {
-      if (auto v = read_xdp_file()) nf_opts_.xdp_headroom = *v;
-    }
-    nf_ = std::make_unique<netfront::Netfront>(hv_, nf_opts_);
+    xs_ = hv_->open_xenstore();
+    nf_ = std::make_unique<netfront::Netfront>(*hv_, nf_opts_);
   } catch (const SetupError& e) {
     error(e.what());
-    return kExitSetupFailure;
+    return false;
   }
   if (!xs_->read(fe_dir_ + "/backend")) {
     error("no vif " + fe_dir_ + " (has the toolstack added it?)");
-    return kExitSetupFailure;
+    return false;
   }
   if (auto ec = reset_stale_frontend()) warn("resetting the frontend state: " + ec.message());
   if (auto ec = xs_->watch(fe_dir_, "fe")) {
     error("watch " + fe_dir_ + ": " + ec.message());
-    return kExitSetupFailure;
+    return false;
   }
+  // The toolstack's requests (xen/manage.c watches control/shutdown the same way).
+  if (opts_.resume_file) {
+    if (auto ec = xs_->watch(shutdown_path_, "ctl")) {
+      error("watch " + shutdown_path_ + ": " + ec.message());
+      return false;
+    }
+  }
+  watched_be_state_.clear();
   xs_desc_ = std::make_unique<Descriptor>(io_, xs_->watch_fd());
   arm_xs_watch();
+  return true;
+}
+
+int ShimLoop::run() {
+  if (opts_.xdp_headroom_file) {
+    if (auto v = read_xdp_file()) nf_opts_.xdp_headroom = *v;
+  }
+  if (!open_domain()) return kExitSetupFailure;
+  if (opts_.resume_file && reopen_) {
+    resume_signal_.add(SIGUSR1);
+    arm_resume_signal();
+  }
 
   signals_.async_wait([this](const boost::system::error_code& ec, int sig) {
     if (ec) return;
@@ -177,8 +209,8 @@ void ShimLoop::arm_connect_deadline() {
     if (ec || ever_ready_) return;
     const std::string what =
         rules_.per_state_wait && deadline_state_
-            ? "backend stayed in state " + std::to_string(*deadline_state_) + " for " +
-                  std::to_string(opts_.connect_timeout_ms) + " ms"
+            ? "backend stayed in state " + std::string(xenbus::state_name(*deadline_state_)) +
+                  " for " + std::to_string(opts_.connect_timeout_ms) + " ms"
             : "not connected within " + std::to_string(opts_.connect_timeout_ms) + " ms";
     error(what + " (backend " + (be_dir_.empty() ? fe_dir_ + "/backend" : be_dir_) +
           " never reached Connected)");
@@ -191,9 +223,11 @@ void ShimLoop::stop(int code) {
   stopping_ = true;
   exit_code_ = code;
   signals_.cancel();
+  resume_signal_.cancel();
   deadline_timer_.cancel();
-  teardown(kDisconnectWait);
-  io_.stop();
+  // The loop stops once the backend has followed the close (finish_close), not before.
+  begin_close();
+  if (!nf_ || !nf_->closing()) io_.stop();
 }
 
 std::error_code ShimLoop::reset_stale_frontend() {
@@ -201,19 +235,21 @@ std::error_code ShimLoop::reset_stale_frontend() {
   // Closed (it stopped cleanly). Like Linux's xenbus_reset_state at boot, close what is
   // stale and start over from Initialising once the backend is Closed (evaluate()).
   const auto fe = read_state(*xs_, fe_dir_ + "/state");
-  if (!fe || *fe == 1) return {};
+  if (!fe || *fe == XenbusState::initialising) return {};
   restart_pending_ = true;
-  if (*fe == 6) return {};
-  return xs_->write(fe_dir_ + "/state", "6");
+  if (*fe == XenbusState::closed) return {};
+  return xs_->write(fe_dir_ + "/state", xenbus::to_xs_string(XenbusState::closed));
 }
 
 void ShimLoop::arm_xs_watch() {
   xs_desc_->async_wait(Descriptor::wait_read, [this](const boost::system::error_code& ec) {
-    if (ec || stopping_) return;
+    // While stopping, the watch still says when the backend has followed the close.
+    if (ec || !xs_ || (stopping_ && !nf_->closing())) return;
     while (xs_->read_watch()) {
     }
     evaluate();
-    if (!stopping_) arm_xs_watch();
+    // A suspended guest may have let its domain (and this connection) go in evaluate().
+    if (xs_desc_ && (!stopping_ || nf_->closing())) arm_xs_watch();
   });
 }
 
@@ -230,6 +266,22 @@ void ShimLoop::watch_backend(const std::string& be_dir) {
 }
 
 void ShimLoop::evaluate() {
+  if (!nf_) return;  // suspended, the domain released
+  if (suspended_) {
+    if (!stopping_) release_suspended_domain();
+    return;
+  }
+  if (opts_.resume_file && reopen_ && !stopping_) {
+    if (auto req = xs_->read(shutdown_path_); req && *req == "suspend") {
+      suspend();
+      return;
+    }
+  }
+  if (nf_->closing()) {
+    // Our Closing is out: Closed (and the grants revoked) once the backend follows.
+    if (!nf_->backend_closing()) return;
+    finish_close();
+  }
   if (stopping_) return;
   auto be = xs_->read(fe_dir_ + "/backend");
   if (!be && be.error() != std::errc::no_such_file_or_directory) {
@@ -243,7 +295,7 @@ void ShimLoop::evaluate() {
     // The toolstack removed the device: nothing to talk to until it adds it again.
     if (nf_->connected()) {
       info("the vif was removed: disconnecting");
-      teardown(kDisconnectWait);
+      begin_close();
       restart_pending_ = true;
     }
     return;
@@ -257,23 +309,24 @@ void ShimLoop::evaluate() {
     arm_connect_deadline();
   }
   if (nf_->connected()) {
-    if (!state || *state == 5 || *state == 6) {
+    if (!state || *state == XenbusState::closing || *state == XenbusState::closed) {
       // netfront: the backend Closing/Closed closes the frontend.
-      info("backend state " + (state ? std::to_string(*state) : std::string("gone")) +
-           ": disconnecting");
-      teardown(kDisconnectWait);
+      info("backend state " + state_text(state) + ": disconnecting");
+      begin_close();
       restart_pending_ = true;
+      if (nf_->closing()) return;
       state = read_state(*xs_, be_dir_ + "/state");
-    } else if (*state == 2 && announced_) {
+    } else if (*state == XenbusState::init_wait && announced_) {
       // Connected (we saw 4), and now InitWait without a close in between: a restarted
       // backend that probed the device afresh (Linux netback reloaded does this). Our rings
-      // mean nothing to it: start over.
+      // mean nothing to it: start over (once it has followed our Closing, or given up on).
       info("backend went back to InitWait: reconnecting");
-      teardown(kDisconnectWait);
+      begin_close();
       restart_pending_ = true;
+      if (nf_->closing()) return;
       state = read_state(*xs_, be_dir_ + "/state");
     } else {
-      if (xdp_change_since_ && *state == 8) {
+      if (xdp_change_since_ && *state == XenbusState::reconfigured) {
         // The backend has taken the new headroom: back to Connected (xennet_xdp_set).
         xdp_change_since_.reset();
         if (auto ec = nf_->end_xdp_headroom_change()) {
@@ -285,7 +338,7 @@ void ShimLoop::evaluate() {
         }
         return;
       }
-      if (*state == 4 && !announced_) {
+      if (*state == XenbusState::connected && !announced_) {
         announced_ = true;
         configure_rss();
         if (rules_.mcast_extras) sync_mcast();
@@ -293,12 +346,14 @@ void ShimLoop::evaluate() {
         if (!ever_ready_) {
           ever_ready_ = true;
           deadline_timer_.cancel();
-          ready_out_ << "netfront-shim ready domid=" << hv_.self().value()
+          ready_out_ << "netfront-shim ready domid=" << hv_->self().value()
                      << " devid=" << opts_.devid.value() << " tap=" << opts_.tap
                      << " queues=" << nf_->num_queues() << std::endl;
         } else {
           info("reconnected (" + std::to_string(nf_->num_queues()) + " queues)");
         }
+        // netback_changed(Connected): netdev_notify_peers, once per resume.
+        if (garp_pending_) send_gratuitous_arp();
       }
       return;
     }
@@ -306,18 +361,120 @@ void ShimLoop::evaluate() {
   // Disconnected. After a close, say Initialising once the backend is Closed (our backend
   // and Linux's take 1 after 6 as "starting over" and offer InitWait again); never while it
   // is still Closing, where a coalesced 6->1 could look like no acknowledgement at all.
-  if (restart_pending_ && state && *state != 5) {
+  if (restart_pending_ && state && *state != XenbusState::closing) {
     if (read_state(*xs_, fe_dir_ + "/state")) {
-      if (auto ec = xs_->write(fe_dir_ + "/state", "1"))
+      if (auto ec = xs_->write(fe_dir_ + "/state", xenbus::to_xs_string(XenbusState::initialising)))
         warn("writing frontend state 1: " + ec.message());
     }
     restart_pending_ = false;
   }
-  if (state && *state == 2) connect_now();
+  if (state && *state == XenbusState::init_wait) connect_now();
+}
+
+void ShimLoop::suspend() {
+  // xen/manage.c: the request is acknowledged by writing "" back; then the domain suspends.
+  if (auto ec = xs_->write(shutdown_path_, "")) {
+    warn("acknowledging the suspend request: " + ec.message());
+    return;
+  }
+  info("suspend requested: the data path stops; the backend is told nothing");
+  ++stats_.suspends;
+  stop_data_path();
+  close_timer_.cancel();
+  deadline_timer_.cancel();
+  suspended_ = true;
+  release_suspended_domain();
+}
+
+void ShimLoop::release_suspended_domain() {
+  // The toolstack tears the device down (backend Closed, nodes deleted) before it destroys
+  // the domain, as libxl's save does: until then the rings stay as they were.
+  auto be = xs_->read(fe_dir_ + "/backend");
+  if (be || be.error() != std::errc::no_such_file_or_directory) return;
+  const DomId old = hv_->self();
+  let_domain_go();
+  info("suspended: domain " + std::to_string(old.value()) + " released, waiting for SIGUSR1");
+}
+
+void ShimLoop::let_domain_go() {
+  // The descriptor never owns the watch fd (release() takes it out of the reactor).
+  if (xs_desc_) (void)xs_desc_->release();
+  xs_desc_.reset();
+  nf_->drop_rings();
+  nf_.reset();
+  xs_.reset();
+  hv_.reset();  // the domain goes with its broker connection
+}
+
+void ShimLoop::arm_resume_signal() {
+  resume_signal_.async_wait([this](const boost::system::error_code& ec, int) {
+    if (ec || stopping_) return;
+    resume();
+    if (!stopping_) arm_resume_signal();
+  });
+}
+
+void ShimLoop::resume() {
+  if (!suspended_) {
+    warn("SIGUSR1 while not suspended: ignored");
+    return;
+  }
+  const auto text = slurp(*opts_.resume_file);
+  std::optional<std::uint16_t> domid;
+  if (text && text->starts_with("domid ")) {
+    std::string_view v(*text);
+    v.remove_prefix(6);
+    while (!v.empty() && (v.back() == '\n' || v.back() == ' ')) v.remove_suffix(1);
+    domid = hv::parse_xs_uint<std::uint16_t>(v);
+  }
+  if (!domid || *domid == 0) {
+    warn("SIGUSR1: " + *opts_.resume_file + " does not say \"domid N\": still suspended");
+    return;
+  }
+  if (hv_ && hv_->self().value() == *domid) {
+    warn("SIGUSR1: resuming in domain " + std::to_string(*domid) +
+         ", the one still held, is not supported: still suspended");
+    return;
+  }
+  (void)std::remove(opts_.resume_file->c_str());
+  if (hv_) {
+    // Resumed elsewhere before the toolstack removed our old device: let the old domain go.
+    let_domain_go();
+  }
+  try {
+    hv_ = reopen_(DomId{*domid});
+  } catch (const SetupError& e) {
+    error("resume as domain " + std::to_string(*domid) + ": " + e.what());
+    stop(kExitSetupFailure);
+    return;
+  }
+  if (!open_domain()) {
+    stop(kExitSetupFailure);
+    return;
+  }
+  suspended_ = false;
+  restart_pending_ = false;
+  garp_pending_ = true;
+  ++stats_.resumes;
+  info("resumed as domain " + std::to_string(*domid) + ": connecting " + fe_dir_);
+  evaluate();
+}
+
+void ShimLoop::send_gratuitous_arp() {
+  garp_pending_ = false;
+  const auto ip = ipv4_address(opts_.tap);
+  if (!ip || !tap_) return;  // nothing to announce
+  const auto frame = gratuitous_arp(guest_mac_.octets, *ip);
+  if (auto sent = nf_->send(frame); !sent) {
+    warn("gratuitous ARP: " + sent.error().message());
+    return;
+  }
+  ++stats_.gratuitous_arps;
 }
 
 bool ShimLoop::connect_now() {
-  if (auto ec = nf_->connect(2000ms)) {
+  // evaluate() has seen InitWait: connect() only looks again, it does not wait.
+  if (auto ec = nf_->connect(0ms)) {
     warn("connect: " + ec.message() + " (will retry when the backend state changes)");
     return false;
   }
@@ -363,6 +520,7 @@ bool ShimLoop::setup_tap() {
   cfg.multi_queue = nf_->num_queues() > 1;
   cfg.queues = nf_->num_queues();
   cfg.mac = *mac;
+  guest_mac_ = *mac;
   cfg.mtu = opts_.mtu;
   std::string what;
   auto tap = create_guest_tap(cfg, opts_.address.value_or(""), what);
@@ -431,9 +589,10 @@ std::optional<std::vector<std::uint32_t>> ShimLoop::read_rss_file() {
   if (*text == rss_file_text_) return std::nullopt;
   rss_file_text_ = *text;
   auto table = parse_rss_mapping(*text, nf_->num_queues());
-  if (!table)
+  if (!table) {
     warn(*opts_.rss_mapping_file + ": not 1..128 queue numbers below " +
          std::to_string(nf_->num_queues()) + ": keeping the mapping in use");
+  }
   return table;
 }
 
@@ -503,9 +662,10 @@ void ShimLoop::arm_xdp_timer() {
       }
     } else if (auto want = read_xdp_file(); want && *want != nf_->xdp_headroom()) {
       if (!nf_->backend_features().xdp_headroom) {
-        if (xdp_unoffered_ != want)
+        if (xdp_unoffered_ != want) {
           warn("the backend offers no feature-xdp-headroom: headroom " + std::to_string(*want) +
                " not asked for");
+        }
         xdp_unoffered_ = want;
       } else if (auto e = nf_->begin_xdp_headroom_change(*want)) {
         warn("reconfiguring the XDP headroom: " + e.message());
@@ -518,7 +678,7 @@ void ShimLoop::arm_xdp_timer() {
   });
 }
 
-void ShimLoop::teardown(std::chrono::milliseconds wait_for_backend) {
+void ShimLoop::stop_data_path() {
   ++generation_;
   // Give the fds back before Netfront closes its event channels (the descriptors never own
   // them: release() also takes them out of the reactor).
@@ -537,10 +697,39 @@ void ShimLoop::teardown(std::chrono::milliseconds wait_for_backend) {
   xdp_change_since_.reset();
   rx_timer_armed_ = tx_retry_armed_ = false;
   announced_ = false;
-  if (nf_ && nf_->connected()) {
+  if (nf_ && nf_->connected())
     nf_totals_ += nf_->stats();  // the queues (and their counters) go with the connection
-    nf_->disconnect(wait_for_backend);
+}
+
+void ShimLoop::teardown(std::chrono::milliseconds wait_for_backend) {
+  stop_data_path();
+  close_timer_.cancel();
+  if (nf_) nf_->disconnect(wait_for_backend);
+}
+
+void ShimLoop::begin_close() {
+  if (!nf_ || !nf_->connected()) return;
+  stop_data_path();
+  nf_->begin_disconnect();
+  if (nf_->backend_closing()) {
+    finish_close();
+    return;
   }
+  // The watch on the backend's state ends the wait (evaluate); this timer gives up on it.
+  close_timer_.expires_after(kDisconnectWait);
+  close_timer_.async_wait([this](const boost::system::error_code& ec) {
+    if (ec || !nf_ || !nf_->closing()) return;
+    warn("the backend did not follow the close within " + std::to_string(kDisconnectWait.count()) +
+         " ms: closing anyway");
+    finish_close();
+    evaluate();
+  });
+}
+
+void ShimLoop::finish_close() {
+  close_timer_.cancel();
+  nf_->finish_disconnect();
+  if (stopping_) io_.stop();
 }
 
 // --- guest TX: TAP -> netfront ---
@@ -729,10 +918,11 @@ ShimLoop::TapRead ShimLoop::read_tap_frame(std::size_t i, QueueId q) {
     // Planned once per frame (after tap_frame_to_tx, which may complete a checksum), so a
     // frame that waits for slots is counted once.
     auto layout = plan_tx_frags(frame, *frag_size);
-    if (layout)
+    if (layout) {
       tq.pending_frags = *layout;
-    else if (layout.error() == std::errc::argument_list_too_long)
+    } else if (layout.error() == std::errc::argument_list_too_long) {
       ++stats_.tx_frags_fallback;
+    }
   }
   return TapRead::frame;
 }
@@ -771,9 +961,10 @@ void ShimLoop::on_event(std::size_t q) {
   const QueueId qid{static_cast<std::uint32_t>(q)};
   (void)nf_->handle_event(qid);
   // TX responses freed slots: resume the TAP queues that were waiting for this queue.
-  for (std::size_t i = 0; i < tap_queues_.size(); ++i)
+  for (std::size_t i = 0; i < tap_queues_.size(); ++i) {
     if (tx_queue_for(i) == qid && tap_queues_[i].pending_meta && !tap_queues_[i].waiting)
       on_tap_readable(i);
+  }
   rx_poll(q);
   arm_event(q);
 }

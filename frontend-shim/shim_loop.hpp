@@ -11,7 +11,15 @@
 //    before the pages are posted again (TapRxWriter). With --rx-rate the polls are
 //    paced by a token bucket, so the backend's RX queue backs up (a slow guest).
 //  * Watches the backend's state: Closing/Closed -> disconnect (5, revoke, 6) and say
-//    Initialising (1) once the backend is Closed; InitWait (2) -> connect again.
+//    Initialising (1) once the backend is Closed; InitWait (2) -> connect again. No handler
+//    blocks on the backend: a close says Closing (5) and finishes (revoke, 6) when the
+//    watch shows the backend Closing too, or after 2 s.
+//  * With --resume-file, control/shutdown=suspend (unetback-xl save/migrate) -> acknowledge
+//    (""), stop the data path and say nothing to the backend (a suspended domain does not
+//    run); once the toolstack has removed the vif, drop the rings and let the domain go.
+//    SIGUSR1 -> claim the domain named in the resume file and connect its vif afresh, as
+//    Linux's netfront_resume + talk_to_netback do; a gratuitous ARP once Connected. The TAP
+//    (the guest's netdev) stays throughout, so the guest's connections survive.
 //  * SIGTERM/SIGINT -> disconnect cleanly and stop.
 #pragma once
 
@@ -21,6 +29,7 @@
 // clang-format on
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <ostream>
@@ -48,18 +57,26 @@ struct ShimStats {
   std::uint64_t tap_tx_frames = 0;   ///< packets written to the TAP (guest RX)
   std::uint64_t tap_tx_dropped = 0;  ///< bad offload metadata or a failed TAP write
   std::uint64_t reconnects = 0;
-  std::uint64_t tx_frags = 0;           ///< frames sent as --tx-frags slot chains
-  std::uint64_t tx_frags_fallback = 0;  ///< frames that needed > 18 slots: normal layout
-  std::uint64_t tx_hash_extras = 0;     ///< --mode xenvif: frames sent with a HASH extra
+  std::uint64_t suspends = 0, resumes = 0;  ///< control/shutdown=suspend honoured; SIGUSR1 resumes
+  std::uint64_t gratuitous_arps = 0;        ///< sent once Connected after a resume
+  std::uint64_t tx_frags = 0;               ///< frames sent as --tx-frags slot chains
+  std::uint64_t tx_frags_fallback = 0;      ///< frames that needed > 18 slots: normal layout
+  std::uint64_t tx_hash_extras = 0;         ///< --mode xenvif: frames sent with a HASH extra
   std::uint64_t mcast_added = 0, mcast_removed = 0;  ///< MCAST_ADD / MCAST_DEL extras sent
   std::uint64_t xdp_reconfigurations = 0;      ///< headroom changes the backend answered with 8
   std::uint64_t xdp_reconfigure_timeouts = 0;  ///< ... or never answered (5 s)
 };
 
+/// Opens the hypervisor as (frontend of) another domain: a resumed guest's new domid.
+using HypervisorOpener = std::function<std::unique_ptr<hv::Hypervisor>(DomId)>;
+
 class ShimLoop {
  public:
-  /// `hv` is the guest's hypervisor handle (frontend role); `ready_out` gets the ready line.
-  ShimLoop(hv::Hypervisor& hv, ShimOptions opts, std::ostream& ready_out);
+  /// `hv` is the guest's hypervisor handle (frontend role); `reopen` claims the domain a
+  /// resume names (may be empty: then no suspend is honoured); `ready_out` gets the ready
+  /// line.
+  ShimLoop(std::unique_ptr<hv::Hypervisor> hv, HypervisorOpener reopen, ShimOptions opts,
+           std::ostream& ready_out);
   ~ShimLoop();
   ShimLoop(const ShimLoop&) = delete;
   ShimLoop& operator=(const ShimLoop&) = delete;
@@ -88,13 +105,35 @@ class ShimLoop {
   };
 
   void evaluate();
+  /// The domain's xenstore connection, Netfront and watches (at start and at every resume).
+  /// False (logged) when the domain has no vif `devid` or a watch cannot be set.
+  bool open_domain();
+  /// control/shutdown=suspend with --resume-file: acknowledge, stop the data path.
+  void suspend();
+  /// Suspended: once the vif's frontend dir is gone, drop the rings and the domain.
+  void release_suspended_domain();
+  /// Drops the rings (no word to xenstore), the xenstore connection and the hypervisor
+  /// handle: the domain dies with its broker connection.
+  void let_domain_go();
+  void arm_resume_signal();
+  void resume();
+  void send_gratuitous_arp();
   void watch_backend(const std::string& be_dir);
   void arm_xs_watch();
   std::error_code reset_stale_frontend();
   bool connect_now();
   bool setup_tap();
   void attach_data_path();
+  /// The data path's handlers and descriptors go (a generation bump); the rings stay.
+  void stop_data_path();
+  /// Blocking, outside the handlers only: stop_data_path() and Netfront::disconnect(wait).
   void teardown(std::chrono::milliseconds wait_for_backend);
+  /// From a handler: the data path stops and the frontend says Closing (5); finish_close()
+  /// follows once the backend's state reads Closing or later (evaluate(), on the watch) or
+  /// after kDisconnectWait (close_timer_). Nothing blocks.
+  void begin_close();
+  /// The ports unbound, the grants revoked, Closed (6); the loop ends here when stopping.
+  void finish_close();
   void stop(int code);
 
   void arm_tap(std::size_t i);
@@ -130,21 +169,22 @@ class ShimLoop {
   /// evaluate() ends it (4) when the backend says Reconfigured (8).
   void arm_xdp_timer();
 
-  hv::Hypervisor& hv_;
+  std::unique_ptr<hv::Hypervisor> hv_;  ///< null while suspended with the domain released
+  HypervisorOpener reopen_;
   ShimOptions opts_;
   std::ostream& ready_out_;
   netfront::NetfrontOptions nf_opts_;
   // Run by one thread only: concurrency hint 1 lets handlers post to a thread-private queue
   // instead of waking the reactor (an epoll_ctl) for every continuation.
   boost::asio::io_context io_{1};
-  boost::asio::signal_set signals_;
+  boost::asio::signal_set signals_, resume_signal_;
   ModeRules rules_;
   boost::asio::steady_timer deadline_timer_, rx_timer_, tx_retry_timer_, rss_timer_, mcast_timer_,
-      xdp_timer_;
-  std::optional<std::uint32_t> deadline_state_;  ///< the backend state the deadline is for
-  std::vector<McastAddr> mcast_known_;           ///< the groups the backend was told about
-  std::string rss_file_text_;                    ///< the mapping file as last read
-  std::string xdp_file_text_;                    ///< the headroom file as last read
+      xdp_timer_, close_timer_;
+  std::optional<xenbus::XenbusState> deadline_state_;  ///< the backend state the deadline is for
+  std::vector<McastAddr> mcast_known_;                 ///< the groups the backend was told about
+  std::string rss_file_text_;                          ///< the mapping file as last read
+  std::string xdp_file_text_;                          ///< the headroom file as last read
   /// A reconfiguration waiting for the backend's Reconfigured, and since when.
   std::optional<std::chrono::steady_clock::time_point> xdp_change_since_;
   std::optional<std::uint32_t> xdp_unoffered_;  ///< a value already refused for lack of the feature
@@ -152,7 +192,10 @@ class ShimLoop {
   std::unique_ptr<Descriptor> xs_desc_;
   std::unique_ptr<netfront::Netfront> nf_;
   std::string fe_dir_, be_dir_, watched_be_state_;
+  std::string shutdown_path_;  ///< /local/domain/<self>/control/shutdown
+  bool suspended_ = false, garp_pending_ = false;
   std::optional<net::TapDevice> tap_;
+  net::MacAddress guest_mac_{};  ///< the TAP's (the vif's mac at the first connect)
   std::vector<UniqueFd> extra_tap_fds_;
   std::vector<TapQueue> tap_queues_;
   std::vector<EventQueue> event_queues_;

@@ -51,7 +51,8 @@ ParseOutcome parse_shim_options(std::span<const std::string_view> args) {
                                                  cli::valued("rss-mapping-file"),
                                                  cli::valued("mode"),
                                                  cli::valued("xdp-headroom"),
-                                                 cli::valued("xdp-headroom-file")};
+                                                 cli::valued("xdp-headroom-file"),
+                                                 cli::valued("resume-file")};
   ShimOptions o;
   bool have_hypervisor = false, have_name = false, have_timeout = false;
   cli::ArgParser parser(args, kOptions, {.positionals = false});
@@ -125,6 +126,9 @@ ParseOutcome parse_shim_options(std::span<const std::string_view> args) {
     } else if (a->is("xdp-headroom-file")) {
       if (value.empty() || value.size() > 4096) return bad();
       o.xdp_headroom_file = std::string(value);
+    } else if (a->is("resume-file")) {
+      if (value.empty() || value.size() > 4096) return bad();
+      o.resume_file = std::string(value);
     } else if (a->is("connect-timeout-ms")) {
       auto v = parse_decimal<std::uint32_t>(value, 1, 3'600'000);
       if (!v) return bad();
@@ -198,7 +202,7 @@ std::string shim_usage() {
                      [--queues N] [--no-sg] [--rx-budget 64] [--rx-rate PPS]
                      [--rx-refill early|half-ring] [--tx-frags SIZE]
                      [--rss] [--rss-mapping-file PATH] [--mode linux|xenvif|minimal]
-                     [--xdp-headroom N] [--xdp-headroom-file PATH]
+                     [--xdp-headroom N] [--xdp-headroom-file PATH] [--resume-file PATH]
                      [--connect-timeout-ms 10000] [--log-level debug|info|warn|error]
 
 A userspace Xen netfront acting as a guest domain: connects device/vif/<devid> to its
@@ -256,6 +260,14 @@ backend and bridges it to a TAP interface (with virtio-net offload headers).
                            the new xdp-headroom, wait up to 5 s for the backend's
                            Reconfigured (8), Connected (4) again. An unreadable or bad file is
                            logged and the headroom in use kept
+  --resume-file PATH       honour the toolstack's control/shutdown=suspend (save, migrate):
+                           acknowledge it (""), stop the data path and say nothing to the
+                           backend; once the toolstack has removed the vif, let the domain go
+                           (the TAP and its addresses stay). On SIGUSR1, read "domid N" from
+                           PATH, claim domain N and connect its vif as Linux netfront's
+                           netfront_resume does: fresh rings and grants, the queue count
+                           negotiated again, a gratuitous ARP once the backend is Connected.
+                           Without this option a suspend request is refused (not acknowledged)
   --log-level LEVEL        stderr log level (default info)
 
 On stopping it logs its counters (a "stopped:" line), among them rx_protocol_errors (RX

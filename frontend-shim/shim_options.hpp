@@ -66,6 +66,9 @@ struct ShimOptions {
   /// goes through Reconfiguring (7) -> backend Reconfigured (8) -> Connected (4), as Linux
   /// netfront's xennet_xdp_set does when an XDP program is attached or detached.
   std::optional<std::string> xdp_headroom_file;
+  /// Where the toolstack leaves the resumed domain's id ("domid N") before it sends SIGUSR1:
+  /// with it the shim honours control/shutdown=suspend (xensim save/restore/migrate).
+  std::optional<std::string> resume_file;
 };
 
 /// An xdp-headroom file's value: one decimal 0..32767, surrounding whitespace allowed.

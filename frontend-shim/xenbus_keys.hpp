@@ -12,21 +12,12 @@
 
 #include "common/hv/xenstore.hpp"
 #include "common/util/strong_id.hpp"
+#include "common/xenbus/xenbus_state.hpp"
 
 namespace unetback::netfront {
 
-/// xenbus states (xen/io/xenbus.h).
-enum class XenbusState : std::uint8_t {
-  unknown = 0,
-  initialising = 1,
-  init_wait = 2,
-  initialised = 3,
-  connected = 4,
-  closing = 5,
-  closed = 6,
-  reconfiguring = 7,  ///< changing xdp-headroom (xennet_xdp_set)
-  reconfigured = 8,   ///< the backend has taken the new xdp-headroom
-};
+/// xenbus states (xen/io/xenbus.h): the one enum the backend uses too.
+using xenbus::XenbusState;
 
 /// What the backend advertised in its directory.
 struct BackendFeatures {

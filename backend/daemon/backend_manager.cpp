@@ -3,7 +3,7 @@
 #include <cerrno>
 #include <exception>
 
-#include "backend/xenbus/xenbus_state.hpp"
+#include "common/xenbus/xenbus_state.hpp"
 
 namespace unetback::daemon {
 namespace {

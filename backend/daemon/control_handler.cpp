@@ -3,8 +3,8 @@
 #include <type_traits>
 
 #include "backend/daemon/json_writer.hpp"
-#include "backend/xenbus/xenbus_state.hpp"
 #include "common/hv/grant_table.hpp"
+#include "common/xenbus/xenbus_state.hpp"
 
 namespace unetback::daemon {
 namespace {

@@ -26,11 +26,11 @@
 #include "backend/daemon/tunables.hpp"
 #include "backend/vif/event_loop_pool.hpp"
 #include "backend/vif/vif.hpp"
-#include "backend/xenbus/xenbus_state.hpp"
 #include "common/hv/hypervisor.hpp"
 #include "common/util/fd_reserve.hpp"
 #include "common/util/log.hpp"
 #include "common/util/result.hpp"
+#include "common/xenbus/xenbus_state.hpp"
 
 namespace {
 

@@ -25,7 +25,7 @@
 #include <variant>
 #include <vector>
 
-#include "backend/xenbus/xenbus_state.hpp"
+#include "common/xenbus/xenbus_state.hpp"
 
 namespace unetback::xenbus {
 

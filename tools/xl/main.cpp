@@ -1,20 +1,27 @@
 // unetback-xl: libxl's part for a xensim world. `create` makes a domain, writes its vifs'
 // xenstore nodes as libxl does, waits for the backend's InitWait, runs the hotplug script
 // and starts the guest (netfront-shim); `destroy` closes the vifs, runs the script
-// `offline`, stops the guest and destroys the domain; `list` shows the world.
+// `offline`, stops the guest and destroys the domain; `list` shows the world; `save`,
+// `restore` and `migrate` suspend a guest, tear its devices and domain down and bring it
+// back in a new domain, as libxl's save/restore and a localhost migration do.
 // The contract and its timeouts: netback-facts §5, xenlab/README.md "What libxl (4.17) does".
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <optional>
 #include <span>
+#include <sstream>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <unistd.h>
+#include <variant>
 #include <vector>
 
 #include "common/hotplug/hotplug_script.hpp"
@@ -22,6 +29,7 @@
 #include "common/util/arg_parser.hpp"
 #include "common/util/parse_decimal.hpp"
 #include "tools/xl/guest_launcher.hpp"
+#include "tools/xl/save_image.hpp"
 #include "tools/xl/toolstack.hpp"
 #include "tools/xl/vif_option.hpp"
 
@@ -66,15 +74,31 @@ libxl's role for a xensim world (DIR is where `xensim --dir DIR` runs).
       delete the nodes; then SIGTERM the guest and destroy the domain and its /vm node.
   list
       Domains with their vifs: devid, backend state, hotplug-status, bridge, TAP, guest pid.
+  save NAME|DOMID FILE
+      As `xl save`: writes control/shutdown=suspend and waits up to 10 s for the guest's
+      acknowledgement (""), removes each vif as destroy does (the suspended guest does not
+      answer), waits up to 10 s for the guest to let its domain go, destroys the domain and
+      writes FILE: the name, uuid, each vif's configuration (libxl's private copy) and the
+      guest's pid. The guest process stays, suspended: it is the domain's memory image
+      (create starts every guest with --resume-file DIR/guest-NAME.resume).
+  restore FILE
+      As `xl restore`: creates the domain again (a new domid, the same name, uuid and vifs),
+      adds the vifs as create does, then resumes the guest: writes "domid N" to its resume
+      file (DIR/guest-NAME.resume) and sends it SIGUSR1. Waits for the first vif's frontend
+      to be Connected (4) again and prints "domid N".
+  migrate NAME|DOMID [localhost]
+      A localhost migration: save and restore in one go, without a file; the old domain is
+      destroyed and the guest carries on in a new one. Prints "domid N".
 
 Options: --world DIR (required), --help.
 The netfront-shim binary: --shim, else $UNETBACK_SHIM, else ../../frontend-shim/netfront-shim
 next to this program (the build tree), else netfront-shim in $PATH.
 
-Exit codes: 0 success; 1 error (world not reachable, unknown domain, ...); 2 usage error;
+Exit codes: 0 success; 1 error (world not reachable, unknown domain, a guest that did not
+              acknowledge the suspend, a bad save file, ...); 2 usage error;
             3 a device could not be added (backend not in InitWait within 10 s, or the
               hotplug script failed; the domain is destroyed again, as `xl create` does);
-            4 the guest did not come up (the domain is destroyed again).
+            4 the guest did not come up or did not resume (the domain is destroyed again).
 )";
 
 void err(const std::string& msg) {
@@ -137,6 +161,11 @@ class World {
   }
   [[nodiscard]] std::string log_file(DomId d) const {
     return dir_ + "/guest-" + num(d.value()) + ".log";
+  }
+  /// Where a resumed guest finds its new domid (--resume-file): named by the domain's name,
+  /// which a save and restore keep.
+  [[nodiscard]] std::string resume_file(const std::string& name) const {
+    return dir_ + "/guest-" + name + ".resume";
   }
 
   /// Devids with a backend dir for `domid` (under dom0's backend/vif).
@@ -228,21 +257,30 @@ void undo_create(World& w, DomId domid) {
   destroy_domain(w, domid, true);
 }
 
-int cmd_create(World& w, const CreateArgs& a) {
-  auto created = w.hv().create_domain(a.name);
+/// libxl's domain build for `create` and `restore`: the domain, its /vm and control nodes
+/// and each vif (nodes, InitWait, the hotplug script `online`). The domid, or the exit code
+/// (the domain destroyed again).
+std::variant<DomId, int> build_domain(World& w, const std::string& name, const std::string& uuid,
+                                      const std::vector<ts::VifSpec>& vifs) {
+  auto created = w.hv().create_domain(name);
   if (!created) {
-    err("cannot create domain '" + a.name + "': " + created.error().message() +
+    err("cannot create domain '" + name + "': " + created.error().message() +
         (created.error() == std::errc::file_exists ? " (name in use)" : ""));
     return kExitError;
   }
   const DomId domid = *created;
-  if (auto ec = ts::add_vm_nodes(w.xs(), domid, a.name, ts::generate_uuid())) {
+  if (auto ec = ts::add_vm_nodes(w.xs(), domid, name, uuid)) {
     err("cannot write the /vm nodes of domain " + num(domid.value()) + ": " + ec.message());
     undo_create(w, domid);
     return kExitError;
   }
+  if (auto ec = ts::add_control_nodes(w.xs(), domid)) {
+    err("cannot write the control nodes of domain " + num(domid.value()) + ": " + ec.message());
+    undo_create(w, domid);
+    return kExitError;
+  }
 
-  for (const ts::VifSpec& spec : a.vifs) {
+  for (const ts::VifSpec& spec : vifs) {
     if (auto ec = ts::add_vif(w.xs(), kDom0, domid, spec)) {
       err("cannot write the nodes of vif " + num(spec.devid.value()) + ": " + ec.message());
       undo_create(w, domid);
@@ -250,7 +288,7 @@ int cmd_create(World& w, const CreateArgs& a) {
     }
   }
   // libxl__wait_device_connection: InitWait within LIBXL_INIT_TIMEOUT, then the script.
-  for (const ts::VifSpec& spec : a.vifs) {
+  for (const ts::VifSpec& spec : vifs) {
     const std::string be = ts::backend_path(kDom0, domid, spec.devid);
     if (ts::wait_for_value(w.xs(), be + "/state", "2", ts::kInitTimeout)) {
       err("libxl: error: unable to add device with path " + be + " (backend state " +
@@ -272,6 +310,13 @@ int cmd_create(World& w, const CreateArgs& a) {
       return kExitDeviceFailed;
     }
   }
+  return domid;
+}
+
+int cmd_create(World& w, const CreateArgs& a) {
+  const auto built = build_domain(w, a.name, ts::generate_uuid(), a.vifs);
+  if (const int* code = std::get_if<int>(&built)) return *code;
+  const DomId domid = std::get<DomId>(built);
 
   if (!a.no_guest) {
     const ts::VifSpec& first = a.vifs.front();
@@ -281,6 +326,7 @@ int cmd_create(World& w, const CreateArgs& a) {
     if (a.guest_netns) launch.argv.insert(launch.argv.end(), {"--netns", *a.guest_netns});
     if (a.address) launch.argv.insert(launch.argv.end(), {"--address", *a.address});
     if (a.queues) launch.argv.insert(launch.argv.end(), {"--queues", num(*a.queues)});
+    launch.argv.insert(launch.argv.end(), {"--resume-file", w.resume_file(a.name)});
     launch.argv.insert(launch.argv.end(), a.shim_extra.begin(), a.shim_extra.end());
     launch.log_path = w.log_file(domid);
     launch.ready_timeout = std::chrono::milliseconds(a.ready_timeout_ms);
@@ -369,6 +415,163 @@ int cmd_list(World& w) {
   return kExitOk;
 }
 
+/// The guest process of `domid` (its pid file, checked to be a netfront-shim), or 0.
+pid_t guest_of(World& w, DomId domid) {
+  std::ifstream in(w.pid_file(domid));
+  long pid = 0;
+  if (in >> pid && pid > 0 && ts::process_is(static_cast<pid_t>(pid), kShimName))
+    return static_cast<pid_t>(pid);
+  return 0;
+}
+
+/// libxl's save up to the image: the guest suspends (control/shutdown), its devices are
+/// removed while it is quiet, it lets its domain go, the domain is destroyed. The image, or
+/// nullopt (said why) with the domain left running when the guest never acknowledged.
+std::optional<ts::SavedDomain> suspend_domain(World& w, DomId domid) {
+  ts::SavedDomain saved;
+  const std::string home = "/local/domain/" + num(domid.value());
+  saved.name = w.read_or(home + "/name", "");
+  const std::string vm = w.read_or(home + "/vm", "");
+  saved.uuid = w.read_or(vm + "/uuid", "");
+  if (saved.uuid.empty()) saved.uuid = ts::generate_uuid();
+  saved.guest_pid = guest_of(w, domid);
+  if (saved.name.empty() || saved.guest_pid == 0) {
+    err("domain " + num(domid.value()) + " has no running guest to suspend");
+    return std::nullopt;
+  }
+  for (DevId devid : w.vif_devids(domid)) {
+    auto spec = ts::read_vif_spec(w.xs(), domid, devid);
+    if (!spec) {
+      err("vif " + num(devid.value()) + " of domain " + num(domid.value()) +
+          " has no libxl configuration to save");
+      return std::nullopt;
+    }
+    saved.vifs.push_back(std::move(*spec));
+  }
+  if (saved.vifs.empty()) {
+    err("domain " + num(domid.value()) + " has no vif to save");
+    return std::nullopt;
+  }
+  // libxl__domain_suspend_device_model / _common: the PV guest's way, through xenstore.
+  const std::string req = home + "/control/shutdown";
+  if (auto ec = w.xs().write(req, "suspend")) {
+    err("cannot write " + req + ": " + ec.message());
+    return std::nullopt;
+  }
+  if (ts::wait_for_value(w.xs(), req, "", ts::kSuspendAckTimeout)) {
+    (void)w.xs().write(req, "");  // libxl cancels the request it made
+    err("guest of domain " + num(domid.value()) + " did not acknowledge the suspend request in " +
+        num(ts::kSuspendAckTimeout.count()) + " s (was it started with --resume-file?)");
+    return std::nullopt;
+  }
+  // libxl__destroy_domid after the save: the devices, then the domain.
+  remove_all_vifs(w, domid);
+  const auto deadline = std::chrono::steady_clock::now() + ts::kSuspendReleaseTimeout;
+  while (w.hv().domain_exists(domid) && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (w.hv().domain_exists(domid)) {
+    // Destroying a domain kills the process running it: the guest would be lost.
+    err("guest of domain " + num(domid.value()) + " did not let its domain go within " +
+        num(ts::kSuspendReleaseTimeout.count()) + " s of its devices' removal");
+    return std::nullopt;
+  }
+  destroy_domain(w, domid, true);
+  std::error_code ec;
+  fs::remove(w.pid_file(domid), ec);
+  return saved;
+}
+
+/// libxl's restore: the domain built again, the guest resumed in it. Prints "domid N".
+int resume_domain(World& w, const ts::SavedDomain& saved) {
+  if (!ts::process_is(saved.guest_pid, kShimName)) {
+    err("the saved guest (pid " + num(static_cast<std::uint64_t>(saved.guest_pid)) +
+        ") is not running any more: nothing to restore");
+    return kExitError;
+  }
+  const auto built = build_domain(w, saved.name, saved.uuid, saved.vifs);
+  if (const int* code = std::get_if<int>(&built)) return *code;
+  const DomId domid = std::get<DomId>(built);
+  // The resumed domain's start info: its new identity, then the unpause.
+  const std::string rf = w.resume_file(saved.name);
+  {
+    std::ofstream out(rf + ".tmp", std::ios::trunc);
+    out << "domid " << domid.value() << "\n";
+    if (!out.flush()) {
+      err("cannot write " + rf + ".tmp");
+      undo_create(w, domid);
+      return kExitError;
+    }
+  }
+  std::error_code ec;
+  fs::rename(rf + ".tmp", rf, ec);
+  if (ec || ::kill(saved.guest_pid, SIGUSR1) != 0) {
+    err("cannot resume the guest (pid " + num(static_cast<std::uint64_t>(saved.guest_pid)) +
+        "): " + (ec ? ec : std::error_code(errno, std::generic_category())).message());
+    undo_create(w, domid);
+    return kExitGuestFailed;
+  }
+  std::ofstream(w.pid_file(domid)) << saved.guest_pid << "\n";
+  const std::string fe = ts::frontend_path(domid, saved.vifs.front().devid);
+  if (ts::wait_for_value(w.xs(), fe + "/state", "4", std::chrono::milliseconds(20000))) {
+    err("guest of domain " + num(domid.value()) + " did not connect " + fe + " after resuming " +
+        "(frontend state " + w.read_or(fe + "/state", "missing") + ")");
+    undo_create(w, domid);
+    return kExitGuestFailed;
+  }
+  std::cout << "domid " << domid.value() << std::endl;
+  return kExitOk;
+}
+
+std::optional<DomId> running_domain(World& w, const std::string& target) {
+  const auto domid = resolve_domain(w, target);
+  if (!domid || *domid == kDom0 || !w.hv().domain_exists(*domid)) {
+    err("no such domain: " + target);
+    return std::nullopt;
+  }
+  return domid;
+}
+
+int cmd_save(World& w, const std::string& target, const std::string& file) {
+  const auto domid = running_domain(w, target);
+  if (!domid) return kExitError;
+  auto saved = suspend_domain(w, *domid);
+  if (!saved) return kExitError;
+  auto text = ts::format_save_image(*saved);
+  std::ofstream out(file, std::ios::trunc);
+  if (!text || !(out << *text) || !out.flush()) {
+    err("cannot write the save file " + file + " (the guest stays suspended, pid " +
+        num(static_cast<std::uint64_t>(saved->guest_pid)) + ")");
+    return kExitError;
+  }
+  std::cerr << "Saving to " << file << ": domain " << domid->value() << " suspended, guest pid "
+            << saved->guest_pid << "\n";
+  return kExitOk;
+}
+
+int cmd_restore(World& w, const std::string& file) {
+  std::ifstream in(file);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in) {
+    err("cannot read the save file " + file);
+    return kExitError;
+  }
+  auto saved = ts::parse_save_image(text.str());
+  if (!saved) {
+    err(file + " is not a save file of unetback-xl save");
+    return kExitError;
+  }
+  return resume_domain(w, *saved);
+}
+
+int cmd_migrate(World& w, const std::string& target) {
+  const auto domid = running_domain(w, target);
+  if (!domid) return kExitError;
+  auto saved = suspend_domain(w, *domid);
+  if (!saved) return kExitError;
+  return resume_domain(w, *saved);
+}
+
 int usage_error(const std::string& msg) {
   err(msg);
   std::cerr << "Try 'unetback-xl --help'.\n";
@@ -395,7 +598,8 @@ int run(std::vector<std::string_view> args) {
   }
   if (const auto& e = parser.error()) return usage_error(e->message());
   if (!world) return usage_error("--world DIR is required");
-  if (rest.empty()) return usage_error("missing command (create, destroy, list)");
+  if (rest.empty())
+    return usage_error("missing command (create, destroy, list, save, restore, migrate)");
   const std::string_view cmd = rest.front();
   std::error_code ec;
   const std::string dir = fs::absolute(*world, ec).lexically_normal().string();
@@ -409,6 +613,23 @@ int run(std::vector<std::string_view> args) {
     if (rest.size() != 2) return usage_error("destroy NAME|DOMID");
     World w(dir);
     return cmd_destroy(w, std::string(rest[1]));
+  }
+  if (cmd == "save") {
+    if (rest.size() != 3) return usage_error("save NAME|DOMID FILE");
+    World w(dir);
+    return cmd_save(w, std::string(rest[1]), std::string(rest[2]));
+  }
+  if (cmd == "restore") {
+    if (rest.size() != 2) return usage_error("restore FILE");
+    World w(dir);
+    return cmd_restore(w, std::string(rest[1]));
+  }
+  if (cmd == "migrate") {
+    // Real xl wants a host; only this one is reachable in a xensim world.
+    if (rest.size() != 2 && !(rest.size() == 3 && rest[2] == "localhost"))
+      return usage_error("migrate NAME|DOMID [localhost]");
+    World w(dir);
+    return cmd_migrate(w, std::string(rest[1]));
   }
   if (cmd != "create") return usage_error("unknown command '" + std::string(cmd) + "'");
 

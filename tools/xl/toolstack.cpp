@@ -16,8 +16,12 @@ std::string num(std::uint64_t v) {
 
 std::error_code write_all(hv::XenStore& xs, hv::XsTx tx, const std::string& dir,
                           const std::vector<std::pair<std::string, std::string>>& kv) {
-  for (const auto& [k, v] : kv)
-    if (auto ec = xs.write(dir + "/" + k, v, tx)) return ec;
+  for (const auto& [k, v] : kv) {
+    std::string path = dir;
+    path += '/';
+    path += k;
+    if (auto ec = xs.write(path, v, tx)) return ec;
+  }
   return {};
 }
 
@@ -70,6 +74,42 @@ void remove_vm_nodes(hv::XenStore& xs, DomId domid) {
   if (!vm || !vm->starts_with("/vm/") || vm->size() <= 4 || vm->find('/', 4) != std::string::npos)
     return;
   (void)xs.rm(*vm);
+}
+
+std::error_code add_control_nodes(hv::XenStore& xs, DomId domid) {
+  const std::string control = "/local/domain/" + num(domid.value()) + "/control";
+  const hv::XsPerm owner[] = {{domid, hv::XsPerm::Kind::none}};
+  const hv::XsPerm ro[] = {{DomId{0}, hv::XsPerm::Kind::none}, {domid, hv::XsPerm::Kind::read}};
+  return hv::transact(xs, [&](hv::XsTx tx) -> std::error_code {
+    if (auto ec = xs.mkdir(control, tx)) return ec;
+    if (auto ec = xs.set_perms(control, ro, tx)) return ec;
+    if (auto ec = xs.write(control + "/shutdown", "", tx)) return ec;
+    return xs.set_perms(control + "/shutdown", owner, tx);
+  });
+}
+
+std::optional<VifSpec> read_vif_spec(hv::XenStore& xs, DomId frontend, DevId devid) {
+  const std::string priv = "/libxl/" + num(frontend.value()) + "/device/vif/" + num(devid.value());
+  auto read = [&](const char* key) -> std::optional<std::string> {
+    auto v = xs.read(priv + "/" + key);
+    if (!v) return std::nullopt;
+    return std::move(*v);
+  };
+  auto mac = read("mac");
+  if (!mac) return std::nullopt;
+  VifSpec spec;
+  spec.devid = devid;
+  spec.mac = *mac;
+  spec.script = read("script").value_or("");
+  spec.bridge = read("bridge").value_or("");
+  spec.vifname = read("vifname");
+  spec.ip = read("ip");
+  spec.gatewaydev = read("gatewaydev");
+  spec.rate = read("rate");
+  if (auto mtu = read("mtu")) spec.mtu = hv::parse_xs_uint<std::uint32_t>(*mtu);
+  auto trusted = xs.read(frontend_path(frontend, devid) + "/trusted");
+  spec.trusted = !trusted || *trusted != "0";
+  return spec;
 }
 
 std::error_code add_vif(hv::XenStore& xs, DomId backend, DomId frontend, const VifSpec& spec) {

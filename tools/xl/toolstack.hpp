@@ -50,6 +50,19 @@ std::error_code add_vm_nodes(hv::XenStore& xs, DomId domid, const std::string& n
 void remove_vm_nodes(hv::XenStore& xs, DomId domid);
 [[nodiscard]] std::string frontend_path(DomId frontend, DevId devid);
 
+/// How long `save` waits for the guest to acknowledge control/shutdown=suspend, and then for
+/// the suspended guest to let its domain go once its devices are removed.
+inline constexpr std::chrono::seconds kSuspendAckTimeout{10};
+inline constexpr std::chrono::seconds kSuspendReleaseTimeout{10};
+
+/// libxl__domain_make's control/shutdown node: writable by the guest, which acknowledges a
+/// request there (xen/manage.c writes "" back).
+std::error_code add_control_nodes(hv::XenStore& xs, DomId domid);
+
+/// A vif's configuration as `xl save` keeps it: libxl's private copy
+/// (/libxl/<domid>/device/vif/<devid>) and the frontend's `trusted`. nullopt without the copy.
+[[nodiscard]] std::optional<VifSpec> read_vif_spec(hv::XenStore& xs, DomId frontend, DevId devid);
+
 /// libxl__device_generic_add + libxl__set_xenstore_nic: in one transaction (retried on
 /// EAGAIN) the backend dir (perms n<backend>,r<frontend>), the frontend dir (perms
 /// n<frontend>,r<backend>; `mtu` read-only to the guest) and libxl's private copy under

@@ -42,9 +42,10 @@ TEST(ShimOptions, RxRefillTakesEitherRuleInBothSpellings) {
 }
 
 TEST(ShimOptions, RxRefillRejectsOtherRules) {
-  for (const char* bad : {"half_ring", "HALF-RING", "", "late", "early,half-ring"})
+  for (const char* bad : {"half_ring", "HALF-RING", "", "late", "early,half-ring"}) {
     EXPECT_EQ(usage_error(parse({"--rx-refill", bad})),
               "bad value '" + std::string(bad) + "' for --rx-refill");
+  }
   EXPECT_EQ(usage_error(parse({"--rx-refill"})), "--rx-refill needs a value");
 }
 
@@ -57,9 +58,10 @@ TEST(ShimOptions, TxFragsAcceptsSizesFrom64To4096) {
 }
 
 TEST(ShimOptions, TxFragsRejectsSizesOutsideAPieceOfAPage) {
-  for (const char* bad : {"0", "63", "4097", "65536", "-64", "1k", "64 ", "", "0x100"})
+  for (const char* bad : {"0", "63", "4097", "65536", "-64", "1k", "64 ", "", "0x100"}) {
     EXPECT_EQ(usage_error(parse({"--tx-frags", bad})),
               "bad value '" + std::string(bad) + "' for --tx-frags");
+  }
   EXPECT_EQ(usage_error(parse({"--tx-frags"})), "--tx-frags needs a value");
 }
 
@@ -97,6 +99,14 @@ TEST(ShimOptions, XdpHeadroomAndAFileReReadWhileRunning) {
   const std::string u = shim_usage();
   EXPECT_NE(u.find("--xdp-headroom N"), std::string::npos);
   EXPECT_NE(u.find("Reconfiguring (7)"), std::string::npos);
+}
+
+TEST(ShimOptions, ResumeFileIsAPathAndWithoutItNoSuspendIsHonoured) {
+  EXPECT_FALSE(ok(parse({})).resume_file.has_value());
+  EXPECT_EQ(ok(parse({"--resume-file", "/w/guest-g1.resume"})).resume_file, "/w/guest-g1.resume");
+  EXPECT_NE(usage_error(parse({"--resume-file="})), "");
+  EXPECT_NE(usage_error(parse({"--resume-file"})), "");
+  EXPECT_NE(shim_usage().find("SIGUSR1"), std::string::npos);
 }
 
 TEST(XdpHeadroomFile, OneDecimalUpToTheProtocolCapWithWhitespaceAround) {

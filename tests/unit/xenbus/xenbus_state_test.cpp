@@ -1,4 +1,4 @@
-#include "backend/xenbus/xenbus_state.hpp"
+#include "common/xenbus/xenbus_state.hpp"
 
 #include <gtest/gtest.h>
 

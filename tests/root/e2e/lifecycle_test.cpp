@@ -1,0 +1,270 @@
+// Guest lifecycle on xensim (suite e2e, root), as Xen's osstest runs it on real hosts: a guest
+// saved and restored twice, ten localhost migrations in a row, a TCP stream across a
+// migration, and the same with two queues. unetback-xl plays libxl (save: the guest suspends
+// through control/shutdown, its devices and domain are torn down; restore: a new domain with
+// the same vifs, the guest resumed in it) and the netfront-shim plays Linux netfront
+// (netfront_resume: new rings and grants, the queue count negotiated again, a gratuitous ARP
+// once Connected). The guest keeps its TAP and namespace throughout, so its connections live
+// on. Each time the old domain's device must be gone from unetbackd entirely (TAP, grant
+// mappings, descriptors) and the new one served; each outage (last ping answer before, first
+// after) is printed and recorded.
+#include <algorithm>
+#include <fstream>
+#include <gtest/gtest.h>
+#include <iostream>
+#include <sstream>
+#include <thread>
+
+#include "tests/root/e2e/e2e_fixture.hpp"
+
+namespace unetback {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::Daemon;
+using testing::EndToEnd;
+using testing::RunResult;
+using testing::XlWorld;
+
+/// The longest gap, in ms, between two consecutive answers in `ping -D` output (the
+/// outage), or -1 with fewer than two answers.
+double longest_answer_gap_ms(const std::string& log) {
+  std::istringstream in(log);
+  std::string line;
+  double last = -1, gap = -1;
+  while (std::getline(in, line)) {
+    if (line.find("bytes from") == std::string::npos || !line.starts_with("[")) continue;
+    const double t = std::strtod(line.c_str() + 1, nullptr);
+    if (last >= 0) gap = std::max(gap, (t - last) * 1000.0);
+    last = t;
+  }
+  return gap;
+}
+
+/// What unetbackd holds of domain `domid`: its TAP, and the mappings and descriptors of that
+/// domain's memory, grant table or control page (xensim names them xensim-dom<N>-...).
+std::string daemon_holdings(pid_t daemon, int domid) {
+  const std::string tag = "xensim-dom" + std::to_string(domid) + "-";
+  std::string out;
+  std::ifstream maps("/proc/" + std::to_string(daemon) + "/maps");
+  std::string line;
+  while (std::getline(maps, line))
+    if (line.find(tag) != std::string::npos) out += " map:" + line.substr(line.find(tag));
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator("/proc/" + std::to_string(daemon) + "/fd", ec);
+       !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    std::error_code lec;
+    const auto target = std::filesystem::read_symlink(it->path(), lec).string();
+    if (target.find(tag) != std::string::npos) out += " fd:" + target;
+  }
+  return out;
+}
+
+class Lifecycle : public EndToEnd {
+ protected:
+  std::string tag() const override { return "ublc"; }
+  std::string subnet() const override { return "10.93.0"; }
+
+  /// The guest's new domain from unetback-xl's "domid N" (restore, migrate).
+  static std::optional<XlWorld::Guest> moved(const XlWorld::Guest& g, const RunResult& r) {
+    if (r.status != 0 || !r.out.starts_with("domid ")) return std::nullopt;
+    XlWorld::Guest n = g;
+    n.domid = std::atoi(r.out.c_str() + 6);
+    return n;
+  }
+
+  /// Pings the host from `g` every 50 ms in the background (ping -D: answers timestamped).
+  Daemon& start_prober(const XlWorld::Guest& g, const std::string& name) {
+    return w().spawn_in_ns(g.ns, {"ping", "-D", "-i", "0.05", "-W", "1", w().host_ip()},
+                           name + ".log");
+  }
+  /// Waits for the prober's answers to resume, stops it, and returns the outage in ms.
+  double stop_prober(Daemon& prober) {
+    const std::size_t before = prober.log().size();
+    // A few answers after the first one back.
+    for (int i = 0; i < 100 && prober.log().size() < before + 400; ++i)
+      std::this_thread::sleep_for(20ms);
+    prober.signal(SIGINT);
+    (void)prober.wait_exit(5s);
+    return longest_answer_gap_ms(prober.log());
+  }
+
+  /// Nothing of domain `old` is left: no backend or frontend dir for it, its domain gone
+  /// from the world, and in unetbackd no TAP, no mapping or descriptor of its memory, and
+  /// the daemon's descriptor count back to `base_fds` (its ports are eventfds: a port left
+  /// bound would be one more).
+  void expect_torn_down(int old, std::size_t base_fds, const std::string& when) {
+    const std::string tap = "vif" + std::to_string(old) + ".0";
+    std::string held;
+    std::size_t fds = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    do {
+      held = daemon_holdings(w().daemon().pid(), old);
+      fds = testing::open_fds(w().daemon().pid());
+      if (held.empty() && fds <= base_fds && !w().link_exists(w().ns0(), tap)) break;
+      std::this_thread::sleep_for(50ms);
+    } while (std::chrono::steady_clock::now() - t0 < 5s);
+    EXPECT_FALSE(w().link_exists(w().ns0(), tap)) << when << ": " << tap << " outlived its vif";
+    EXPECT_EQ(held, "") << when << ": unetbackd still holds domain " << old << "'s pages";
+    EXPECT_LE(fds, base_fds) << when << ": unetbackd has more descriptors than before";
+    const std::string l = list();
+    EXPECT_EQ(l.find("\"" + std::to_string(old) + "/0\""), std::string::npos)
+        << when << ": unetbackd still lists the old vif: " << l;
+    const RunResult xl_list = w().xl({"list"});
+    std::istringstream rows(xl_list.out);
+    std::string row;
+    while (std::getline(rows, row)) {
+      EXPECT_FALSE(row.starts_with(std::to_string(old) + " "))
+          << when << ": domain " << old << " still in the world: " << row;
+    }
+  }
+
+  /// The vif of `g` is served: Connected in unetbackd's list with `queues` queues, and the
+  /// guest answers ping.
+  void expect_served(const XlWorld::Guest& g, int queues, const std::string& when) {
+    const std::string l = list();
+    const std::string key = "\"" + std::to_string(g.domid) + "/0\"";
+    const auto at = l.find(key);
+    ASSERT_NE(at, std::string::npos) << when << ": vif " << key << " not served: " << l;
+    const std::string entry = l.substr(at, l.find('}', at) - at);
+    EXPECT_NE(entry.find("\"queues\":" + std::to_string(queues)), std::string::npos)
+        << when << ": " << entry;
+    EXPECT_TRUE(ping(g.ns, w().host_ip(), 2)) << when << ": no ping after the move";
+  }
+
+  /// A TCP stream from the host to `g` (iperf3 -R -t 10, 100 ms intervals measured where
+  /// the data arrives, in the guest) with one migration after 2 s: the stream ends without
+  /// an error, carries data again after the move, and the stall (the longest run of
+  /// intervals below a tenth of the median) is printed. The moved guest.
+  std::optional<XlWorld::Guest> stream_across_migration(const XlWorld::Guest& g, int queues) {
+    serve_iperf(5201);
+    const std::size_t base_fds = testing::open_fds(w().daemon().pid());
+    Daemon& stream = w().spawn_in_ns(g.ns,
+                                     {"iperf3", "-c", w().host_ip(), "-p", "5201", "-t", "10", "-i",
+                                      "0.1", "-R", "-J", "--connect-timeout", "5000"},
+                                     "stream.json");
+    std::this_thread::sleep_for(2s);
+    const RunResult m = w().xl({"migrate", g.name, "localhost"});
+    auto n = moved(g, m);
+    EXPECT_TRUE(n) << "migrate exited " << m.status << ": " << m.err;
+    const auto st = stream.wait_exit(40s);
+    EXPECT_TRUE(st.has_value());
+    // iperf3 fails on a reset or a closed control connection: the stream survived.
+    EXPECT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << stream.log();
+    const auto rates = testing::iperf_interval_rates(stream.log());
+    EXPECT_GE(rates.size(), 80U) << stream.log();
+    // The stall: the longest run of 100 ms intervals below a tenth of the median rate.
+    std::vector<double> sorted = rates;
+    std::sort(sorted.begin(), sorted.end());
+    const double median = sorted.empty() ? 0 : sorted[sorted.size() / 2];
+    std::size_t idle = 0, run = 0;
+    for (const double r : rates) {
+      run = r < median / 10 ? run + 1 : 0;
+      idle = std::max(idle, run);
+    }
+    // Data again after the stall: the last second carried some.
+    double tail = 0;
+    for (std::size_t i = rates.size() > 10 ? rates.size() - 10 : 0; i < rates.size(); ++i)
+      tail += rates[i];
+    EXPECT_GT(tail, 1e7) << "the stream carried nothing in its last second";
+    std::cout << "TCP stream across a migration (" << queues << " queue(s)): stalled about "
+              << idle * 100 << " ms, " << testing::iperf_bits_per_second(stream.log()) / 1e6
+              << " Mbit/s over the 10 s\n";
+    RecordProperty("stream_stall_ms", static_cast<int>(idle * 100));
+    if (n) {
+      expect_torn_down(g.domid, base_fds, "after the migration");
+      expect_served(*n, queues, "after the migration");
+    }
+    return n;
+  }
+};
+
+TEST_F(Lifecycle, SaveAndRestoreTwiceBringsTheVifBackConnectedWithPingAndIperf3) {
+  auto g = w().create_guest(1);
+  ASSERT_TRUE(g) << w().why();
+  ASSERT_TRUE(ping(g->ns, w().host_ip()));
+  const std::size_t base_fds = testing::open_fds(w().daemon().pid());
+  for (int round = 1; round <= 2; ++round) {
+    const std::string when = "save/restore " + std::to_string(round);
+    const std::string image = w().dir() + "/g1.save" + std::to_string(round);
+    const pid_t guest = w().guest_pid(*g);
+    ASSERT_GT(guest, 0);
+    Daemon& prober = start_prober(*g, "prober" + std::to_string(round));
+    std::this_thread::sleep_for(300ms);
+    const RunResult s = w().xl({"save", g->name, image});
+    ASSERT_EQ(s.status, 0) << when << ": " << s.err;
+    // Saved: the device and the domain are gone, the guest process waits, suspended.
+    expect_torn_down(g->domid, base_fds, when + ", saved");
+    EXPECT_EQ(::kill(guest, 0), 0) << "the save must not stop the guest process";
+    std::ifstream img(image);
+    ASSERT_TRUE(img.good()) << image;
+    const RunResult r = w().xl({"restore", image});
+    auto n = moved(*g, r);
+    ASSERT_TRUE(n) << when << ": restore exited " << r.status << ": " << r.err;
+    EXPECT_NE(n->domid, g->domid) << "a restored domain gets a new domid";
+    EXPECT_EQ(w().guest_pid(*n), guest) << "the same guest process runs the new domain";
+    const double outage = stop_prober(prober);
+    ASSERT_GT(outage, 0) << prober.log();
+    std::cout << when << ": outage " << outage << " ms (last ping answer before, first after)\n";
+    RecordProperty("saverestore" + std::to_string(round) + "_outage_ms", static_cast<int>(outage));
+    expect_served(*n, 1, when);
+    g = n;
+  }
+  const auto [up, down] = ping_and_iperf_both_ways(*g, "restored");
+  EXPECT_GT(up, 1e8);
+  EXPECT_GT(down, 1e8);
+  // The restored guest is destroyed like any other.
+  ASSERT_EQ(w().destroy_guest(*g).status, 0);
+  expect_torn_down(g->domid, base_fds, "destroyed");
+}
+
+TEST_F(Lifecycle, TenLocalhostMigrationsEachTearTheOldDeviceDownAndServeTheNewOne) {
+  auto g = w().create_guest(1);
+  ASSERT_TRUE(g) << w().why();
+  ASSERT_TRUE(ping(g->ns, w().host_ip()));
+  const std::size_t base_fds = testing::open_fds(w().daemon().pid());
+  double worst = 0;
+  for (int round = 1; round <= 10; ++round) {
+    const std::string when = "migration " + std::to_string(round);
+    Daemon& prober = start_prober(*g, "prober" + std::to_string(round));
+    std::this_thread::sleep_for(200ms);
+    const RunResult m = w().xl({"migrate", g->name, "localhost"});
+    auto n = moved(*g, m);
+    ASSERT_TRUE(n) << when << ": migrate exited " << m.status << ": " << m.err;
+    const double outage = stop_prober(prober);
+    ASSERT_GT(outage, 0) << prober.log();
+    worst = std::max(worst, outage);
+    std::cout << when << ": domain " << g->domid << " -> " << n->domid << ", outage " << outage
+              << " ms\n";
+    RecordProperty("migrate" + std::to_string(round) + "_outage_ms", static_cast<int>(outage));
+    expect_torn_down(g->domid, base_fds, when);
+    expect_served(*n, 1, when);
+    g = n;
+  }
+  std::cout << "ten migrations: worst outage " << worst << " ms\n";
+}
+
+TEST_F(Lifecycle, ATcpStreamRunsAcrossAMigrationWithoutAReset) {
+  auto g = w().create_guest(1);
+  ASSERT_TRUE(g) << w().why();
+  ASSERT_TRUE(ping(g->ns, w().host_ip()));
+  (void)stream_across_migration(*g, 1);
+}
+
+TEST_F(Lifecycle, TwoQueuesAreNegotiatedAgainOnResumeAndTheStreamSurvives) {
+  auto g = w().create_guest(1, {}, {"--queues", "2"});
+  ASSERT_TRUE(g) << w().why();
+  ASSERT_TRUE(ping(g->ns, w().host_ip()));
+  expect_served(*g, 2, "before the migration");
+  auto n = stream_across_migration(*g, 2);
+  ASSERT_TRUE(n);
+  // The backend now offers one queue only: the resumed frontend takes what is offered.
+  ASSERT_EQ(w().ctl({"set", "max-queues", "1"}).status, 0);
+  const RunResult m = w().xl({"migrate", n->name, "localhost"});
+  auto n2 = moved(*n, m);
+  ASSERT_TRUE(n2) << m.err;
+  expect_served(*n2, 1, "after a migration to a one-queue backend");
+}
+
+}  // namespace
+}  // namespace unetback
