@@ -200,7 +200,7 @@ trap cleanup EXIT
 : >"$LOG"
 tail -n +1 -f --pid="$QPID" "$LOG" 2>/dev/null | grep -a --line-buffered -E "XENLAB|\[domU\]|panic|Panic|BUG:" &
 TAILPID=$!
-TIMED_OUT=0 STALLED=0
+TIMED_OUT=0 STALLED=0 BOOTED=0
 # dom0 prints its first XENLAB line 1-2 minutes after QEMU starts (Xen under TCG, then dom0's
 # 17-26 s boot). A boot that has printed none after XENLAB_BOOT_LIMIT seconds stalled in the
 # emulated machine (seen once beside a host at load 10: dom0's kernel stopped after Xen's "PCI
@@ -213,11 +213,15 @@ while kill -0 "$QPID" 2>/dev/null; do
     kill "$QPID"
     break
   fi
-  if ((!STALLED && $(date +%s) - START > BOOT_LIMIT)) && ! grep -aq "XENLAB" "$LOG"; then
-    log "dom0 printed nothing in ${BOOT_LIMIT}s (last console line: $(tail -1 "$LOG" | cut -c1-100)): stalled boot, stopping QEMU (pid $QPID)"
-    STALLED=1
-    kill "$QPID"
-    break
+  if ((!BOOTED)); then # the console is read only until dom0's first line
+    if grep -aq "XENLAB" "$LOG"; then
+      BOOTED=1
+    elif (($(date +%s) - START > BOOT_LIMIT)); then
+      log "dom0 printed nothing in ${BOOT_LIMIT}s (last console line: $(tail -1 "$LOG" | cut -c1-100)): stalled boot, stopping QEMU (pid $QPID)"
+      STALLED=1
+      kill "$QPID"
+      break
+    fi
   fi
   sleep 2
 done
