@@ -790,8 +790,8 @@ outage_start() { # TAG IP
 # finished (the domain runs again): TAG.first_ping_after_ms is the part of the outage after it,
 # the time the guest's vif took to be served again.
 RESUMED_AT=
-outage_stop() {
-  local tag=$1 ms first
+outage_stop() { # TAG [FIGURE: default outage_ms]
+  local tag=$1 what=${2:-outage_ms} ms first
   sleep 1 # replies after the first one that answered again
   kill -INT "$OUTAGE_PID" 2>/dev/null
   wait "$OUTAGE_PID" 2>/dev/null
@@ -803,7 +803,7 @@ outage_stop() {
     RESUMED_AT=
   fi
   if [ -n "$ms" ]; then
-    fig "$tag.outage_ms" "$ms"
+    fig "$tag.$what" "$ms"
     check "$tag.outage_measured" 0 "longest gap between ping replies $ms ms ($(grep -c 'bytes from' "$OUTAGE_LOG") replies at 50 ms)"
   else
     check "$tag.outage_measured" 1 "fewer than 2 ping replies: $(tail -2 "$OUTAGE_LOG" | tr '\n' ' ')"
@@ -842,8 +842,8 @@ stream_start() { # TAG IP
   STREAM_PID=$!
   wait_for 20 sh -c "grep -c 'Mbits/sec' '$STREAM_LOG' | awk '{exit !(\$1 >= 10)}'"
 }
-stream_stop() { # TAG
-  local tag=$1 st stall after rates
+stream_stop() { # TAG [FIGURE: default stall_ms]
+  local tag=$1 what=${2:-stall_ms} st stall after rates
   sleep 3 # the stream after the step
   kill -0 "$STREAM_PID" 2>/dev/null
   st=$? # 0: iperf3 still running: the connection survived
@@ -858,7 +858,7 @@ stream_stop() { # TAG
   grep -qiE 'reset|error|unable' "$STREAM_LOG" && st=1
   check "$tag.stream_survived" "$([ $st = 0 ] && [ "$after" -ge 5 ] && echo 0 || echo 1)" \
     "iperf3 $([ $st = 0 ] && echo "still running" || echo "ended or failed") after the step, $after of its last 20 intervals (100 ms) carried data; $(grep -iE 'reset|error|unable' "$STREAM_LOG" | head -1)"
-  [ -n "$stall" ] && fig "$tag.stall_ms" "$stall"
+  [ -n "$stall" ] && fig "$tag.$what" "$stall"
 }
 # saverestore_once TAG NAME IP [QUEUES]: xl save to a file (the domain is gone after it: its vif
 # must be gone completely), xl restore from it.
@@ -919,8 +919,9 @@ migrate_once() {
       check "$tag.target_gone" "$(! xenstore-read "$BE/$target/0/state" >/dev/null 2>&1 && ! ip link show "vif$target.0" >/dev/null 2>&1 && [ -z "$(evtchn_lines "$target")" ] && echo 0 || echo 1)" \
         "the target domain $target: no backend dir, no TAP vif$target.0, no event channel"
     fi
-    [ "${STREAM:-0}" = 1 ] && stream_stop "$tag"
-    outage_stop "$tag"
+    # The figures of a refused attempt are not a migration's outage: named apart.
+    [ "${STREAM:-0}" = 1 ] && stream_stop "$tag" refused_stall_ms
+    outage_stop "$tag" refused_outage_ms
     return 2
   fi
   RESUMED_AT=$(now)

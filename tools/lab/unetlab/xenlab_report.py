@@ -23,17 +23,18 @@ def read_lines(path):
 
 def lifecycle_summary(figs):
     """The guest lifecycle's outages (dom0-run.sh: saverestore.BE.N.outage_ms,
-    migrate.BE.N.outage_ms, the 2-vCPU domU's BE.mq, the stream's BE.1.stall_ms, and the part of
-    each outage after xl had finished, BE.N.first_ping_after_ms), per step and backend: median,
-    max and count, in ms."""
+    migrate.BE.N.outage_ms, the 2-vCPU domU's BE.mq, the stream's BE.1.stall_ms, the part of each
+    outage after xl had finished, BE.N.first_ping_after_ms, and a refused migration's
+    refused_outage_ms and refused_stall_ms), per step and backend: median, max and count, in ms."""
     steps = {}
     for key, v in figs.items():
-        m = re.fullmatch(r"(saverestore|migrate)\.(kernel|unetbackd)\.(\d+|mq)\.(outage_ms|stall_ms|first_ping_after_ms)", key)
+        m = re.fullmatch(r"(saverestore|migrate)\.(kernel|unetbackd)\.(\d+|mq)\.(outage_ms|stall_ms|first_ping_after_ms|refused_outage_ms|refused_stall_ms)", key)
         if not m or not isinstance(v, float):
             continue
         kind, be, n, what = m.groups()
         step = (kind + (".mq" if n == "mq" else "")
-                + {"outage_ms": "", "stall_ms": ".stream_stall", "first_ping_after_ms": ".served_after_resume"}[what])
+                + {"outage_ms": "", "stall_ms": ".stream_stall", "first_ping_after_ms": ".served_after_resume",
+                   "refused_outage_ms": ".refused", "refused_stall_ms": ".refused.stream_stall"}[what])
         steps.setdefault(step, {}).setdefault(be, []).append(v)
     return {step: {be: {"median": statistics.median(xs), "max": max(xs), "n": len(xs)}
                    for be, xs in sorted(per_be.items())}

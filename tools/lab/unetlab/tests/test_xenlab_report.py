@@ -104,6 +104,8 @@ class XenlabReportTest(unittest.TestCase):
                     "FIG saverestore.unetbackd.1.first_ping_after_ms 1200\n"
                     "FIG migrate.pv_live_migration unsupported\n"
                     "FIG migrate.unetbackd.1.outage_ms 150\n"
+                    "FIG migrate.kernel.1.refused_outage_ms 150\n"
+                    "FIG migrate.unetbackd.2.refused_outage_ms 402\n"
                     "CHECK saverestore.unetbackd.1.connected PASS vif 5/0: frontend state 4, backend state 4\n")
         rc, d, text = self.report()
         self.assertEqual(rc, 0)
@@ -115,6 +117,9 @@ class XenlabReportTest(unittest.TestCase):
         self.assertEqual(life["saverestore.served_after_resume"], {"unetbackd": {"median": 1200.0, "max": 1200.0, "n": 1}})
         self.assertEqual(life["migrate"], {"unetbackd": {"median": 150.0, "max": 150.0, "n": 1}})
         self.assertEqual(d["figures"]["migrate.pv_live_migration"], "unsupported")
+        # A refused attempt (Debian's Xen: no PV log-dirty) is not counted as a migration.
+        self.assertEqual(life["migrate.refused"]["unetbackd"], {"median": 402.0, "max": 402.0, "n": 1})
+        self.assertEqual(life["migrate.refused"]["kernel"]["n"], 1)
         self.assertIn("guest lifecycle, outage ms", text)
         self.assertRegex(text, r"saverestore +18157 \(max 18157, n=1\) +19921 \(max 20842, n=2\)")
 
