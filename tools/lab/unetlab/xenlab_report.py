@@ -153,10 +153,10 @@ def main(argv):
                 f = lambda x: "-" if x is None else "%.3f" % x
                 print(f"  {(key if be == 'unetbackd' else key + ' (b)'):34} {f(e.get('syscalls_per_packet')):>9} {f(e.get('wakeups_per_packet')):>9}")
     if lifecycle:
-        print(f"{'guest lifecycle, outage ms':28} {'kernel netback':>18} {'unetbackd':>18}")
+        print(f"{'guest lifecycle, ms':38} {'kernel netback':>22} {'unetbackd':>22}")
         for step, per_be in lifecycle.items():
             cell = lambda e: "-" if not e else f"{e['median']:.0f} (max {e['max']:.0f}, n={e['n']})"
-            print(f"  {step:26} {cell(per_be.get('kernel')):>18} {cell(per_be.get('unetbackd')):>18}")
+            print(f"  {step:36} {cell(per_be.get('kernel')):>22} {cell(per_be.get('unetbackd')):>22}")
     shown = re.compile(r"(kernel|unetbackd|unetbackd_b)\.(r\d+|mq)\.(guest_tx|guest_rx|domu_to_domu|domu_to_domu_reverse)\."
                        r"(mbps|syscalls_per_packet|wakeups_per_packet)|shim\.(kernel|unetbackd)\.(guest_tx|guest_rx)\.mbps")
     for key in sorted(figs):

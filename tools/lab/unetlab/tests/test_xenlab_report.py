@@ -120,7 +120,7 @@ class XenlabReportTest(unittest.TestCase):
         # A refused attempt (Debian's Xen: no PV log-dirty) is not counted as a migration.
         self.assertEqual(life["migrate.refused"]["unetbackd"], {"median": 402.0, "max": 402.0, "n": 1})
         self.assertEqual(life["migrate.refused"]["kernel"]["n"], 1)
-        self.assertIn("guest lifecycle, outage ms", text)
+        self.assertIn("guest lifecycle, ms", text)
         self.assertRegex(text, r"saverestore +18157 \(max 18157, n=1\) +19921 \(max 20842, n=2\)")
 
     def test_a_run_without_lifecycle_steps_has_an_empty_lifecycle_summary(self):
