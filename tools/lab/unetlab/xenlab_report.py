@@ -21,6 +21,26 @@ def read_lines(path):
         return f.read().splitlines()
 
 
+def lifecycle_summary(figs):
+    """The guest lifecycle's outages (dom0-run.sh: saverestore.BE.N.outage_ms,
+    migrate.BE.N.outage_ms, the 2-vCPU domU's BE.mq, the stream's BE.1.stall_ms, the part of each
+    outage after xl had finished, BE.N.first_ping_after_ms, and a refused migration's
+    refused_outage_ms and refused_stall_ms), per step and backend: median, max and count, in ms."""
+    steps = {}
+    for key, v in figs.items():
+        m = re.fullmatch(r"(saverestore|migrate)\.(kernel|unetbackd)\.(\d+|mq)\.(outage_ms|stall_ms|first_ping_after_ms|refused_outage_ms|refused_stall_ms)", key)
+        if not m or not isinstance(v, float):
+            continue
+        kind, be, n, what = m.groups()
+        step = (kind + (".mq" if n == "mq" else "")
+                + {"outage_ms": "", "stall_ms": ".stream_stall", "first_ping_after_ms": ".served_after_resume",
+                   "refused_outage_ms": ".refused", "refused_stall_ms": ".refused.stream_stall"}[what])
+        steps.setdefault(step, {}).setdefault(be, []).append(v)
+    return {step: {be: {"median": statistics.median(xs), "max": max(xs), "n": len(xs)}
+                   for be, xs in sorted(per_be.items())}
+            for step, per_be in sorted(steps.items())}
+
+
 def main(argv):
     if len(argv) != 10:
         print(USAGE, file=sys.stderr)
@@ -116,6 +136,7 @@ def main(argv):
                 per_packet.setdefault(be, {})[key] = e
     methods = sorted({v for k, v in figs.items() if k.endswith(".syscalls_method")})
 
+    lifecycle = lifecycle_summary(figs)
     failed = [c for c in checks if c["result"] != "PASS"]
     print()
     print(f"xenlab ({'quick' if quick == '1' else 'full'}): {len(checks) - len(failed)} checks passed, {len(failed)} failed, {elapsed} s"
@@ -131,6 +152,11 @@ def main(argv):
             for key, e in d.items():
                 f = lambda x: "-" if x is None else "%.3f" % x
                 print(f"  {(key if be == 'unetbackd' else key + ' (b)'):34} {f(e.get('syscalls_per_packet')):>9} {f(e.get('wakeups_per_packet')):>9}")
+    if lifecycle:
+        print(f"{'guest lifecycle, ms':38} {'kernel netback':>22} {'unetbackd':>22}")
+        for step, per_be in lifecycle.items():
+            cell = lambda e: "-" if not e else f"{e['median']:.0f} (max {e['max']:.0f}, n={e['n']})"
+            print(f"  {step:36} {cell(per_be.get('kernel')):>22} {cell(per_be.get('unetbackd')):>22}")
     shown = re.compile(r"(kernel|unetbackd|unetbackd_b)\.(r\d+|mq)\.(guest_tx|guest_rx|domu_to_domu|domu_to_domu_reverse)\."
                        r"(mbps|syscalls_per_packet|wakeups_per_packet)|shim\.(kernel|unetbackd)\.(guest_tx|guest_rx)\.mbps")
     for key in sorted(figs):
@@ -157,7 +183,8 @@ def main(argv):
                                 "qemu_priority_raised": priority == "1"},
                        "passed": not failed, "environment_fault": env_fault, "memory_errors": crashes,
                        "figures": figs, "means_mbps": means, "ratios": ratios,
-                       "unetbackd_per_packet": per_packet, "syscalls_method": methods, "checks": checks},
+                       "unetbackd_per_packet": per_packet, "lifecycle_ms": lifecycle,
+                       "syscalls_method": methods, "checks": checks},
                       f, indent=2)
             f.write("\n")
         print(f"json: {out}")
