@@ -18,6 +18,7 @@
 #include <thread>
 #include <unistd.h>
 
+#include "common/hv/hypervisor_spec.hpp"
 #include "common/hv/sim/sim_hypervisor.hpp"
 #include "tests/support/xl_world.hpp"
 #include "tools/xl/toolstack.hpp"
@@ -61,10 +62,10 @@ class XlEndToEnd : public ::testing::Test {
     xensim_proc_ = std::make_unique<Daemon>(
         std::vector<std::string>{xensim_, "--dir", dir_ + "/world"}, dir_ + "/xensim.log");
     ASSERT_TRUE(xensim_proc_->wait_for("xensim ready", 10s)) << xensim_proc_->log();
-    daemon_ =
-        std::make_unique<Daemon>(std::vector<std::string>{"ip", "netns", "exec", ns0_, unetbackd_,
-                                                          "--hypervisor", "sim:" + world()},
-                                 dir_ + "/unetbackd.log");
+    daemon_ = std::make_unique<Daemon>(
+        std::vector<std::string>{"ip", "netns", "exec", ns0_, unetbackd_, "--hypervisor",
+                                 hv::format_sim_spec(world())},
+        dir_ + "/unetbackd.log");
     for (int i = 0; i < 100 && !fs::exists(world() + "/unetbackd.sock"); ++i)
       std::this_thread::sleep_for(50ms);
     ASSERT_TRUE(fs::exists(world() + "/unetbackd.sock")) << daemon_->log();
