@@ -870,6 +870,8 @@ class GuestLoop {
     last_tick_ = std::chrono::steady_clock::now();
     tick();
     io.run_for(limit);
+    // A handler that held the loop up to its end shows here (no tick came after it).
+    max_gap = std::max(max_gap, std::chrono::steady_clock::now() - last_tick_);
   }
   void stop() { io.stop(); }
 
