@@ -85,9 +85,10 @@ std::map<std::string, std::string> TestBackend::frontend_keys() {
   if (!names) return m;
   for (const std::string& n : *names) {
     if (auto v = xs_->read(fe_dir_ + "/" + n); v && !v->empty()) m[n] = *v;
-    if (auto sub = xs_->directory(fe_dir_ + "/" + n))
+    if (auto sub = xs_->directory(fe_dir_ + "/" + n)) {
       for (const std::string& c : *sub)
         if (auto v = xs_->read(fe_dir_ + "/" + n + "/" + c)) m[n + "/" + c] = *v;
+    }
   }
   return m;
 }
