@@ -113,9 +113,10 @@ class CtrlRingEndToEnd : public BackendEndToEnd {
 
   std::vector<std::uint64_t> per_queue(std::string_view name) {
     std::vector<std::uint64_t> out;
-    for (const auto& q : guest().vif->report().queues)
+    for (const auto& q : guest().vif->report().queues) {
       for (const auto& [k, v] : q.counters)
         if (k == name) out.push_back(v);
+    }
     return out;
   }
 };

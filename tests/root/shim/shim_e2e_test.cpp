@@ -289,9 +289,10 @@ class ShimWithCtrlRing : public ShimEndToEnd {
   }
   std::uint64_t vif_counter(std::string_view name) {
     std::uint64_t sum = 0;
-    for (const auto& q : vif_->report().queues)
+    for (const auto& q : vif_->report().queues) {
       for (const auto& [k, v] : q.counters)
         if (k == name) sum += v;
+    }
     return sum;
   }
 };

@@ -77,14 +77,16 @@ class XlEndToEnd : public ::testing::Test {
     xs_.reset();
     hv_.reset();
     // Any guest left running (a failed test): its pid file names it.
-    if (!dir_.empty())
-      for (const auto& e : fs::directory_iterator(world(), ec_))
+    if (!dir_.empty()) {
+      for (const auto& e : fs::directory_iterator(world(), ec_)) {
         if (e.path().filename().string().starts_with("guest-") && e.path().extension() == ".pid") {
           const pid_t pid = std::atoi(slurp(e.path()).c_str());
           if (pid > 0 && slurp("/proc/" + std::to_string(pid) + "/cmdline").find("netfront-shim") !=
                              std::string::npos)
             ::kill(pid, SIGKILL);
         }
+      }
+    }
     daemon_.reset();
     xensim_proc_.reset();
     for (const auto& ns : namespaces_) (void)run({"ip", "netns", "del", ns}, dir_);
