@@ -40,7 +40,7 @@ std::error_code run_ctrl(netfront::CtrlClient& ctrl,
   boost::asio::io_context io;
   shim::CtrlRunner runner(io.get_executor());
   std::error_code result = std::make_error_code(std::errc::interrupted);
-  if (auto ec = runner.start(ctrl, std::move(*steps), [&](std::error_code ec) { result = ec; }))
+  if (auto ec = runner.start(ctrl, std::move(*steps), [&](std::error_code e) { result = e; }))
     return ec;
   io.run();
   return result;
