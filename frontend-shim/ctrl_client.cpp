@@ -1,10 +1,7 @@
 #include "frontend-shim/ctrl_client.hpp"
 
+#include <algorithm>
 #include <cstring>
-#include <poll.h>
-#include <string>
-
-#include "common/util/log.hpp"
 
 namespace unetback::netfront {
 
@@ -29,91 +26,99 @@ CtrlClient::~CtrlClient() {
   port_.reset();
 }
 
-Result<wire::CtrlResponse> CtrlClient::request(wire::CtrlType type, std::uint32_t d0,
-                                               std::uint32_t d1, std::uint32_t d2,
-                                               std::chrono::milliseconds timeout) {
+std::error_code CtrlClient::send(const CtrlStep& step) {
+  if (in_flight_) return std::make_error_code(std::errc::device_or_resource_busy);
+  if (step.data.size() > wire::kPageSize) return std::make_error_code(std::errc::invalid_argument);
+  if (ring_->full()) return std::make_error_code(std::errc::no_buffer_space);
+  if (!step.data.empty()) std::memcpy(data_page(), step.data.data(), step.data.size());
   wire::CtrlRequest req{};
   req.id = next_id_++;
-  req.type = static_cast<std::uint16_t>(type);
-  req.data[0] = d0;
-  req.data[1] = d1;
-  req.data[2] = d2;
+  req.type = static_cast<std::uint16_t>(step.type);
+  req.data[0] = step.d0;
+  req.data[1] = step.d1;
+  req.data[2] = step.d2;
   ring_->put_request(req);
   ++requests_;
+  in_flight_ = req;
   if (ring_->push_requests()) (void)port_.notify();
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (;;) {
-    if (ring_->response_prod_overflow()) return std::make_error_code(std::errc::protocol_error);
-    if (ring_->unconsumed_responses() != 0) {
-      const auto rsp = ring_->take_response();
-      if (rsp.id != req.id || rsp.type != req.type)
-        return std::make_error_code(std::errc::protocol_error);
-      return rsp;
-    }
-    if (ring_->final_check_for_responses()) continue;
-    const auto now = std::chrono::steady_clock::now();
-    if (now >= deadline) return std::make_error_code(std::errc::timed_out);
-    // The event, or at the latest every 10 ms a look at the ring (an event may be lost).
-    pollfd p{channel_->fd(), POLLIN, 0};
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now);
-    (void)::poll(&p, 1, static_cast<int>(std::min<long long>(left.count() + 1, 10)));
-    for (;;) {
-      auto pending = channel_->pending();
-      if (!pending || !*pending) break;
-      (void)channel_->unmask(**pending);
-    }
-  }
-}
-
-std::error_code CtrlClient::expect_success(const Result<wire::CtrlResponse>& r, const char* what) {
-  if (!r) {
-    log::write(log::Level::warn, "netfront-ctrl", std::string(what) + ": " + r.error().message());
-    return r.error();
-  }
-  if (r->status != XEN_NETIF_CTRL_STATUS_SUCCESS) {
-    log::write(log::Level::warn, "netfront-ctrl",
-               std::string(what) + ": backend answered status " + std::to_string(r->status));
-    return std::make_error_code(std::errc::invalid_argument);
-  }
   return {};
 }
 
-std::error_code CtrlClient::configure_rss(std::span<const std::uint8_t> key,
-                                          std::span<const std::uint32_t> mapping,
-                                          std::uint32_t flags, std::chrono::milliseconds timeout) {
-  if (key.size() > wire::kPageSize || mapping.size() * 4 > wire::kPageSize)
-    return std::make_error_code(std::errc::invalid_argument);
-  if (auto ec = expect_success(
-          request(wire::CtrlType::set_hash_algorithm,
-                  static_cast<std::uint32_t>(wire::HashAlgorithm::toeplitz), 0, 0, timeout),
-          "SET_HASH_ALGORITHM"))
-    return ec;
-  mapping_size_ = ~0u;  // set_mapping sends the size
-  if (auto ec = set_mapping(mapping, timeout)) return ec;
-  std::memcpy(data_page(), key.data(), key.size());
-  if (auto ec = expect_success(request(wire::CtrlType::set_hash_key, data_ref().value(),
-                                       static_cast<std::uint32_t>(key.size()), 0, timeout),
-                               "SET_HASH_KEY"))
-    return ec;
-  return expect_success(request(wire::CtrlType::set_hash_flags, flags, 0, 0, timeout),
-                        "SET_HASH_FLAGS");
+std::optional<Result<wire::CtrlResponse>> CtrlClient::take_response() {
+  for (;;) {
+    auto pending = channel_->pending();
+    if (!pending || !*pending) break;
+    (void)channel_->unmask(**pending);
+  }
+  if (!in_flight_) return std::nullopt;
+  // The ring, then (nothing there) rsp_event armed for the next answer and a last look: the
+  // backend notifies only past rsp_event.
+  while (ring_->final_check_for_responses()) {
+    if (ring_->response_prod_overflow()) {
+      in_flight_.reset();
+      return std::make_error_code(std::errc::protocol_error);
+    }
+    const auto rsp = ring_->take_response();
+    if (!abandoned_.empty() && rsp.id == abandoned_.front()) {
+      abandoned_.erase(abandoned_.begin());  // a late answer to a request we gave up on
+      continue;
+    }
+    const wire::CtrlRequest req = *in_flight_;
+    in_flight_.reset();
+    if (rsp.id != req.id || rsp.type != req.type)
+      return std::make_error_code(std::errc::protocol_error);
+    if (rsp.status == XEN_NETIF_CTRL_STATUS_SUCCESS &&
+        req.type == static_cast<std::uint16_t>(wire::CtrlType::set_hash_mapping_size))
+      mapping_size_ = req.data[0];
+    return rsp;
+  }
+  return std::nullopt;
 }
 
-std::error_code CtrlClient::set_mapping(std::span<const std::uint32_t> mapping,
-                                        std::chrono::milliseconds timeout) {
+void CtrlClient::abandon() {
+  if (!in_flight_) return;
+  abandoned_.push_back(in_flight_->id);
+  in_flight_.reset();
+}
+
+std::vector<CtrlStep> CtrlClient::append_mapping(std::vector<CtrlStep> steps,
+                                                 std::span<const std::uint32_t> mapping,
+                                                 bool with_size) const {
+  const auto n = static_cast<std::uint32_t>(mapping.size());
+  if (with_size)
+    steps.push_back({wire::CtrlType::set_hash_mapping_size, n, 0, 0, {}, "SET_HASH_MAPPING_SIZE"});
+  const auto bytes = std::as_bytes(mapping);
+  steps.push_back({wire::CtrlType::set_hash_mapping, data_ref().value(), n, 0,
+                   std::vector<std::byte>(bytes.begin(), bytes.end()), "SET_HASH_MAPPING"});
+  return steps;
+}
+
+Result<std::vector<CtrlStep>> CtrlClient::rss_steps(std::span<const std::uint8_t> key,
+                                                    std::span<const std::uint32_t> mapping,
+                                                    std::uint32_t flags) const {
+  if (key.size() > wire::kPageSize || mapping.size() * 4 > wire::kPageSize)
+    return std::make_error_code(std::errc::invalid_argument);
+  std::vector<CtrlStep> steps;
+  steps.push_back({wire::CtrlType::set_hash_algorithm,
+                   static_cast<std::uint32_t>(wire::HashAlgorithm::toeplitz),
+                   0,
+                   0,
+                   {},
+                   "SET_HASH_ALGORITHM"});
+  steps = append_mapping(std::move(steps), mapping, true);
+  const auto key_bytes = std::as_bytes(key);
+  steps.push_back({wire::CtrlType::set_hash_key, data_ref().value(),
+                   static_cast<std::uint32_t>(key.size()), 0,
+                   std::vector<std::byte>(key_bytes.begin(), key_bytes.end()), "SET_HASH_KEY"});
+  steps.push_back({wire::CtrlType::set_hash_flags, flags, 0, 0, {}, "SET_HASH_FLAGS"});
+  return steps;
+}
+
+Result<std::vector<CtrlStep>> CtrlClient::mapping_steps(
+    std::span<const std::uint32_t> mapping) const {
   if (mapping.size() * 4 > wire::kPageSize)
     return std::make_error_code(std::errc::invalid_argument);
-  const auto n = static_cast<std::uint32_t>(mapping.size());
-  if (n != mapping_size_) {
-    if (auto ec = expect_success(request(wire::CtrlType::set_hash_mapping_size, n, 0, 0, timeout),
-                                 "SET_HASH_MAPPING_SIZE"))
-      return ec;
-    mapping_size_ = n;
-  }
-  std::memcpy(data_page(), mapping.data(), mapping.size() * 4);
-  return expect_success(
-      request(wire::CtrlType::set_hash_mapping, data_ref().value(), n, 0, timeout),
-      "SET_HASH_MAPPING");
+  return append_mapping({}, mapping, mapping_size_ != static_cast<std::uint32_t>(mapping.size()));
 }
 
 }  // namespace unetback::netfront

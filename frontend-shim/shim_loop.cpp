@@ -118,7 +118,8 @@ ShimLoop::ShimLoop(std::unique_ptr<hv::Hypervisor> hv, HypervisorOpener reopen, 
       rss_timer_(io_),
       mcast_timer_(io_),
       xdp_timer_(io_),
-      close_timer_(io_) {}
+      close_timer_(io_),
+      ctrl_runner_(io_.get_executor()) {}
 
 ShimLoop::~ShimLoop() {
   try {
@@ -340,20 +341,13 @@ void ShimLoop::evaluate() {
       }
       if (*state == XenbusState::connected && !announced_) {
         announced_ = true;
-        configure_rss();
-        if (rules_.mcast_extras) sync_mcast();
-        if (opts_.xdp_headroom_file) arm_xdp_timer();
         if (!ever_ready_) {
           ever_ready_ = true;
           deadline_timer_.cancel();
-          ready_out_ << "netfront-shim ready domid=" << hv_->self().value()
-                     << " devid=" << opts_.devid.value() << " tap=" << opts_.tap
-                     << " queues=" << nf_->num_queues() << std::endl;
-        } else {
-          info("reconnected (" + std::to_string(nf_->num_queues()) + " queues)");
         }
-        // netback_changed(Connected): netdev_notify_peers, once per resume.
-        if (garp_pending_) send_gratuitous_arp();
+        if (rules_.mcast_extras) sync_mcast();
+        if (opts_.xdp_headroom_file) arm_xdp_timer();
+        configure_rss();
       }
       return;
     }
@@ -598,9 +592,13 @@ std::optional<std::vector<std::uint32_t>> ShimLoop::read_rss_file() {
 
 void ShimLoop::configure_rss() {
   netfront::CtrlClient* ctrl = nf_ ? nf_->ctrl() : nullptr;
-  if (!opts_.rss) return;
+  if (!opts_.rss) {
+    announce_ready();
+    return;
+  }
   if (ctrl == nullptr) {
     warn("--rss: the backend offers no control ring");
+    announce_ready();
     return;
   }
   std::vector<std::uint32_t> table(128);
@@ -609,27 +607,63 @@ void ShimLoop::configure_rss() {
     rss_file_text_.clear();
     if (auto t = read_rss_file()) table = std::move(*t);
   }
-  if (auto ec = ctrl->configure_rss(kRssKey, table, wire::kHashTypesAll)) {
-    warn("RSS through the control ring failed: " + ec.message());
+  auto steps = ctrl->rss_steps(kRssKey, table, wire::kHashTypesAll);
+  auto done = [this, gen = generation_, entries = table.size()](std::error_code ec) {
+    if (gen != generation_ || !nf_ || nf_->ctrl() == nullptr) return;
+    if (ec) {
+      warn("RSS through the control ring failed: " + ec.message() + " (traffic goes on unhashed)");
+    } else {
+      info("RSS on: Toeplitz, " + std::to_string(entries) + "-entry mapping, " +
+           std::to_string(nf_->ctrl()->requests()) + " control requests");
+      if (opts_.rss_mapping_file) arm_rss_timer();
+    }
+    announce_ready();
+  };
+  if (!steps) {
+    done(steps.error());
     return;
   }
-  info("RSS on: Toeplitz, " + std::to_string(table.size()) + "-entry mapping, " +
-       std::to_string(ctrl->requests()) + " control requests");
-  if (opts_.rss_mapping_file) arm_rss_timer();
+  if (auto ec = ctrl_runner_.start(*ctrl, std::move(*steps), done)) done(ec);
+}
+
+void ShimLoop::announce_ready() {
+  if (!ready_said_) {
+    ready_said_ = true;
+    ready_out_ << "netfront-shim ready domid=" << hv_->self().value()
+               << " devid=" << opts_.devid.value() << " tap=" << opts_.tap
+               << " queues=" << nf_->num_queues() << std::endl;
+  } else {
+    info("reconnected (" + std::to_string(nf_->num_queues()) + " queues)");
+  }
+  // netback_changed(Connected): netdev_notify_peers, once per resume.
+  if (garp_pending_) send_gratuitous_arp();
 }
 
 void ShimLoop::arm_rss_timer() {
   rss_timer_.expires_after(kRssFilePoll);
   rss_timer_.async_wait([this, gen = generation_](const boost::system::error_code& ec) {
     if (ec || gen != generation_ || !nf_ || nf_->ctrl() == nullptr) return;
-    if (auto table = read_rss_file()) {
-      if (auto e = nf_->ctrl()->set_mapping(*table)) {
+    auto table = read_rss_file();
+    if (!table) {
+      arm_rss_timer();
+      return;
+    }
+    auto steps = nf_->ctrl()->mapping_steps(*table);
+    // The next look at the file once this table has been answered (or given up on).
+    auto done = [this, gen, entries = table->size()](std::error_code e) {
+      if (gen != generation_ || !nf_ || nf_->ctrl() == nullptr) return;
+      if (e) {
         warn("re-mapping failed: " + e.message());
       } else {
-        info("re-mapped: " + std::to_string(table->size()) + "-entry table");
+        info("re-mapped: " + std::to_string(entries) + "-entry table");
       }
+      arm_rss_timer();
+    };
+    if (!steps) {
+      done(steps.error());
+      return;
     }
-    arm_rss_timer();
+    if (auto e = ctrl_runner_.start(*nf_->ctrl(), std::move(*steps), done)) done(e);
   });
 }
 
@@ -691,6 +725,7 @@ void ShimLoop::stop_data_path() {
   rx_timer_.cancel();
   tx_retry_timer_.cancel();
   rss_timer_.cancel();
+  ctrl_runner_.cancel();
   mcast_timer_.cancel();
   mcast_known_.clear();  // a new connection starts with an empty filter
   xdp_timer_.cancel();

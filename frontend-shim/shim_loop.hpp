@@ -39,6 +39,7 @@
 #include "common/hv/hypervisor.hpp"
 #include "common/net/tap_device.hpp"
 #include "common/util/unique_fd.hpp"
+#include "frontend-shim/ctrl_runner.hpp"
 #include "frontend-shim/frontend_mode.hpp"
 #include "frontend-shim/mcast_list.hpp"
 #include "frontend-shim/netfront.hpp"
@@ -149,8 +150,12 @@ class ShimLoop {
   void refill_tokens();
   void schedule_rx_timer();
   void schedule_tx_retry();
-  /// --rss: win-xenvif's control-ring sequence, once the backend is Connected.
+  /// --rss: win-xenvif's control-ring sequence, once the backend is Connected, run by
+  /// ctrl_runner_ (nothing waits); then (or at once without --rss) announce_ready().
   void configure_rss();
+  /// The ready line (the first time) or "reconnected", and the gratuitous ARP of a resume:
+  /// once the RSS sequence has ended, so whoever waits for "ready" sees the hash configured.
+  void announce_ready();
   /// --rss-mapping-file: the file's table if its text changed since the last look.
   std::optional<std::vector<std::uint32_t>> read_rss_file();
   void arm_rss_timer();
@@ -181,6 +186,7 @@ class ShimLoop {
   ModeRules rules_;
   boost::asio::steady_timer deadline_timer_, rx_timer_, tx_retry_timer_, rss_timer_, mcast_timer_,
       xdp_timer_, close_timer_;
+  CtrlRunner ctrl_runner_;  ///< --rss: the control ring's requests (cancelled with the data path)
   std::optional<xenbus::XenbusState> deadline_state_;  ///< the backend state the deadline is for
   std::vector<McastAddr> mcast_known_;                 ///< the groups the backend was told about
   std::string rss_file_text_;                          ///< the mapping file as last read
@@ -203,6 +209,7 @@ class ShimLoop {
   NegotiatedTx negotiated_{};
   std::uint64_t generation_ = 0;  ///< bumped at every teardown: stale handlers do nothing
   bool announced_ = false, ever_ready_ = false, restart_pending_ = false;
+  bool ready_said_ = false;  ///< the ready line is out (ever_ready_: Connected once)
   bool rx_timer_armed_ = false, tx_retry_armed_ = false;
   double tokens_ = 0;
   std::chrono::steady_clock::time_point tokens_at_{};

@@ -231,8 +231,10 @@ backend and bridges it to a TAP interface (with virtio-net offload headers).
                            feature-ctrl-ring: SET_HASH_ALGORITHM (Toeplitz),
                            SET_HASH_MAPPING_SIZE, SET_HASH_MAPPING, SET_HASH_KEY (Microsoft's
                            40-byte RSS key), SET_HASH_FLAGS (IPv4/IPv6, with and without TCP),
-                           one request at a time, 5 s each; before the "ready" line. Without a
-                           file the table has 128 entries, entry i naming queue i % queues
+                           one request at a time, each answered or given up within 5 s
+                           while traffic flows; the "ready" line follows the sequence's end
+                           (a failure is logged). Without a file the table has 128 entries,
+                           entry i naming queue i % queues
   --rss-mapping-file PATH  (implies --rss) the mapping table: 1..128 queue numbers separated
                            by whitespace or commas. The file is re-read whenever its contents
                            change (checked every 200 ms) and the new table sent while traffic

@@ -24,6 +24,17 @@ using HypervisorSpec = std::variant<XenSpec, SimSpec>;
 /// "xen" or "sim:<dir>" with a non-empty dir; nothing for anything else.
 [[nodiscard]] std::optional<HypervisorSpec> parse_hypervisor_spec(std::string_view text);
 
+inline constexpr std::string_view kSimSpecPrefix = "sim:";
+
+/// The inverse of parse_hypervisor_spec() for a xensim world: "sim:<dir>" (what a program
+/// that starts another one passes as its --hypervisor). An empty dir gives "sim:", which
+/// the parser refuses. Inline: test fixtures that link nothing of ours use it too.
+[[nodiscard]] inline std::string format_sim_spec(std::string_view world_dir) {
+  std::string spec(kSimSpecPrefix);
+  spec += world_dir;
+  return spec;
+}
+
 /// The xensim world's directory, or nullptr for real Xen.
 [[nodiscard]] inline const std::string* sim_world_dir(const HypervisorSpec& spec) {
   const auto* sim = std::get_if<SimSpec>(&spec);

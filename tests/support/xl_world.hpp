@@ -22,6 +22,8 @@
 #include <unistd.h>
 #include <vector>
 
+#include "common/hv/hypervisor_spec.hpp"
+
 namespace unetback::testing {
 
 using namespace std::chrono_literals;
@@ -231,8 +233,8 @@ class XlWorld {
   bool start_daemon() {
     std::error_code ec;
     std::filesystem::remove(world() + "/unetbackd.sock", ec);
-    std::vector<std::string> argv{"ip",           "netns",         "exec", ns0_, bins_.unetbackd,
-                                  "--hypervisor", "sim:" + world()};
+    std::vector<std::string> argv{
+        "ip", "netns", "exec", ns0_, bins_.unetbackd, "--hypervisor", hv::format_sim_spec(world())};
     argv.insert(argv.end(), daemon_args_.begin(), daemon_args_.end());
     daemon_ = std::make_unique<Daemon>(
         argv, dir_ + "/unetbackd-" + std::to_string(++daemon_runs_) + ".log");

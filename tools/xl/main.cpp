@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "common/hotplug/hotplug_script.hpp"
+#include "common/hv/hypervisor_spec.hpp"
 #include "common/hv/sim/sim_hypervisor.hpp"
 #include "common/util/arg_parser.hpp"
 #include "common/util/parse_decimal.hpp"
@@ -321,7 +322,7 @@ int cmd_create(World& w, const CreateArgs& a) {
   if (!a.no_guest) {
     const ts::VifSpec& first = a.vifs.front();
     ts::GuestLaunch launch;
-    launch.argv = {find_shim(a.shim),  "--hypervisor", "sim:" + w.dir(),        "--domid",
+    launch.argv = {find_shim(a.shim),  "--hypervisor", hv::format_sim_spec(w.dir()), "--domid",
                    num(domid.value()), "--devid",      num(first.devid.value())};
     if (a.guest_netns) launch.argv.insert(launch.argv.end(), {"--netns", *a.guest_netns});
     if (a.address) launch.argv.insert(launch.argv.end(), {"--address", *a.address});

@@ -14,6 +14,7 @@
 #include "common/net/frame_builder.hpp"
 #include "common/net/vnet_hdr.hpp"
 #include "common/util/unique_fd.hpp"
+#include "frontend-shim/ctrl_runner.hpp"
 #include "frontend-shim/tap_rx_writer.hpp"
 #include "frontend-shim/tx_frag_layout.hpp"
 #include "tests/integration/netfront/test_backend.hpp"
@@ -849,6 +850,236 @@ TEST_F(NetfrontWorld, DisconnectClosesAndRevokesEveryGrant) {
                             hv::GrantCopyPtr::local(buf.data()), 16, 99};
   dom0_->grant_table().copy(std::span(&seg2, 1));
   EXPECT_NE(seg2.status, GNTST_okay);
+}
+
+// --- the control ring: requests answered from the shim's event loop, which never waits ---
+
+/// The guest side of netfront-shim's loop, on one thread: RX taken when the queue's event
+/// channel fires (ShimLoop::on_event), and a 10 ms timer whose largest gap between two ticks
+/// is how long the loop was held by anything else.
+class GuestLoop {
+ public:
+  explicit GuestLoop(Netfront& nf) : nf_(nf), rx_(io, nf.event_fd()), ticker_(io) {}
+  ~GuestLoop() { (void)rx_.release(); }
+  GuestLoop(const GuestLoop&) = delete;
+  GuestLoop& operator=(const GuestLoop&) = delete;
+
+  /// Runs the loop until stop() or `limit`.
+  void run(std::chrono::milliseconds limit) {
+    arm_rx();
+    last_tick_ = std::chrono::steady_clock::now();
+    tick();
+    io.run_for(limit);
+    // A handler that held the loop up to its end shows here (no tick came after it).
+    max_gap = std::max(max_gap, std::chrono::steady_clock::now() - last_tick_);
+  }
+  void stop() { io.stop(); }
+
+  boost::asio::io_context io{1};
+  std::atomic<std::uint64_t> rx_packets{0};
+  std::chrono::steady_clock::duration max_gap{};
+
+ private:
+  void arm_rx() {
+    if (rx_armed_) return;
+    rx_armed_ = true;
+    rx_.async_wait(boost::asio::posix::stream_descriptor::wait_read,
+                   [this](const boost::system::error_code& ec) {
+                     rx_armed_ = false;
+                     if (ec) return;
+                     (void)nf_.handle_event();
+                     std::vector<RxPacket> got;
+                     rx_packets += nf_.poll(got);
+                     arm_rx();
+                   });
+  }
+  void tick() {
+    const auto now = std::chrono::steady_clock::now();
+    max_gap = std::max(max_gap, now - last_tick_);
+    last_tick_ = now;
+    ticker_.expires_after(10ms);
+    ticker_.async_wait([this](const boost::system::error_code& ec) {
+      if (!ec) tick();
+    });
+  }
+
+  Netfront& nf_;
+  boost::asio::posix::stream_descriptor rx_;
+  boost::asio::steady_timer ticker_;
+  std::chrono::steady_clock::time_point last_tick_{};
+  bool rx_armed_ = false;
+};
+
+double ms(std::chrono::steady_clock::duration d) {
+  return std::chrono::duration<double, std::milli>(d).count();
+}
+
+constexpr std::array<std::uint8_t, 40> kKey{
+    0x6d, 0x5a, 0x56, 0xda, 0x25, 0x5b, 0x0e, 0xc2, 0x41, 0x67, 0x25, 0x3d, 0x43, 0xa3,
+    0x8f, 0xb0, 0xd0, 0xca, 0x2b, 0xcb, 0xae, 0x7b, 0x30, 0xb4, 0x77, 0xcb, 0x2d, 0xa3,
+    0x80, 0x30, 0xf2, 0x0c, 0x6a, 0x42, 0xb7, 0x3b, 0xbe, 0xac, 0x01, 0xfa};
+
+class CtrlRing : public NetfrontWorld {
+ protected:
+  void SetUp() override {
+    NetfrontWorld::SetUp();
+    NetfrontOptions opts;
+    opts.ctrl_ring = true;
+    BackendAdvert advert;
+    advert.ctrl_ring = true;
+    connect(opts, advert);
+    ASSERT_TRUE(backend_->attach_ctrl());
+    ASSERT_NE(nf_->ctrl(), nullptr) << "the backend offers feature-ctrl-ring";
+  }
+
+  /// Delivers one small frame to the guest every 10 ms for `d` (the backend's other work
+  /// while it keeps a control request waiting); the number delivered.
+  std::uint64_t trickle_rx(std::chrono::milliseconds d) {
+    std::uint64_t sent = 0;
+    const auto until = std::chrono::steady_clock::now() + d;
+    while (std::chrono::steady_clock::now() < until) {
+      if (backend_->deliver_rx(pattern(60, static_cast<std::uint8_t>(sent)))) ++sent;
+      std::this_thread::sleep_for(10ms);
+    }
+    return sent;
+  }
+};
+
+// A backend that takes its time: each of win-xenvif's five RSS requests is answered 300 ms
+// after it arrived, and meanwhile the backend sends the guest a frame every 10 ms. The
+// sequence completes, request after request, while the loop keeps taking the frames and its
+// timer keeps ticking: nothing in the loop waits for the backend's answer.
+TEST_F(CtrlRing, RssSequenceAnsweredLateLeavesTheLoopMovingFramesAndTicking) {
+  constexpr auto kLate = 300ms;
+  GuestLoop loop(*nf_);
+  shim::CtrlRunner runner(loop.io.get_executor());
+  const std::vector<std::uint32_t> mapping{0, 0, 0, 0};
+  auto steps = nf_->ctrl()->rss_steps(kKey, mapping, wire::kHashTypesAll);
+  ASSERT_TRUE(steps);
+
+  std::vector<std::uint16_t> types;
+  std::vector<std::byte> key_seen;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> taken_of_sent;  // at each answer
+  std::thread backend([&] {
+    std::uint64_t sent = 0;
+    for (int i = 0; i < 5; ++i) {
+      auto req = backend_->wait_ctrl(5s);
+      if (!req) return;
+      types.push_back(req->type);
+      if (req->type == XEN_NETIF_CTRL_TYPE_SET_HASH_KEY)
+        key_seen = backend_->read_granted(GrantRef{req->data[0]}, req->data[1]);
+      sent += trickle_rx(kLate);
+      // A little slack for the guest to take the last frame, then the answer.
+      const auto slack = std::chrono::steady_clock::now() + 200ms;
+      while (loop.rx_packets < sent && std::chrono::steady_clock::now() < slack)
+        std::this_thread::sleep_for(1ms);
+      taken_of_sent.emplace_back(loop.rx_packets.load(), sent);
+      backend_->answer_ctrl(*req);
+    }
+  });
+  std::optional<std::error_code> result;
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_FALSE(runner.start(*nf_->ctrl(), std::move(*steps), [&](std::error_code ec) {
+    result = ec;
+    loop.stop();
+  }));
+  loop.run(20s);
+  const auto took = std::chrono::steady_clock::now() - t0;
+  backend.join();
+
+  ASSERT_TRUE(result) << "the sequence ended";
+  EXPECT_FALSE(*result) << result->message();
+  EXPECT_EQ(types,
+            (std::vector<std::uint16_t>{
+                XEN_NETIF_CTRL_TYPE_SET_HASH_ALGORITHM, XEN_NETIF_CTRL_TYPE_SET_HASH_MAPPING_SIZE,
+                XEN_NETIF_CTRL_TYPE_SET_HASH_MAPPING, XEN_NETIF_CTRL_TYPE_SET_HASH_KEY,
+                XEN_NETIF_CTRL_TYPE_SET_HASH_FLAGS}))
+      << "win-xenvif's order, one request at a time";
+  EXPECT_EQ(key_seen, std::vector<std::byte>(std::as_bytes(std::span(kKey)).begin(),
+                                             std::as_bytes(std::span(kKey)).end()))
+      << "the key was in the data page when its request went out";
+  ASSERT_EQ(taken_of_sent.size(), 5U);
+  for (std::size_t i = 0; i < taken_of_sent.size(); ++i) {
+    EXPECT_GT(taken_of_sent[i].second, 0U);
+    EXPECT_EQ(taken_of_sent[i].first, taken_of_sent[i].second)
+        << "request " << i << ": the guest took every frame sent while it waited";
+  }
+  std::cout << "[ ctrl ] 5 requests answered " << ms(kLate) << " ms late each: sequence "
+            << ms(took) << " ms, longest gap between 10 ms ticks " << ms(loop.max_gap) << " ms, "
+            << loop.rx_packets << " frames taken meanwhile\n";
+  EXPECT_LT(loop.max_gap, 150ms) << "the loop was held while a request waited";
+}
+
+// A backend that never answers: the request is given up after its timeout with timed_out
+// (and no further request is sent), the guest's traffic flows before, during and after,
+// and the loop's timer never stalls. The answer that finally comes late is skipped, so
+// the next sequence works.
+TEST_F(CtrlRing, UnansweredRequestTimesOutWhileTrafficContinuesAndItsLateAnswerIsSkipped) {
+  constexpr auto kTimeout = 250ms;
+  GuestLoop loop(*nf_);
+  shim::CtrlRunner runner(loop.io.get_executor());
+  auto steps = nf_->ctrl()->rss_steps(kKey, std::vector<std::uint32_t>{0}, 0);
+  ASSERT_TRUE(steps);
+
+  std::atomic<std::uint64_t> sent{0};
+  std::thread backend([&] { sent = trickle_rx(800ms); });
+  std::optional<std::error_code> result;
+  std::chrono::steady_clock::duration failed_after{};
+  std::uint64_t taken_at_failure = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_FALSE(runner.start(
+      *nf_->ctrl(), std::move(*steps),
+      [&](std::error_code ec) {
+        result = ec;
+        failed_after = std::chrono::steady_clock::now() - t0;
+        taken_at_failure = loop.rx_packets;
+      },
+      kTimeout));
+  // The loop runs on past the failure, as the shim does: it keeps serving traffic.
+  boost::asio::steady_timer end(loop.io);
+  end.expires_after(1s);
+  end.async_wait([&](const boost::system::error_code&) { loop.stop(); });
+  loop.run(20s);
+  backend.join();
+
+  ASSERT_TRUE(result) << "the sequence ended";
+  EXPECT_EQ(*result, std::errc::timed_out);
+  EXPECT_GE(failed_after, kTimeout);
+  EXPECT_LT(failed_after, kTimeout + 1s) << "given up at its timeout, not later";
+  EXPECT_EQ(nf_->ctrl()->requests(), 1U) << "nothing sent after the unanswered request";
+  EXPECT_FALSE(runner.busy());
+  EXPECT_GT(taken_at_failure, 0U) << "frames taken while the request waited";
+  EXPECT_GT(loop.rx_packets, taken_at_failure) << "and after it was given up";
+  EXPECT_EQ(loop.rx_packets, sent.load());
+  std::cout << "[ ctrl ] unanswered request given up after " << ms(failed_after) << " ms (timeout "
+            << ms(kTimeout) << " ms); longest gap between 10 ms ticks " << ms(loop.max_gap)
+            << " ms; " << loop.rx_packets << " frames taken\n";
+  EXPECT_LT(loop.max_gap, 150ms) << "the loop was held while the request waited";
+
+  // The backend wakes up: its answer to the abandoned request, then a prompt backend. The
+  // re-map (size and table: no size was ever acknowledged) succeeds.
+  auto stale = backend_->take_ctrl();
+  ASSERT_TRUE(stale);
+  EXPECT_EQ(stale->type, XEN_NETIF_CTRL_TYPE_SET_HASH_ALGORITHM);
+  backend_->answer_ctrl(*stale);
+  std::thread prompt([&] {
+    for (int i = 0; i < 2; ++i)
+      if (auto req = backend_->wait_ctrl(5s)) backend_->answer_ctrl(*req);
+  });
+  auto remap = nf_->ctrl()->mapping_steps(std::vector<std::uint32_t>{0, 0});
+  ASSERT_TRUE(remap);
+  EXPECT_EQ(remap->size(), 2U);
+  result.reset();
+  ASSERT_FALSE(runner.start(*nf_->ctrl(), std::move(*remap), [&](std::error_code ec) {
+    result = ec;
+    loop.stop();
+  }));
+  loop.io.restart();
+  loop.run(10s);
+  prompt.join();
+  ASSERT_TRUE(result);
+  EXPECT_FALSE(*result) << result->message() << ": the late answer was taken for the new request";
+  EXPECT_EQ(nf_->ctrl()->requests(), 3U);
 }
 
 }  // namespace

@@ -56,6 +56,7 @@ void TestBackend::advertise(const BackendAdvert& a) {
   put("feature-ipv6-csum-offload", a.ipv6_csum ? "1" : "0");
   put("feature-split-event-channels", a.split ? "1" : "0");
   if (a.max_queues) put("multi-queue-max-queues", num(*a.max_queues));
+  if (a.ctrl_ring) put("feature-ctrl-ring", "1");
   set_state(2);
 }
 
@@ -84,9 +85,10 @@ std::map<std::string, std::string> TestBackend::frontend_keys() {
   if (!names) return m;
   for (const std::string& n : *names) {
     if (auto v = xs_->read(fe_dir_ + "/" + n); v && !v->empty()) m[n] = *v;
-    if (auto sub = xs_->directory(fe_dir_ + "/" + n))
+    if (auto sub = xs_->directory(fe_dir_ + "/" + n)) {
       for (const std::string& c : *sub)
         if (auto v = xs_->read(fe_dir_ + "/" + n + "/" + c)) m[n + "/" + c] = *v;
+    }
   }
   return m;
 }
@@ -133,7 +135,65 @@ std::map<std::string, std::string> TestBackend::frontend_keys() {
   return ::testing::AssertionSuccess();
 }
 
+::testing::AssertionResult TestBackend::attach_ctrl() {
+  auto keys = frontend_keys();
+  const auto ref = keys.find("ctrl-ring-ref");
+  const auto port = keys.find("event-channel-ctrl");
+  if (ref == keys.end() || port == keys.end())
+    return ::testing::AssertionFailure() << "no ctrl-ring-ref / event-channel-ctrl";
+  const auto r = hv::parse_xs_uint<std::uint32_t>(ref->second);
+  const auto p = hv::parse_xs_uint<std::uint32_t>(port->second);
+  if (!r || !p) return ::testing::AssertionFailure() << "bad control ring keys";
+  const GrantRef gref{*r};
+  auto m = dom0_.grant_table().map(fe_, std::span(&gref, 1), hv::Access::read_write);
+  if (!m) return ::testing::AssertionFailure() << "control ring map failed";
+  ctrl_ring_page_ = std::move(*m);
+  auto ring = ring::CtrlBackRing::attach(ctrl_ring_page_.data());
+  if (!ring) return ::testing::AssertionFailure() << "control ring attach refused";
+  ctrl_ = *ring;
+  auto bound = channel_->bind_interdomain(fe_, Port{*p});
+  if (!bound) return ::testing::AssertionFailure() << "control channel bind failed";
+  ctrl_port_ = hv::BoundPort(*channel_, *bound);
+  return ::testing::AssertionSuccess();
+}
+
+std::optional<wire::CtrlRequest> TestBackend::take_ctrl() {
+  if (!ctrl_ || ctrl_->unconsumed_requests() == 0) return std::nullopt;
+  return ctrl_->take_request();
+}
+
+std::optional<wire::CtrlRequest> TestBackend::wait_ctrl(std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    if (auto req = take_ctrl()) return req;
+    if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
+    ::poll(nullptr, 0, 1);
+  }
+}
+
+void TestBackend::answer_ctrl(const wire::CtrlRequest& req, std::uint32_t status) {
+  wire::CtrlResponse rsp{};
+  rsp.id = req.id;
+  rsp.type = req.type;
+  rsp.status = status;
+  ctrl_->put_response(rsp);
+  if (ctrl_->push_responses()) (void)ctrl_port_.notify();
+}
+
+std::vector<std::byte> TestBackend::read_granted(GrantRef ref, std::size_t len) {
+  std::vector<std::byte> out(len);
+  hv::GrantCopySegment seg{hv::GrantCopyPtr::granted(fe_, ref, 0),
+                           hv::GrantCopyPtr::local(out.data()), static_cast<std::uint16_t>(len),
+                           99};
+  dom0_.grant_table().copy(std::span(&seg, 1));
+  EXPECT_EQ(seg.status, GNTST_okay);
+  return out;
+}
+
 void TestBackend::detach() {
+  ctrl_.reset();
+  ctrl_ring_page_.reset();
+  ctrl_port_.reset();
   tx_.reset();
   rx_.reset();
   tx_ring_page_.reset();

@@ -24,6 +24,7 @@ struct BackendAdvert {
   std::optional<std::uint32_t> max_queues;
   bool split = true;
   bool sg = true, gso_tcpv4 = true, gso_tcpv6 = true, ipv6_csum = true;
+  bool ctrl_ring = false;  ///< feature-ctrl-ring
 };
 
 /// One TX packet as the backend received it.
@@ -92,6 +93,19 @@ class TestBackend {
   /// Makes the RX response producer claim far more responses than requests exist.
   void corrupt_rx_rsp_prod(std::uint32_t extra);
 
+  // --- the control ring ---
+  /// Maps ctrl-ring-ref and binds event-channel-ctrl (netback's connect_ctrl_ring).
+  ::testing::AssertionResult attach_ctrl();
+  /// The next control request, if the frontend has put one on the ring.
+  std::optional<wire::CtrlRequest> take_ctrl();
+  /// The next control request within `timeout` (looked for every millisecond), or nothing.
+  std::optional<wire::CtrlRequest> wait_ctrl(std::chrono::milliseconds timeout);
+  /// Answers `req` with `status` (data 0) and notifies if the frontend asked for it.
+  void answer_ctrl(const wire::CtrlRequest& req,
+                   std::uint32_t status = XEN_NETIF_CTRL_STATUS_SUCCESS);
+  /// `len` bytes at the start of the frontend's granted page `ref` (grant-copied).
+  std::vector<std::byte> read_granted(GrantRef ref, std::size_t len);
+
   /// Counts the events this backend received so far on its ports (and unmasks them).
   std::uint32_t drain_events();
 
@@ -107,8 +121,9 @@ class TestBackend {
   std::unique_ptr<hv::XenStore> xs_;
   std::string be_dir_, fe_dir_;
   std::unique_ptr<hv::EventChannel> channel_;
-  hv::BoundPort tx_port_, rx_port_;
-  hv::MappedGrants tx_ring_page_, rx_ring_page_;
+  hv::BoundPort tx_port_, rx_port_, ctrl_port_;
+  hv::MappedGrants tx_ring_page_, rx_ring_page_, ctrl_ring_page_;
+  std::optional<ring::CtrlBackRing> ctrl_;
   std::optional<ring::TxBackRing> tx_;
   std::optional<ring::RxBackRing> rx_;
   std::vector<hv::MappedGrants> held_;

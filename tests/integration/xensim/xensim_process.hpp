@@ -9,6 +9,7 @@
 #include <string>
 #include <sys/types.h>
 
+#include "common/hv/hypervisor_spec.hpp"
 #include "common/util/unique_fd.hpp"
 
 namespace unetback::test {
@@ -30,7 +31,7 @@ class XensimProcess {
   [[nodiscard]] const std::string& dir() const { return dir_; }
   [[nodiscard]] pid_t pid() const { return pid_; }
   /// "sim:<dir>", for open_hypervisor.
-  [[nodiscard]] std::string spec() const { return "sim:" + dir_; }
+  [[nodiscard]] std::string spec() const { return hv::format_sim_spec(dir_); }
 
  private:
   std::string root_;  // the mkdtemp directory

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "backend/vif/hash.hpp"
+#include "frontend-shim/ctrl_runner.hpp"
 #include "tests/root/backend/backend_fixture.hpp"
 
 namespace unetback::test {
@@ -30,6 +31,20 @@ constexpr Flow kFlows[] = {
     {{38, 27, 205, 30}, {209, 142, 163, 6}, 48228, 2217, 0xafc7327f},
     {{153, 39, 163, 191}, {202, 188, 127, 2}, 44251, 1303, 0x10e828a2},
 };
+
+/// Runs control steps to their end on a loop of the test's own (this thread has no other),
+/// as the shim's CtrlRunner does in its loop: the sequence's error, or none.
+std::error_code run_ctrl(netfront::CtrlClient& ctrl,
+                         Result<std::vector<netfront::CtrlStep>> steps) {
+  if (!steps) return steps.error();
+  boost::asio::io_context io;
+  shim::CtrlRunner runner(io.get_executor());
+  std::error_code result = std::make_error_code(std::errc::interrupted);
+  if (auto ec = runner.start(ctrl, std::move(*steps), [&](std::error_code e) { result = e; }))
+    return ec;
+  io.run();
+  return result;
+}
 
 std::vector<std::byte> flow_frame(const Flow& f, std::uint8_t seed) {
   net::FrameSpec spec;
@@ -98,9 +113,10 @@ class CtrlRingEndToEnd : public BackendEndToEnd {
 
   std::vector<std::uint64_t> per_queue(std::string_view name) {
     std::vector<std::uint64_t> out;
-    for (const auto& q : guest().vif->report().queues)
+    for (const auto& q : guest().vif->report().queues) {
       for (const auto& [k, v] : q.counters)
         if (k == name) out.push_back(v);
+    }
     return out;
   }
 };
@@ -121,7 +137,7 @@ TEST_F(CtrlRingEndToEnd, FlowsLandOnTheQueuesTheMappingNamesAndMoveWhenRemapped)
   ASSERT_NE(ctrl, nullptr) << "the backend advertises feature-ctrl-ring";
 
   const std::vector<std::uint32_t> first{0, 1, 2, 3, 0, 1, 2, 3};
-  ASSERT_FALSE(ctrl->configure_rss(kMsKey, first, wire::kHashTypesAll));
+  ASSERT_FALSE(run_ctrl(*ctrl, ctrl->rss_steps(kMsKey, first, wire::kHashTypesAll)));
   bool hashes_ok = false;
   const auto before = exchange(20, hashes_ok);
   EXPECT_TRUE(hashes_ok) << "each packet carries its flow's Toeplitz hash in a HASH extra";
@@ -145,7 +161,7 @@ TEST_F(CtrlRingEndToEnd, FlowsLandOnTheQueuesTheMappingNamesAndMoveWhenRemapped)
     }
   });
   std::this_thread::sleep_for(50ms);
-  const auto remap = ctrl->set_mapping(second);
+  const auto remap = run_ctrl(*ctrl, ctrl->mapping_steps(second));
   std::this_thread::sleep_for(50ms);
   stop = true;
   traffic.join();
@@ -182,7 +198,7 @@ TEST_F(CtrlRingEndToEnd, WithoutAMappingHashedFlowsGoToHashModuloQueues) {
   bring_up(1500, opts);
   auto* ctrl = guest().netfront->ctrl();
   ASSERT_NE(ctrl, nullptr);
-  ASSERT_FALSE(ctrl->configure_rss(kMsKey, {}, wire::kHashTypesAll));
+  ASSERT_FALSE(run_ctrl(*ctrl, ctrl->rss_steps(kMsKey, {}, wire::kHashTypesAll)));
   bool hashes_ok = false;
   const auto seen = exchange(10, hashes_ok);
   EXPECT_TRUE(hashes_ok);
@@ -199,7 +215,7 @@ TEST_F(CtrlRingEndToEnd, WithoutHashFlagsNoPacketIsHashedOrCarriesAnExtra) {
   bring_up(1500, opts);
   auto* ctrl = guest().netfront->ctrl();
   ASSERT_NE(ctrl, nullptr);
-  ASSERT_FALSE(ctrl->configure_rss(kMsKey, std::vector<std::uint32_t>{1}, 0));
+  ASSERT_FALSE(run_ctrl(*ctrl, ctrl->rss_steps(kMsKey, std::vector<std::uint32_t>{1}, 0)));
   host_send(flow_frame(kFlows[0], 1));
   std::optional<netfront::RxPacket> got;
   const auto deadline = std::chrono::steady_clock::now() + 3s;

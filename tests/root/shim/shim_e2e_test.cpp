@@ -168,7 +168,7 @@ class ShimEndToEnd : public ::testing::Test {
         std::make_unique<vif::Vif>(*dom0_, *loops_, fe_dom_, spec.devid, vif::Tunables{}, nullptr);
     xenbus_ = std::make_unique<xenbus::BackendXenbus>(
         *backend_xs_, kDom0, fe_dom_, spec.devid, *vif_,
-        xenbus::FeatureOptions{vif::Tunables{}.max_queues, true, false});
+        xenbus::FeatureOptions{vif::Tunables{}.max_queues, true, ctrl_ring_});
     ASSERT_FALSE(xenbus_->start());
     start_pump();
     ASSERT_FALSE(wait_state("2")) << "no InitWait within libxl's 10 s";
@@ -265,6 +265,7 @@ class ShimEndToEnd : public ::testing::Test {
   std::string netns_;
   bool netns_created_ = false;
   std::unique_ptr<Spawned> shim_;
+  bool ctrl_ring_ = false;  ///< the backend offers feature-ctrl-ring
 };
 
 TEST_F(ShimEndToEnd, ShimConnectsAndTheHostPingsTheGuest) {
@@ -276,6 +277,37 @@ TEST_F(ShimEndToEnd, ShimConnectsAndTheHostPingsTheGuest) {
   ASSERT_EQ(rc, 0) << link;
   EXPECT_NE(link.find("00:16:3e:00:00:01"), std::string::npos) << link;
   EXPECT_NE(link.find("10.77.0.2/24"), std::string::npos) << link;
+  EXPECT_EQ(ping(3), 0);
+}
+
+/// The backend offers a control ring (its vif layer serves it).
+class ShimWithCtrlRing : public ShimEndToEnd {
+ protected:
+  void SetUp() override {
+    ctrl_ring_ = true;
+    ShimEndToEnd::SetUp();
+  }
+  std::uint64_t vif_counter(std::string_view name) {
+    std::uint64_t sum = 0;
+    for (const auto& q : vif_->report().queues) {
+      for (const auto& [k, v] : q.counters)
+        if (k == name) sum += v;
+    }
+    return sum;
+  }
+};
+
+// --rss: the control-ring sequence runs in the shim's loop (nothing there waits for the
+// backend), and the ready line follows its end, so whoever waits for "ready" finds the hash
+// configured: the backend has answered all five requests, and the guest is pingable.
+TEST_F(ShimWithCtrlRing, RssSequenceIsAnsweredBeforeTheReadyLine) {
+  start_shim({"--rss"});
+  EXPECT_EQ(vif_counter("ctrl_requests"), 5U) << shim_->output();
+  const auto& out = shim_->output();
+  const auto rss = out.find("RSS on: Toeplitz, 128-entry mapping, 5 control requests");
+  ASSERT_NE(rss, std::string::npos) << out;
+  EXPECT_LT(rss, out.find("netfront-shim ready")) << out;
+  EXPECT_EQ(vif_counter("ctrl_failed"), 0U);
   EXPECT_EQ(ping(3), 0);
 }
 

@@ -18,6 +18,7 @@
 #include <thread>
 #include <unistd.h>
 
+#include "common/hv/hypervisor_spec.hpp"
 #include "common/hv/sim/sim_hypervisor.hpp"
 #include "tests/support/xl_world.hpp"
 #include "tools/xl/toolstack.hpp"
@@ -61,10 +62,10 @@ class XlEndToEnd : public ::testing::Test {
     xensim_proc_ = std::make_unique<Daemon>(
         std::vector<std::string>{xensim_, "--dir", dir_ + "/world"}, dir_ + "/xensim.log");
     ASSERT_TRUE(xensim_proc_->wait_for("xensim ready", 10s)) << xensim_proc_->log();
-    daemon_ =
-        std::make_unique<Daemon>(std::vector<std::string>{"ip", "netns", "exec", ns0_, unetbackd_,
-                                                          "--hypervisor", "sim:" + world()},
-                                 dir_ + "/unetbackd.log");
+    daemon_ = std::make_unique<Daemon>(
+        std::vector<std::string>{"ip", "netns", "exec", ns0_, unetbackd_, "--hypervisor",
+                                 hv::format_sim_spec(world())},
+        dir_ + "/unetbackd.log");
     for (int i = 0; i < 100 && !fs::exists(world() + "/unetbackd.sock"); ++i)
       std::this_thread::sleep_for(50ms);
     ASSERT_TRUE(fs::exists(world() + "/unetbackd.sock")) << daemon_->log();
@@ -76,14 +77,16 @@ class XlEndToEnd : public ::testing::Test {
     xs_.reset();
     hv_.reset();
     // Any guest left running (a failed test): its pid file names it.
-    if (!dir_.empty())
-      for (const auto& e : fs::directory_iterator(world(), ec_))
+    if (!dir_.empty()) {
+      for (const auto& e : fs::directory_iterator(world(), ec_)) {
         if (e.path().filename().string().starts_with("guest-") && e.path().extension() == ".pid") {
           const pid_t pid = std::atoi(slurp(e.path()).c_str());
           if (pid > 0 && slurp("/proc/" + std::to_string(pid) + "/cmdline").find("netfront-shim") !=
                              std::string::npos)
             ::kill(pid, SIGKILL);
         }
+      }
+    }
     daemon_.reset();
     xensim_proc_.reset();
     for (const auto& ns : namespaces_) (void)run({"ip", "netns", "del", ns}, dir_);

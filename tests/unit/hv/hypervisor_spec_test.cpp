@@ -23,5 +23,13 @@ TEST(HypervisorSpec, RefusesAnythingElse) {
     EXPECT_FALSE(parse_hypervisor_spec(bad)) << "'" << bad << "'";
 }
 
+TEST(HypervisorSpec, FormattedSimSpecParsesBackToTheSameWorld) {
+  for (const char* dir : {"/tmp/world", "relative/dir", "a:b", "/with space", "/"}) {
+    const std::string text = format_sim_spec(dir);
+    EXPECT_EQ(parse_hypervisor_spec(text), HypervisorSpec{SimSpec{dir}}) << text;
+  }
+  EXPECT_FALSE(parse_hypervisor_spec(format_sim_spec(""))) << "no world, no spec";
+}
+
 }  // namespace
 }  // namespace unetback::hv
