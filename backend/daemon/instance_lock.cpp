@@ -85,6 +85,17 @@ void claim_owner_node(hv::XenStore& xs, DomId self) {
     throw SetupError("another unetbackd (pid " + *holder + ") already serves domain " +
                      std::to_string(self.value()) + " (xenstore " + node +
                      "); not touching any vif");
+  if (ec == std::errc::permission_denied) {
+    // A driver domain: the toolstack makes its /local/domain/<self> read-only to it, so the
+    // node cannot be created unless dom0 made the directory ours. The lock file still keeps
+    // a second daemon of this domain out.
+    log::write(log::Level::warn, "unetbackd",
+               "cannot write " + node + " (" + ec.message() +
+                   "): only the lock file guards this backend domain; dom0 can give us " +
+                   tunables_dir(self) + " (xenstore-chmod ... n" + std::to_string(self.value()) +
+                   ")");
+    return;
+  }
   if (ec) throw SetupError("cannot write " + node + ": " + ec.message());
 }
 
