@@ -940,6 +940,16 @@ in_dd() {
   timeout "$t" bash -c 'exec 3<>"/dev/tcp/$0/5397" || exit 1; echo "$1" >&3; cat <&3' "$DD_IP" "$*"
 }
 dd_ok() { in_dd "$@" | tail -1 | grep -qx 'lab-cmd: rc=0'; }
+# dd_wait SECONDS COMMAND-LINE: dd_ok until it succeeds, for at most SECONDS in all (wait_for
+# counts tries, and one in_dd may take its whole time limit).
+dd_wait() {
+  local end=$(($(cut -d. -f1 /proc/uptime) + $1))
+  shift
+  until dd_ok "$@"; do
+    [ "$(cut -d. -f1 /proc/uptime)" -ge $end ] && return 1
+    sleep 0.5
+  done
+}
 # Event channels of domain $1 whose remote end is domain $2 (lsevtchn in dom0 sees every domain's).
 dd_evtchn_lines() { lsevtchn "$1" 2>/dev/null | grep -E "Remote Domain $2([^0-9]|$)"; }
 # Xen's grant-table report ('g' debug key) into xl dmesg, saved as $OUT/xl-dmesg-gnttab-TAG.txt;
@@ -981,17 +991,17 @@ dd_create() {
   DD=$(xl domid labdd)
   t0=$(now)
   if [ "$be" = unetbackd ]; then
-    wait_for 60 dd_ok 'unetback-ctl list && pidof xl'
+    dd_wait 60 'unetback-ctl list && pidof xl'
   else
-    wait_for 60 dd_ok 'lsmod | grep -q "^xen_netback" && pidof xl'
+    dd_wait 60 'lsmod | grep -q "^xen_netback" && pidof xl'
   fi
   rc=$?
   fig "$tag.dd_backend_ready_s" "$(since "$t0")"
-  check "$tag.dd_backend_ready" $rc "$(in_dd "xenstore-read domid; cat /proc/xen/capabilities; ps | grep -E 'unetbackd|xl -vvv devd' | grep -v grep; lsmod | grep -E '^xen_netback'" | tr '\n' ' ' | tr -s ' ')"
+  check "$tag.dd_backend_ready" $rc "$(in_dd "xenstore-read domid; cat /proc/xen/capabilities; ps | grep -E 'unetbackd|xl -vvv devd' | grep -v grep; lsmod | grep -E '^xen_netback'; true" | grep -v '^lab-cmd' | tr '\n' ' ' | tr -s ' ')"
   if [ "$be" = unetbackd ]; then
     # --backend-domid left out: the daemon took its own domid from xenstore.
-    check "$tag.dd_own_domid" "$(in_dd "grep -c 'assuming dom0' /tmp/unetbackd.log" | head -1 | grep -qx 0 && echo 0 || echo 1)" \
-      "domid $DD from xenstore; unetbackd's log: $(in_dd 'head -3 /tmp/unetbackd.log' | head -3 | tr '\n' ' ' | cut -c1-200)"
+    check "$tag.dd_own_domid" "$(dd_ok "grep -q 'serving .* as domain $DD,' /tmp/unetbackd.log && ! grep -q 'assuming dom0' /tmp/unetbackd.log" && echo 0 || echo 1)" \
+      "labdd is d$DD; unetbackd's log: $(in_dd 'grep -m1 "serving " /tmp/unetbackd.log' | head -1 | cut -c1-200)"
   fi
   return $rc
 }
@@ -1020,12 +1030,12 @@ dd_client() {
   check "$tag.backend_in_dd" "$([ "$(xenstore-read "$fe/backend" 2>/dev/null)" = "$bep" ] && [ "$(xenstore-read "$fe/backend-id" 2>/dev/null)" = "$DD" ] && echo 0 || echo 1)" \
     "frontend's backend $(xenstore-read "$fe/backend" 2>&1), backend-id $(xenstore-read "$fe/backend-id" 2>&1); nothing under dom0's backend/vif/$C: $(xenstore-read "$BE/$C/0/state" >/dev/null 2>&1 && echo NO || echo yes)"
   st=$(xenstore-read "$bep/hotplug-status" 2>/dev/null)
-  dd_ok "ip link show master br0 | grep -q 'vif$C\.0'"
+  dd_ok "[ -e /sys/class/net/br0/brif/vif$C.0 ]"
   rc=$?
   check "$tag.hotplug_in_dd" "$([ $rc = 0 ] && [ "$st" = connected ] && echo 0 || echo 1)" \
-    "script $(xenstore-read "$bep/script" 2>&1), hotplug-status ${st:-unset}; on labdd's br0: $(in_dd 'ip -o link show master br0' | awk -F': ' 'NF > 2 {print $2}' | tr '\n' ' ')"
+    "script $(xenstore-read "$bep/script" 2>&1), hotplug-status ${st:-unset}; on labdd's br0: $(in_dd 'ls /sys/class/net/br0/brif' | grep -v '^lab-cmd' | tr '\n' ' ')"
   t0=$(now)
-  wait_for 60 dd_ok "echo $DD_BR_IP | nc $DDC_IP 5396 | grep -q 'lab-ping: rc=0'"
+  dd_wait 60 "echo $DD_BR_IP | nc $DDC_IP 5396 | grep -q 'lab-ping: rc=0'"
   rc=$?
   fig "$tag.ping_ready_s" "$(since "$t0")"
   check "$tag.ping" $rc "labc ($DDC_IP) pings labdd's br0 ($DD_BR_IP): $(in_dd "echo $DD_BR_IP | nc $DDC_IP 5396" | grep -E 'round-trip|packets' | tr '\n' ' ')"
@@ -1049,13 +1059,14 @@ dd_client_gone() {
   local tag=$1 ports=$2 bep=/local/domain/$DD/backend/vif/$C/0 left
   wait_for 15 sh -c "! xenstore-read $bep/state >/dev/null 2>&1 || [ \"\$(xenstore-read $bep/state)\" = 6 ]"
   check "$tag.backend_released" $? "$bep: $(xenstore-read "$bep/state" 2>/dev/null || echo removed)"
-  wait_for 10 dd_ok "! ip link show vif$C.0"
+  dd_wait 10 "! ip link show vif$C.0"
   check "$tag.no_tap" $? "vif$C.0 in labdd: $(in_dd "ip -o link show vif$C.0 2>&1" | head -1 | cut -c1-80)"
   wait_for 10 sh -c "[ -z \"\$(lsevtchn $DD 2>/dev/null | grep -E 'Remote Domain $C([^0-9]|$)')\" ]"
   left=$(dd_evtchn_lines "$DD" "$C")
   check "$tag.no_bound_port" "$([ -z "$left" ] && echo 0 || echo 1)" "${left:-labdd (d$DD) has no event channel left to d$C} (labc's ports were: $ports)"
   if [ "$DD_BACKEND" = unetbackd ]; then
-    wait_for 10 dd_ok '[ "$(grep -c gntdev /proc/$(pidof unetbackd)/maps)" = 0 ]'
+    # shellcheck disable=SC2016 # expanded in labdd
+    dd_wait 10 '[ "$(grep -c gntdev /proc/$(pidof unetbackd)/maps)" = 0 ]'
     check "$tag.no_mapped_grant" $? "gntdev mappings in labdd's unetbackd: $(in_dd 'grep -c gntdev /proc/$(pidof unetbackd)/maps' | head -1)"
     dd_ok "! unetback-ctl list | grep -q '$C/0'"
     check "$tag.no_vif_in_daemon" $? "unetback-ctl list in labdd: $(in_dd 'unetback-ctl list' | head -3 | tr '\n' ' ')"

@@ -79,7 +79,11 @@ def main(argv):
             ("mq_guest_tx", "2 queues, guest TX", r"{be}\.mq", ("guest_tx",)),
             ("mq_guest_rx", "2 queues, guest RX", r"{be}\.mq", ("guest_rx",)),
             ("shim_guest_tx", "shim domU, guest TX", r"shim\.{be}", ("guest_tx",)),
-            ("shim_guest_rx", "shim domU, guest RX", r"shim\.{be}", ("guest_rx",))]
+            ("shim_guest_rx", "shim domU, guest RX", r"shim\.{be}", ("guest_rx",)),
+            # The driver domain (issue 18): iperf3 in labdd against its client labc, with
+            # unetbackd or the kernel netback as labdd's backend.
+            ("dd_guest_tx", "driver domain, guest TX", r"driverdomain\.{be}", ("guest_tx",)),
+            ("dd_guest_rx", "driver domain, guest RX", r"driverdomain\.{be}", ("guest_rx",))]
     ratios, means, rows = {}, {}, []
     for key, label, tag, dirs in SCEN:
         for be in ("unetbackd", "unetbackd_b"):
@@ -116,6 +120,16 @@ def main(argv):
                 per_packet.setdefault(be, {})[key] = e
     methods = sorted({v for k, v in figs.items() if k.endswith(".syscalls_method")})
 
+    # The driver domain's grant-table figures (Xen's 'g' debug key while labdd serves one client,
+    # the xl.cfg defaults: max_maptrack_frames, max_grant_frames) per backend in labdd.
+    dd_grants = {}
+    for k, v in figs.items():
+        m = re.fullmatch(r"driverdomain\.(kernel|unetbackd)\.((dd|client)_(grant|maptrack)_frames(_max)?"
+                         r"|mapped_grant_pages)", k)
+        if m:
+            dd_grants.setdefault(m.group(1), {})[m.group(2)] = v
+    dd_checks = [c for c in checks if c["name"].startswith("driverdomain.")]
+
     failed = [c for c in checks if c["result"] != "PASS"]
     print()
     print(f"xenlab ({'quick' if quick == '1' else 'full'}): {len(checks) - len(failed)} checks passed, {len(failed)} failed, {elapsed} s"
@@ -131,8 +145,13 @@ def main(argv):
             for key, e in d.items():
                 f = lambda x: "-" if x is None else "%.3f" % x
                 print(f"  {(key if be == 'unetbackd' else key + ' (b)'):34} {f(e.get('syscalls_per_packet')):>9} {f(e.get('wakeups_per_packet')):>9}")
+    if dd_checks or dd_grants:
+        print(f"driver domain: {sum(c['result'] == 'PASS' for c in dd_checks)} of {len(dd_checks)} driverdomain.* checks passed")
+        for be, g in sorted(dd_grants.items()):
+            print(f"  grants, {be} in labdd: " + ", ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}"
+                                                        for k, v in sorted(g.items())))
     shown = re.compile(r"(kernel|unetbackd|unetbackd_b)\.(r\d+|mq)\.(guest_tx|guest_rx|domu_to_domu|domu_to_domu_reverse)\."
-                       r"(mbps|syscalls_per_packet|wakeups_per_packet)|shim\.(kernel|unetbackd)\.(guest_tx|guest_rx)\.mbps")
+                       r"(mbps|syscalls_per_packet|wakeups_per_packet)|(shim|driverdomain)\.(kernel|unetbackd)\.(guest_tx|guest_rx)\.mbps")
     for key in sorted(figs):
         if not shown.fullmatch(key):
             print(f"  {key:44} {figs[key]}")
@@ -152,12 +171,17 @@ def main(argv):
             json.dump({"mode": "quick" if quick == "1" else "full", "elapsed_s": int(elapsed),
                        "directions": {"guest_tx": "domU -> dom0", "guest_rx": "dom0 -> domU",
                                       "domu_to_domu": "labu -> labu2 over xenbr0 (iperf3 in labu)",
-                                      "domu_to_domu_reverse": "labu2 -> labu (iperf3 -R in labu)"},
+                                      "domu_to_domu_reverse": "labu2 -> labu (iperf3 -R in labu)",
+                                      "dd_guest_tx": "labc -> labdd, its driver domain (iperf3 -R in labdd)",
+                                      "dd_guest_rx": "labdd -> labc (iperf3 in labdd)"},
                        "host": {"hog_busy_loops": int(host_hog), "load_average_at_boot": load0,
                                 "qemu_priority_raised": priority == "1"},
                        "passed": not failed, "environment_fault": env_fault, "memory_errors": crashes,
                        "figures": figs, "means_mbps": means, "ratios": ratios,
-                       "unetbackd_per_packet": per_packet, "syscalls_method": methods, "checks": checks},
+                       "unetbackd_per_packet": per_packet, "syscalls_method": methods,
+                       "driver_domain": {"checks_passed": sum(c["result"] == "PASS" for c in dd_checks),
+                                         "checks": len(dd_checks), "grants": dd_grants},
+                       "checks": checks},
                       f, indent=2)
             f.write("\n")
         print(f"json: {out}")
