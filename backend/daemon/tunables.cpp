@@ -237,10 +237,11 @@ void TunableStore::write_back(const TunableSpec& spec) {
   if (ec == std::errc::permission_denied) {
     // A driver domain whose dom0 did not give it the directory: the values in force are not
     // published there, which is said once, not once per tunable.
-    if (!told_read_only_)
+    if (!told_read_only_) {
       log::write(log::Level::warn, kLog,
                  dir_ + " is not writable (" + ec.message() +
                      "): tunables are read from it but the values in force are not written back");
+    }
     told_read_only_ = true;
     return;
   }

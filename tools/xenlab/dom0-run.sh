@@ -243,6 +243,19 @@ stop_unetbackd() {
   UNETBACKD_PID=
 }
 
+# xl_create_logged TAG CFG: xl create, timed and checked, its log in out/. Status: xl's.
+xl_create_logged() {
+  local t0 rc
+  t0=$(now)
+  xl -vvv create "$2" >"$OUT/xl-create-$1.log" 2>&1
+  rc=$?
+  fig "$1.create_s" "$(since "$t0")"
+  check "$1.xl_create" $rc "xl create rc=$rc"
+  [ $rc = 0 ] && return 0
+  grep -E "error|ERROR|unable|timed out|hotplug" "$OUT/xl-create-$1.log" | tail -8 | sed 's/^/XENLAB   xl: /'
+  return 1
+}
+
 # xl_create TAG CFG NAME IP: creates, times it, waits for ping. Status 0 when pingable.
 xl_create() {
   local tag=$1 cfg=$2 name=$3 ip=$4 t0 rc
@@ -255,15 +268,7 @@ xl_create() {
     fig systemd.ready_to_xl_create_s "$(awk -v a="${READY_US:-0}" -v b="$c_us" 'BEGIN{printf "%.3f", (b - a) / 1e6}')"
     READY_CHECK_PENDING=2
   fi
-  t0=$(now)
-  xl -vvv create "$cfg" >"$OUT/xl-create-$tag.log" 2>&1
-  rc=$?
-  fig "$tag.create_s" "$(since "$t0")"
-  check "$tag.xl_create" $rc "xl create rc=$rc"
-  if [ $rc != 0 ]; then
-    grep -E "error|ERROR|unable|timed out|hotplug" "$OUT/xl-create-$tag.log" | tail -8 | sed 's/^/XENLAB   xl: /'
-    return 1
-  fi
+  xl_create_logged "$tag" "$cfg" || return 1
   t0=$(now)
   wait_for 90 ping -c1 -W1 "$ip"
   rc=$?
@@ -1012,14 +1017,7 @@ dd_create() {
 dd_client() {
   local tag=$1 t0 rc bep fe st
   t0=$(now)
-  xl -vvv create /tmp/ddc.cfg >"$OUT/xl-create-$tag.log" 2>&1
-  rc=$?
-  fig "$tag.create_s" "$(since "$t0")"
-  check "$tag.xl_create" $rc "xl create (vif backend=labdd) rc=$rc"
-  if [ $rc != 0 ]; then
-    grep -E "error|ERROR|unable|timed out|hotplug" "$OUT/xl-create-$tag.log" | tail -8 | sed 's/^/XENLAB   xl: /'
-    return 1
-  fi
+  xl_create_logged "$tag" /tmp/ddc.cfg || return 1
   C=$(xl domid labc)
   bep=/local/domain/$DD/backend/vif/$C/0
   fe=/local/domain/$C/device/vif/0
