@@ -22,6 +22,11 @@
 #      journalctl -u unetbackd (the daemon's lines; -p warning shows a rejected tunable only)
 #   3. a 2-vCPU domU (2 queues) on the kernel netback, then on unetbackd with a tunable written
 #      with xenstore-write and network-detach/attach (the same checks after each)
+#   lifecycle (issue 18), on the kernel netback and then on unetbackd.service: xl save + xl
+#      restore (quick: once, full: twice), xl migrate to this host (quick: once, full: ten
+#      times; the first with an iperf3 TCP stream across it), each with its outage (the longest
+#      gap between 50 ms pings, saverestore.*/migrate.*.outage_ms), the old domid's vif gone
+#      completely, the new one Connected; full run: the 2-vCPU domU too (queues after resume)
 #   driver domain: a PV domU with driver_domain=1 (tools/xenlab/dd-init) runs unetbackd and
 #      `xl devd`; a client domU with backend=labdd: Connected, the hotplug script run in the
 #      driver domain, ping, iperf3 both ways, xl destroy of the client releases everything there,
@@ -42,9 +47,9 @@
 # time goes in dom0). --host-hog N runs N busy loops on this
 # host (not in dom0) for the whole boot, each ended by its PID afterwards: the figures under
 # host load.
-# Debugging: --only kernel|unetbackd|shim|libvirt|mq|umq|kmq|dd runs one part (mq: 3 on both backends;
-# umq: 3 on unetbackd; kmq: 3 on the kernel netback, three times, with detach/attach; dd: the
-# driver domain);
+# Debugging: --only kernel|unetbackd|shim|libvirt|life|mq|umq|kmq|dd runs one part (mq: 3 on both
+# backends; umq: 3 on unetbackd; kmq: 3 on the kernel netback, three times, with detach/attach;
+# dd: the driver domain);
 # --daemon-arg ARG adds ARG (a word) to unetbackd's command line (repeat it); --daemon-wrap CMD
 # runs unetbackd under CMD (words, e.g. "strace -f -o /host/out/strace.txt"); both through a
 # runtime drop-in for unetbackd.service; --programs-from-share runs the build dir's unetbackd
@@ -76,7 +81,7 @@ while (($#)); do
       [[ ${2:-} =~ ^[A-Z_][A-Z0-9_]*=[A-Za-z0-9_.,:/-]*$ ]] || { echo "xenlab: --b-env takes NAME=VALUE (no spaces)" >&2; exit 2; }
       B_ENV+="$2 "; shift ;;
     --quick) QUICK=1 ;;
-    --only) ONLY=${2:?--only needs kernel, unetbackd, shim, libvirt, mq, umq, kmq or dd}; shift ;;
+    --only) ONLY=${2:?--only needs kernel, unetbackd, shim, libvirt, life, mq, umq, kmq or dd}; shift ;;
     --json) JSON=${2:?--json needs a file}; shift ;;
     --no-shim) SHIM=0 ;;
     --profile) PROFILE=1 ;;
@@ -124,6 +129,9 @@ install -m644 "$DEB" "$SHARE/debs/"
 log "dom0 installs $(basename "$DEB")"
 install -m755 "$BIN_DAEMON" "$BIN_CTL" "$SHARE/bin/"
 cp "$CACHE/vmlinuz" "$SHARE/vmlinuz"
+# The hypervisor's build configuration (what dom0 reports when Xen refuses something it was
+# built without, e.g. log-dirty mode for PV guests, which needs CONFIG_SHADOW_PAGING).
+cp "$CACHE"/xen/boot/xen-*.config "$SHARE/xen.config" 2>/dev/null || true
 # Every shared library the binaries need must be in the dom0 root (same bookworm versions);
 # dpkg -i checks the package's dependencies itself.
 for b in "$BIN_DAEMON" "$BIN_CTL"; do

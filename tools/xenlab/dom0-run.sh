@@ -5,6 +5,7 @@
 #   /host/debs/      the project's Debian package(s) (unetback_*.deb), installed with dpkg -i
 #   /host/bin/       unetbackd, unetback-ctl of the build dir (--programs-from-share only)
 #   /host/vmlinuz, /host/domU-initrd.cpio.gz (xen-netfront), /host/domU-shim-initrd.cpio.gz
+#   /host/xen.config the hypervisor's build configuration
 # Writes /host/out/results.txt: "FIG name value" and "CHECK name PASS|FAIL detail" lines, and
 # logs (unetbackd.log, xl-*.log) beside it. Everything is also echoed on the console.
 # Directions are the project's: guest_tx = domU -> dom0, guest_rx = dom0 -> domU; domu_to_domu
@@ -22,7 +23,7 @@ ROUNDS=1 SECS=3 SHIM=1 ONLY= DAEMON_ARGS= DAEMON_WRAP= FROM_SHARE=0 B_ARGS= B_EN
 up() { cut -d' ' -f1 /proc/uptime; }
 say() {
   echo "XENLAB $(up) $*"
-  up >/tmp/last-say
+  up >/tmp/last-say.new && mv /tmp/last-say.new /tmp/last-say # never read half-written
 }
 fig() { echo "FIG $1 $2" >>"$RES"; say "figure $1 = $2"; }
 check() { # check NAME 0|1 DETAIL...   (0: passed, as a shell status)
@@ -777,6 +778,209 @@ sigkill_restart() { # TAG IP
   [ $rc = 0 ] && iperf "$tag.restarted" "$ip" guest_rx
 }
 
+# ---------------------------------------------------------------------------------------------
+# Guest lifecycle (issue 18): xl save + xl restore, xl migrate to this same host, and a TCP
+# stream across a migration, on the kernel netback (the baseline) and on unetbackd.
+# The outage of each step is measured by a ping every 50 ms from dom0 (ping -D: a timestamp per
+# reply): the longest gap between two replies, from the last one before to the first one after.
+OUTAGE_PID= OUTAGE_LOG=
+outage_start() { # TAG IP
+  OUTAGE_LOG=$OUT/ping-$1.log
+  ping -D -n -i 0.05 -W 1 "$2" >"$OUTAGE_LOG" 2>&1 &
+  OUTAGE_PID=$!
+  wait_for 10 grep -q 'bytes from' "$OUTAGE_LOG"
+}
+# outage_stop TAG: stops the pinger, records TAG.outage_ms and checks that it saw replies on
+# both sides of the step. RESUMED_AT (date +%s.%N, the clock of ping -D) is when xl had
+# finished (the domain runs again): TAG.first_ping_after_ms is the part of the outage after it,
+# the time the guest's vif took to be served again.
+RESUMED_AT=
+outage_stop() { # TAG [FIGURE: default outage_ms]
+  local tag=$1 what=${2:-outage_ms} ms first
+  sleep 1 # replies after the first one that answered again
+  kill -INT "$OUTAGE_PID" 2>/dev/null
+  wait "$OUTAGE_PID" 2>/dev/null
+  ms=$(awk -F'[][]' '/bytes from/ {t = $2 + 0; if (n++) { g = t - p; if (g > m) m = g }; p = t}
+    END {if (n >= 2) printf "%d", m * 1000}' "$OUTAGE_LOG")
+  if [ -n "$RESUMED_AT" ]; then
+    first=$(awk -F'[][]' -v r="$RESUMED_AT" '/bytes from/ && $2 + 0 >= r {printf "%d", ($2 - r) * 1000; exit}' "$OUTAGE_LOG")
+    [ -n "$first" ] && fig "$tag.first_ping_after_ms" "$first"
+    RESUMED_AT=
+  fi
+  if [ -n "$ms" ]; then
+    fig "$tag.$what" "$ms"
+    check "$tag.outage_measured" 0 "longest gap between ping replies $ms ms ($(grep -c 'bytes from' "$OUTAGE_LOG") replies at 50 ms)"
+  else
+    check "$tag.outage_measured" 1 "fewer than 2 ping replies: $(tail -2 "$OUTAGE_LOG" | tr '\n' ' ')"
+  fi
+}
+# vif_connected DOMID: the domain's vif 0, frontend and backend both Connected (4), where its
+# backend is dom0.
+vif_connected() {
+  [ "$(xenstore-read "/local/domain/$1/device/vif/0/state" 2>/dev/null)" = 4 ] &&
+    [ "$(xenstore-read "$BE/$1/0/state" 2>/dev/null)" = 4 ]
+}
+# served_again TAG NAME IP OLD_DOMID [QUEUES]: after a save/restore or a migration, the domain
+# runs under a new domid, its vif is Connected (with QUEUES queues) and it pings.
+served_again() {
+  local tag=$1 name=$2 ip=$3 d0=$4 want_q=${5:-} d1 q
+  d1=$(xl domid "$name" 2>/dev/null)
+  check "$tag.new_domid" "$([ -n "$d1" ] && [ "$d1" != "$d0" ] && echo 0 || echo 1)" "domid $d0 -> ${d1:-none}"
+  [ -n "$d1" ] || return 1
+  wait_for 60 ping -c1 -W1 "$ip"
+  check "$tag.ping" $? "$ip answers ping under domid $d1"
+  wait_for 30 vif_connected "$d1"
+  check "$tag.connected" $? "vif $d1/0: frontend state $(xenstore-read "/local/domain/$d1/device/vif/0/state" 2>&1), backend state $(xenstore-read "$BE/$d1/0/state" 2>&1)"
+  if [ -n "$want_q" ]; then
+    q=$(xenstore-read "/local/domain/$d1/device/vif/0/multi-queue-num-queues" 2>/dev/null)
+    check "$tag.queues" "$([ "${q:-1}" = "$want_q" ] && echo 0 || echo 1)" "frontend multi-queue-num-queues=${q:-unset} after the resume (want $want_q)"
+  fi
+}
+# STREAM=1: an iperf3 TCP stream (domU -> dom0: dom0's client reports what it received per
+# 100 ms) runs across the step: stream_start before it, stream_stop TAG after it. The same
+# connection must carry data again afterwards (no reset: iperf3 neither fails nor ends), and
+# TAG.stall_ms is the longest run of 100 ms intervals without a byte.
+STREAM_PID= STREAM_LOG=
+stream_start() { # TAG IP
+  STREAM_LOG=$OUT/iperf3-$1.stream.log
+  timeout 300 iperf3 -c "$2" -R -f m -t 240 -i 0.1 >"$STREAM_LOG" 2>&1 &
+  STREAM_PID=$!
+  wait_for 20 sh -c "grep -c 'Mbits/sec' '$STREAM_LOG' | awk '{exit !(\$1 >= 10)}'"
+}
+stream_stop() { # TAG [FIGURE: default stall_ms]
+  local tag=$1 what=${2:-stall_ms} st stall after rates
+  sleep 3 # the stream after the step
+  kill -0 "$STREAM_PID" 2>/dev/null
+  st=$? # 0: iperf3 still running: the connection survived
+  kill -INT "$STREAM_PID" 2>/dev/null
+  wait "$STREAM_PID" 2>/dev/null
+  # Interval lines: "[  5]  12.30-12.40  sec  1.25 MBytes   105 Mbits/sec"
+  rates=$(awk '/ sec .*bits\/sec/ && !/sender|receiver/ {
+      for (i = 1; i <= NF; i++) if ($i ~ /bits\/sec$/) r = $(i - 1) + 0
+      print r }' "$STREAM_LOG")
+  stall=$(echo "$rates" | awk '{ if ($1 == 0) { z++; if (z > m) m = z } else z = 0; n++ } END {if (n) printf "%d", m * 100}')
+  after=$(echo "$rates" | tail -20 | awk '$1 > 0 {n++} END {print n + 0}')
+  grep -qiE 'reset|error|unable' "$STREAM_LOG" && st=1
+  check "$tag.stream_survived" "$([ $st = 0 ] && [ "$after" -ge 5 ] && echo 0 || echo 1)" \
+    "iperf3 $([ $st = 0 ] && echo "still running" || echo "ended or failed") after the step, $after of its last 20 intervals (100 ms) carried data; $(grep -iE 'reset|error|unable' "$STREAM_LOG" | head -1)"
+  [ -n "$stall" ] && fig "$tag.$what" "$stall"
+}
+# saverestore_once TAG NAME IP [QUEUES]: xl save to a file (the domain is gone after it: its vif
+# must be gone completely), xl restore from it.
+saverestore_once() {
+  local tag=$1 name=$2 ip=$3 d0 ports t0 rc file=/var/tmp/$2.save
+  d0=$(xl domid "$name")
+  ports=$(fe_ports "/local/domain/$d0/device/vif")
+  outage_start "$tag" "$ip"
+  [ "${STREAM:-0}" = 1 ] && stream_start "$tag" "$ip"
+  t0=$(now)
+  xl -vvv save "$name" "$file" >"$OUT/xl-save-$tag.log" 2>&1
+  rc=$?
+  fig "$tag.save_s" "$(since "$t0")"
+  check "$tag.xl_save" $rc "xl save rc=$rc ($(du -m "$file" 2>/dev/null | cut -f1) MiB)"
+  check_vif_gone "$tag.saved" "$d0" "vif$d0.0" "$ports"
+  t0=$(now)
+  xl -vvv restore "$file" >"$OUT/xl-restore-$tag.log" 2>&1
+  rc=$?
+  fig "$tag.restore_s" "$(since "$t0")"
+  RESUMED_AT=$(now)
+  check "$tag.xl_restore" $rc "xl restore rc=$rc"
+  rm -f "$file"
+  [ $rc = 0 ] || grep -E "error|ERROR|unable" "$OUT/xl-restore-$tag.log" | tail -5 | sed 's/^/XENLAB   xl: /'
+  served_again "$tag" "$name" "$ip" "$d0" "${4:-}"
+  [ "${STREAM:-0}" = 1 ] && stream_stop "$tag"
+  outage_stop "$tag"
+}
+# migrate_once TAG NAME IP [QUEUES]: xl migrate to this host. With an empty -s (no ssh command)
+# xl runs its "host" argument as the shell command that receives the stream, so
+# `xl migrate -s '' NAME 'xl migrate-receive'` is a localhost migration without a network login
+# (tools/xl/xl_migrate.c: rune = host when ssh_command is empty). Afterwards the old domid's vif
+# is gone completely (no TAP, no event channel to it, no more gntdev mappings than the one vif
+# held before) and the new domain is served. Status 2: the hypervisor cannot migrate a PV domain
+# live (no log-dirty mode: Debian's Xen 4.17 is built without CONFIG_SHADOW_PAGING, which PV
+# log-dirty needs); then the domain must have stayed where it was, still served, and the target
+# half-built by xl migrate-receive must have left nothing behind.
+migrate_once() {
+  local tag=$1 name=$2 ip=$3 d0 ports t0 rc maps0 target cfg
+  d0=$(xl domid "$name")
+  ports=$(fe_ports "/local/domain/$d0/device/vif")
+  maps0=$(gntdev_maps)
+  outage_start "$tag" "$ip"
+  [ "${STREAM:-0}" = 1 ] && stream_start "$tag" "$ip"
+  t0=$(now)
+  xl migrate -s '' "$name" 'xl migrate-receive' >"$OUT/xl-migrate-$tag.log" 2>&1
+  rc=$?
+  fig "$tag.migrate_s" "$(since "$t0")"
+  if [ $rc != 0 ] && grep -q "Failed to enable logdirty" "$OUT/xl-migrate-$tag.log"; then
+    cfg=$(grep -h 'SHADOW_PAGING' "$H/xen.config" 2>/dev/null | head -1)
+    fig migrate.pv_live_migration unsupported
+    say "xl migrate: this Xen has no log-dirty mode for PV guests (${cfg:-no xen.config in the share}): $(grep -m1 'logdirty' "$OUT/xl-migrate-$tag.log")"
+    target=$(sed -n 's/.*Domain \([0-9]*\):cannot (re-)build domain.*/\1/p' "$OUT/xl-migrate-$tag.log" | head -1)
+    check "$tag.refused_cleanly" "$([ "$(xl domid "$name" 2>/dev/null)" = "$d0" ] && ! xl list 2>/dev/null | grep -q -- '--incoming' && echo 0 || echo 1)" \
+      "xl migrate rc=$rc: log-dirty refused (${cfg:-?}); $name still domid $(xl domid "$name" 2>/dev/null), no --incoming domain left"
+    wait_for 30 vif_connected "$d0"
+    check "$tag.still_served" $? "vif $d0/0 after the refused migration: frontend $(xenstore-read "/local/domain/$d0/device/vif/0/state" 2>&1), backend $(xenstore-read "$BE/$d0/0/state" 2>&1)"
+    if [ -n "$target" ]; then
+      check "$tag.target_gone" "$(! xenstore-read "$BE/$target/0/state" >/dev/null 2>&1 && ! ip link show "vif$target.0" >/dev/null 2>&1 && [ -z "$(evtchn_lines "$target")" ] && echo 0 || echo 1)" \
+        "the target domain $target: no backend dir, no TAP vif$target.0, no event channel"
+    fi
+    # The figures of a refused attempt are not a migration's outage: named apart.
+    [ "${STREAM:-0}" = 1 ] && stream_stop "$tag" refused_stall_ms
+    outage_stop "$tag" refused_outage_ms
+    return 2
+  fi
+  RESUMED_AT=$(now)
+  check "$tag.xl_migrate" $rc "xl migrate localhost rc=$rc"
+  [ $rc = 0 ] || grep -E "error|ERROR|unable|failed" "$OUT/xl-migrate-$tag.log" | tail -5 | sed 's/^/XENLAB   xl: /'
+  check_vif_gone "$tag.old_vif" "$d0" "vif$d0.0" "$ports" "$maps0"
+  served_again "$tag" "$name" "$ip" "$d0" "${4:-}"
+  [ "${STREAM:-0}" = 1 ] && stream_stop "$tag"
+  outage_stop "$tag"
+}
+# lifecycle BACKEND (kernel|unetbackd): quick: one save/restore and one migration; full: two
+# save/restores and ten migrations. The first save/restore and the first migration each carry a
+# TCP stream across them.
+lifecycle() {
+  local be=$1 n nsr=2 nmig=10
+  [ "$ROUNDS" = 1 ] && nsr=1 nmig=1
+  say "=== guest lifecycle on $be: xl save/restore x$nsr, xl migrate localhost x$nmig"
+  if [ "$be" = kernel ]; then kernel_netback_load; else start_unetbackd || return; fi
+  if xl_create "life.$be" /tmp/u1.cfg labu 10.99.0.2; then
+    STREAM=1 saverestore_once "saverestore.$be.1" labu 10.99.0.2
+    for n in $(seq 2 "$nsr"); do saverestore_once "saverestore.$be.$n" labu 10.99.0.2; done
+    iperf "saverestore.$be" 10.99.0.2 guest_rx
+    if STREAM=1 migrate_once "migrate.$be.1" labu 10.99.0.2; then
+      for n in $(seq 2 "$nmig"); do migrate_once "migrate.$be.$n" labu 10.99.0.2; done
+      iperf "migrate.$be" 10.99.0.2 guest_rx
+    fi
+    destroy_checked "life.$be" labu
+  else
+    xl destroy labu >/dev/null 2>&1
+  fi
+  if [ "$be" = kernel ]; then
+    wait_for 20 rmmod xen-netback
+    check "life.kernel.rmmod" $? "xen-netback unloaded"
+  else
+    stop_unetbackd
+  fi
+  integrity "life.$be"
+}
+# lifecycle_mq BACKEND (full run): the 2-vCPU domU saved, restored and migrated; xen-netfront
+# negotiates its queues again on every resume.
+lifecycle_mq() {
+  local be=$1
+  say "=== guest lifecycle on $be: 2-vCPU domU, save/restore and migrate"
+  if [ "$be" = kernel ]; then kernel_netback_load; else start_unetbackd || return; fi
+  if xl_create "life.$be.mq" /tmp/mq.cfg labmq 10.99.0.3; then
+    saverestore_once "saverestore.$be.mq" labmq 10.99.0.3 2
+    migrate_once "migrate.$be.mq" labmq 10.99.0.3 2
+    iperf "life.$be.mq" 10.99.0.3 guest_rx -P 2
+  fi
+  xl destroy labmq >/dev/null 2>&1
+  if [ "$be" = kernel ]; then wait_for 20 rmmod xen-netback; else stop_unetbackd; fi
+  integrity "life.$be.mq"
+}
+
 # The daemon's lines in the journal, with a priority per level: an info line ("new vif") is in
 # journalctl -u, a warning (a bad tunable written into xenstore, rejected) is in -p warning and
 # the info line is not.
@@ -1170,6 +1374,11 @@ if [ "$SHIM" = 1 ] && want shim; then
   shim_round kernel
   shim_round unetbackd
 fi
+# Guest lifecycle: save/restore and migration, the kernel netback first (the baseline).
+if want life || want unetbackd; then
+  lifecycle kernel
+  lifecycle unetbackd
+fi
 # libvirt (and the journal's lines from everything unetbackd served so far).
 if want unetbackd || want libvirt; then
   start_unetbackd && {
@@ -1190,6 +1399,12 @@ else
     unetbackd_extras
     stop_unetbackd
   }
+  # The 2-vCPU domU's save/restore and migration (full run only): last, with the other
+  # 2-vCPU scenarios.
+  if [ "$ROUNDS" != 1 ] && { want life || want mq; }; then
+    lifecycle_mq kernel
+    lifecycle_mq unetbackd
+  fi
 fi
 for f in /var/log/xen/console/guest-*.log; do [ -f "$f" ] && cp "$f" "$OUT/console-$(basename "$f")"; done
 cp /var/log/xen/xl-*.log "$OUT/" 2>/dev/null

@@ -21,6 +21,26 @@ def read_lines(path):
         return f.read().splitlines()
 
 
+def lifecycle_summary(figs):
+    """The guest lifecycle's outages (dom0-run.sh: saverestore.BE.N.outage_ms,
+    migrate.BE.N.outage_ms, the 2-vCPU domU's BE.mq, the stream's BE.1.stall_ms, the part of each
+    outage after xl had finished, BE.N.first_ping_after_ms, and a refused migration's
+    refused_outage_ms and refused_stall_ms), per step and backend: median, max and count, in ms."""
+    steps = {}
+    for key, v in figs.items():
+        m = re.fullmatch(r"(saverestore|migrate)\.(kernel|unetbackd)\.(\d+|mq)\.(outage_ms|stall_ms|first_ping_after_ms|refused_outage_ms|refused_stall_ms)", key)
+        if not m or not isinstance(v, float):
+            continue
+        kind, be, n, what = m.groups()
+        step = (kind + (".mq" if n == "mq" else "")
+                + {"outage_ms": "", "stall_ms": ".stream_stall", "first_ping_after_ms": ".served_after_resume",
+                   "refused_outage_ms": ".refused", "refused_stall_ms": ".refused.stream_stall"}[what])
+        steps.setdefault(step, {}).setdefault(be, []).append(v)
+    return {step: {be: {"median": statistics.median(xs), "max": max(xs), "n": len(xs)}
+                   for be, xs in sorted(per_be.items())}
+            for step, per_be in sorted(steps.items())}
+
+
 def main(argv):
     if len(argv) != 10:
         print(USAGE, file=sys.stderr)
@@ -120,6 +140,7 @@ def main(argv):
                 per_packet.setdefault(be, {})[key] = e
     methods = sorted({v for k, v in figs.items() if k.endswith(".syscalls_method")})
 
+    lifecycle = lifecycle_summary(figs)
     # The driver domain's grant-table figures (Xen's 'g' debug key while labdd serves one client,
     # the xl.cfg defaults: max_maptrack_frames, max_grant_frames) per backend in labdd.
     dd_grants = {}
@@ -145,6 +166,11 @@ def main(argv):
             for key, e in d.items():
                 f = lambda x: "-" if x is None else "%.3f" % x
                 print(f"  {(key if be == 'unetbackd' else key + ' (b)'):34} {f(e.get('syscalls_per_packet')):>9} {f(e.get('wakeups_per_packet')):>9}")
+    if lifecycle:
+        print(f"{'guest lifecycle, ms':38} {'kernel netback':>22} {'unetbackd':>22}")
+        for step, per_be in lifecycle.items():
+            cell = lambda e: "-" if not e else f"{e['median']:.0f} (max {e['max']:.0f}, n={e['n']})"
+            print(f"  {step:36} {cell(per_be.get('kernel')):>22} {cell(per_be.get('unetbackd')):>22}")
     if dd_checks or dd_grants:
         print(f"driver domain: {sum(c['result'] == 'PASS' for c in dd_checks)} of {len(dd_checks)} driverdomain.* checks passed")
         for be, g in sorted(dd_grants.items()):
@@ -178,7 +204,8 @@ def main(argv):
                                 "qemu_priority_raised": priority == "1"},
                        "passed": not failed, "environment_fault": env_fault, "memory_errors": crashes,
                        "figures": figs, "means_mbps": means, "ratios": ratios,
-                       "unetbackd_per_packet": per_packet, "syscalls_method": methods,
+                       "unetbackd_per_packet": per_packet, "lifecycle_ms": lifecycle,
+                       "syscalls_method": methods,
                        "driver_domain": {"checks_passed": sum(c["result"] == "PASS" for c in dd_checks),
                                          "checks": len(dd_checks), "grants": dd_grants},
                        "checks": checks},

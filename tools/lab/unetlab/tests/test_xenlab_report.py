@@ -91,6 +91,43 @@ class XenlabReportTest(unittest.TestCase):
         self.assertFalse(d["environment_fault"])
         self.assertIn({"name": "lab.completed", "result": "FAIL", "detail": "timed out"}, d["checks"])
 
+    def test_the_lifecycle_outages_are_summed_up_per_step_and_backend(self):
+        # Recorded in the lab (2026-12-01, --only life): xl save + xl restore of labu on each
+        # backend, the 50 ms pinger's longest gap, and the TCP stream's stall across it.
+        with open(self.results, "a") as f:
+            f.write("FIG saverestore.kernel.1.outage_ms 18157\n"
+                    "FIG saverestore.kernel.1.stall_ms 19300\n"
+                    "FIG saverestore.unetbackd.1.outage_ms 20842\n"
+                    "FIG saverestore.unetbackd.2.outage_ms 19000\n"
+                    "FIG saverestore.unetbackd.1.stall_ms 21100\n"
+                    "FIG saverestore.unetbackd.mq.outage_ms 25000\n"
+                    "FIG saverestore.unetbackd.1.first_ping_after_ms 1200\n"
+                    "FIG migrate.pv_live_migration unsupported\n"
+                    "FIG migrate.unetbackd.1.outage_ms 150\n"
+                    "FIG migrate.kernel.1.refused_outage_ms 150\n"
+                    "FIG migrate.unetbackd.2.refused_outage_ms 402\n"
+                    "CHECK saverestore.unetbackd.1.connected PASS vif 5/0: frontend state 4, backend state 4\n")
+        rc, d, text = self.report()
+        self.assertEqual(rc, 0)
+        life = d["lifecycle_ms"]
+        self.assertEqual(life["saverestore"]["kernel"], {"median": 18157.0, "max": 18157.0, "n": 1})
+        self.assertEqual(life["saverestore"]["unetbackd"], {"median": 19921.0, "max": 20842.0, "n": 2})
+        self.assertEqual(life["saverestore.stream_stall"]["unetbackd"]["max"], 21100.0)
+        self.assertEqual(life["saverestore.mq"]["unetbackd"]["n"], 1)
+        self.assertEqual(life["saverestore.served_after_resume"], {"unetbackd": {"median": 1200.0, "max": 1200.0, "n": 1}})
+        self.assertEqual(life["migrate"], {"unetbackd": {"median": 150.0, "max": 150.0, "n": 1}})
+        self.assertEqual(d["figures"]["migrate.pv_live_migration"], "unsupported")
+        # A refused attempt (Debian's Xen: no PV log-dirty) is not counted as a migration.
+        self.assertEqual(life["migrate.refused"]["unetbackd"], {"median": 402.0, "max": 402.0, "n": 1})
+        self.assertEqual(life["migrate.refused"]["kernel"]["n"], 1)
+        self.assertIn("guest lifecycle, ms", text)
+        self.assertRegex(text, r"saverestore +18157 \(max 18157, n=1\) +19921 \(max 20842, n=2\)")
+
+    def test_a_run_without_lifecycle_steps_has_an_empty_lifecycle_summary(self):
+        _, d, text = self.report()
+        self.assertEqual(d["lifecycle_ms"], {})
+        self.assertNotIn("guest lifecycle", text)
+
     def test_the_driver_domain_part_gets_its_ratios_grant_figures_and_checks(self):
         # The driverdomain lines of a --quick --only dd boot (2026-12-01, tools/xenlab/dom0-run.sh
         # dd_part): labdd serving labc with unetbackd, then with the kernel netback.
