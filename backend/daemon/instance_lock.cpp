@@ -33,9 +33,10 @@ std::string read_small_file(int fd) {
 
 InstanceLock InstanceLock::acquire(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644));
-  if (!fd.valid())
+  if (!fd.valid()) {
     throw SetupError("cannot open the lock file " + path + ": " + last_errno().message() +
                      " (--lock-file chooses another)");
+  }
   if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
     if (err == EWOULDBLOCK) {
@@ -48,9 +49,10 @@ InstanceLock InstanceLock::acquire(const std::string& path) {
   }
   const std::string pid = std::to_string(::getpid()) + "\n";
   if (::ftruncate(fd.get(), 0) != 0 ||
-      ::pwrite(fd.get(), pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size()))
+      ::pwrite(fd.get(), pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
     log::write(log::Level::warn, "unetbackd",
                "cannot write our pid into " + path + ": " + last_errno().message());
+  }
   return InstanceLock(path, std::move(fd));
 }
 
@@ -81,10 +83,22 @@ void claim_owner_node(hv::XenStore& xs, DomId self) {
     }
     return xs.write(node, std::to_string(me), tx);
   });
-  if (holder)
+  if (holder) {
     throw SetupError("another unetbackd (pid " + *holder + ") already serves domain " +
                      std::to_string(self.value()) + " (xenstore " + node +
                      "); not touching any vif");
+  }
+  if (ec == std::errc::permission_denied) {
+    // A driver domain: the toolstack makes its /local/domain/<self> read-only to it, so the
+    // node cannot be created unless dom0 made the directory ours. The lock file still keeps
+    // a second daemon of this domain out.
+    log::write(log::Level::warn, "unetbackd",
+               "cannot write " + node + " (" + ec.message() +
+                   "): only the lock file guards this backend domain; dom0 can give us " +
+                   tunables_dir(self) + " (xenstore-chmod ... n" + std::to_string(self.value()) +
+                   ")");
+    return;
+  }
   if (ec) throw SetupError("cannot write " + node + ": " + ec.message());
 }
 

@@ -232,8 +232,20 @@ void TunableStore::reconcile(const TunableSpec& spec) {
 
 void TunableStore::write_back(const TunableSpec& spec) {
   const std::string path = dir_ + "/" + std::string(spec.name);
-  if (auto ec = xs_.write(path, format_tunable(current_, spec)))
-    log::write(log::Level::error, kLog, "writing " + path + ": " + ec.message());
+  auto ec = xs_.write(path, format_tunable(current_, spec));
+  if (!ec) return;
+  if (ec == std::errc::permission_denied) {
+    // A driver domain whose dom0 did not give it the directory: the values in force are not
+    // published there, which is said once, not once per tunable.
+    if (!told_read_only_) {
+      log::write(log::Level::warn, kLog,
+                 dir_ + " is not writable (" + ec.message() +
+                     "): tunables are read from it but the values in force are not written back");
+    }
+    told_read_only_ = true;
+    return;
+  }
+  log::write(log::Level::error, kLog, "writing " + path + ": " + ec.message());
 }
 
 }  // namespace unetback::daemon

@@ -87,6 +87,7 @@ class TunableStore {
   std::vector<std::string> explicit_names_;
   hv::XsWatch watch_;
   bool started_ = false;
+  bool told_read_only_ = false;  // the directory refused a write-back (said once)
 };
 
 }  // namespace unetback::daemon

@@ -27,6 +27,11 @@
 #      times; the first with an iperf3 TCP stream across it), each with its outage (the longest
 #      gap between 50 ms pings, saverestore.*/migrate.*.outage_ms), the old domid's vif gone
 #      completely, the new one Connected; full run: the 2-vCPU domU too (queues after resume)
+#   driver domain: a PV domU with driver_domain=1 (tools/xenlab/dd-init) runs unetbackd and
+#      `xl devd`; a client domU with backend=labdd: Connected, the hotplug script run in the
+#      driver domain, ping, iperf3 both ways, xl destroy of the client releases everything there,
+#      then xl destroy of the driver domain under a running client; the same driver domain with
+#      xen-netback as the baseline (iperf3 both ways); the grant/maptrack frames Xen reports
 #   last: apt-get remove unetback stops the service.
 # Directions are the project's: guest_tx = domU -> dom0 (the guest transmits), guest_rx =
 # dom0 -> domU.
@@ -42,8 +47,9 @@
 # time goes in dom0). --host-hog N runs N busy loops on this
 # host (not in dom0) for the whole boot, each ended by its PID afterwards: the figures under
 # host load.
-# Debugging: --only kernel|unetbackd|shim|libvirt|life|mq|umq|kmq runs one part (mq: 3 on both backends;
-# umq: 3 on unetbackd; kmq: 3 on the kernel netback, three times, with detach/attach);
+# Debugging: --only kernel|unetbackd|shim|libvirt|life|mq|umq|kmq|dd runs one part (mq: 3 on both
+# backends; umq: 3 on unetbackd; kmq: 3 on the kernel netback, three times, with detach/attach;
+# dd: the driver domain);
 # --daemon-arg ARG adds ARG (a word) to unetbackd's command line (repeat it); --daemon-wrap CMD
 # runs unetbackd under CMD (words, e.g. "strace -f -o /host/out/strace.txt"); both through a
 # runtime drop-in for unetbackd.service; --programs-from-share runs the build dir's unetbackd
@@ -75,7 +81,7 @@ while (($#)); do
       [[ ${2:-} =~ ^[A-Z_][A-Z0-9_]*=[A-Za-z0-9_.,:/-]*$ ]] || { echo "xenlab: --b-env takes NAME=VALUE (no spaces)" >&2; exit 2; }
       B_ENV+="$2 "; shift ;;
     --quick) QUICK=1 ;;
-    --only) ONLY=${2:?--only needs kernel, unetbackd, shim, libvirt, life, mq, umq or kmq}; shift ;;
+    --only) ONLY=${2:?--only needs kernel, unetbackd, shim, libvirt, life, mq, umq, kmq or dd}; shift ;;
     --json) JSON=${2:?--json needs a file}; shift ;;
     --no-shim) SHIM=0 ;;
     --profile) PROFILE=1 ;;
@@ -140,6 +146,20 @@ gcc -static -O2 -Wall -o "$SHARE/xdp-pass" "$X/xdp-pass.c"
   "$SHARE/xdp-pass:/usr/local/bin/xdp-pass" -- xen-netfront
 "$X/mk-initrd.sh" "$CACHE" "$SHARE/domU-shim-initrd.cpio.gz" "$X/domU-init" /usr/bin/iperf3 \
   "$BIN_SHIM:/usr/local/bin/netfront-shim" -- xen-evtchn xen-gntalloc tun
+# The driver domain (tools/xenlab/dd-init): the build dir's unetbackd and unetback-ctl (stripped:
+# the initramfs is unpacked at every boot), dom0's xl (for xl devd), xenstore tools, bash, flock
+# and hotplug scripts (/etc/xen/scripts, with vif-unetback), iperf3, and the modules a backend
+# needs; xen-netback is loaded only for the kernel-netback baseline.
+DDBIN=$(mktemp -d /tmp/xenlab-ddbin.XXXXXX)
+strip -o "$DDBIN/unetbackd" "$BIN_DAEMON"
+strip -o "$DDBIN/unetback-ctl" "$BIN_CTL"
+DD_FILES=(/usr/bin/iperf3 "$DDBIN/unetbackd:/usr/sbin/unetbackd" "$DDBIN/unetback-ctl:/usr/bin/unetback-ctl"
+  @/usr/lib/xen-4.17/bin/xl:/usr/sbin/xl @/bin/bash @/usr/bin/flock @/etc/xen/scripts
+  "$ROOT/tools/hotplug/vif-unetback:/etc/xen/scripts/vif-unetback")
+for t in read write ls list rm exists chmod watch; do DD_FILES+=("@/bin/xenstore-$t:/usr/bin/xenstore-$t"); done
+"$X/mk-initrd.sh" "$CACHE" "$SHARE/domU-dd-initrd.cpio.gz" "$X/dd-init" "${DD_FILES[@]}" -- \
+  xen-netfront xen-evtchn xen-gntdev xen-gntalloc xen-privcmd xenfs tun bridge xen-netback
+rm -rf "$DDBIN"
 if ((QUICK)); then
   ROUNDS=1 SECS=3 LIMIT=${XENLAB_TIMEOUT:-1800}
 else

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Packs a busybox initramfs: mk-initrd.sh CACHE OUT.cpio.gz INIT [FILE[:DEST]...] -- [MODULE...]
 # FILEs are host binaries (put at DEST, default the same path) copied with the shared libraries
-# ldd reports; MODULEs come from the
+# ldd reports; a FILE written @PATH is dom0's (CACHE/rootfs/PATH, its libraries as ldd finds
+# them in a chroot there), and a directory is copied whole (no libraries); MODULEs come from the
 # kernel extracted in CACHE/kernel, with their dependencies, in load order (/modules.order).
 set -euo pipefail
 CACHE=$1 OUT=$2 INIT=$3
@@ -28,11 +29,27 @@ done
 for spec in "${files[@]}"; do
   f=${spec%%:*}
   dest=${spec#*:}
+  root= # @PATH: from dom0's root tree
+  if [[ $f == @* ]]; then
+    f=${f#@}
+    [[ $dest == @* ]] && dest=${dest#@}
+    root=$CACHE/rootfs
+  fi
   mkdir -p "$d$(dirname "$dest")"
-  cp -L "$f" "$d$dest"
-  for lib in $(ldd "$f" | grep -o '/[^ ]*'); do
+  if [[ -d $root$f ]]; then
+    mkdir -p "$d$dest"
+    cp -rL "$root$f/." "$d$dest/"
+    continue
+  fi
+  cp -L "$root$f" "$d$dest"
+  if [[ -n $root ]]; then
+    libs=$(chroot "$root" ldd "$f" | grep -o '/[^ ]*') || true
+  else
+    libs=$(ldd "$f" | grep -o '/[^ ]*') || true
+  fi
+  for lib in $libs; do
     mkdir -p "$d$(dirname "$lib")"
-    cp -L "$lib" "$d$lib"
+    cp -L "$root$lib" "$d$lib"
   done
 done
 (cd "$d" && find . | cpio -o -H newc --quiet | gzip -1) >"$OUT"

@@ -13,6 +13,7 @@
 #include <functional>
 #include <gtest/gtest.h>
 #include <iterator>
+#include <mutex>
 #include <netinet/in.h>
 #include <optional>
 #include <poll.h>
@@ -29,10 +30,13 @@
 #include "backend/daemon/control_handler.hpp"
 #include "backend/daemon/control_server.hpp"
 #include "backend/daemon/hotplug_launcher.hpp"
+#include "backend/daemon/instance_lock.hpp"
 #include "backend/daemon/manager_loop.hpp"
 #include "backend/daemon/service_notifier.hpp"
+#include "backend/daemon/tunables.hpp"
 #include "common/hv/sim/sim_hypervisor.hpp"
 #include "common/hv/xen/xen_xenstore.hpp"
+#include "common/util/log.hpp"
 #include "tests/integration/xensim/xensim_process.hpp"
 #include "tests/unit/daemon/fake_vif_factory.hpp"
 
@@ -718,6 +722,51 @@ TEST(Unetbackd, SecondDaemonOnTheSameBackendDomainExitsBeforeTouchingAnyVif) {
   restarted.signal(SIGTERM);
   EXPECT_EQ(restarted.exited(10s), std::optional<int>(0)) << restarted.log();
   EXPECT_EQ(xs_read_or(xs, owner), "<absent>") << "an orderly exit removes the owner node";
+}
+
+// Issue 18 (the real-Xen lab's driver domain): a driver domain's /local/domain/<self> is
+// read-only to it, as the toolstack creates it, so the owner node cannot be written there.
+// Before, claim_owner_node threw and unetbackd exited 1 ("cannot write .../unetback/owner:
+// Permission denied") without serving the domain's backends; now the claim is left to the lock
+// file, and what could not be written is said once (the tunables' write-backs included). Once
+// dom0 gives the domain the directory, the owner node is claimed there. (xensim runs the
+// daemon program in dom0 only: the claim runs here on the driver domain's own connection.)
+TEST(Unetbackd, ClaimsADriverDomainWhoseHomeIsReadOnlyToIt) {
+  XensimProcess world;
+  hv::HypervisorOptions o;
+  o.role = hv::Role::backend;
+  auto hv = hv::open_hypervisor(world.spec(), o);
+  auto* sim = dynamic_cast<hv::SimHypervisor*>(hv.get());
+  ASSERT_NE(sim, nullptr);
+  auto dd = sim->create_domain("labdd");
+  ASSERT_TRUE(dd) << dd.error().message();
+  const std::string id = std::to_string(dd->value());
+  const std::string dir = "/local/domain/" + id + "/unetback";
+  hv::LibXenStore xs(world.dir() + "/dom" + id + ".sock");  // the driver domain's connection
+  std::mutex m;
+  std::vector<std::string> warnings;
+  log::set_sink([&](log::Level l, std::string_view, std::string_view msg) {
+    const std::lock_guard lock(m);
+    if (l >= log::Level::warn) warnings.emplace_back(msg);
+  });
+  EXPECT_NO_THROW(daemon::claim_owner_node(xs, *dd));
+  daemon::TunableStore tunables(xs, *dd, vif::Tunables{});
+  EXPECT_FALSE(tunables.start());
+  log::set_sink({});
+  EXPECT_EQ(xs_read_or(xs, dir + "/owner"), "<absent>");
+  ASSERT_EQ(warnings.size(), 2U) << ::testing::PrintToString(warnings);
+  EXPECT_NE(warnings[0].find("cannot write " + dir + "/owner (Permission denied)"),
+            std::string::npos)
+      << warnings[0];
+  EXPECT_NE(warnings[1].find(dir + " is not writable"), std::string::npos) << warnings[1];
+
+  // dom0 gives the driver domain its directory: the claim takes the owner node.
+  hv::LibXenStore dom0(world.dir() + "/dom0.sock");
+  ASSERT_FALSE(dom0.write(dir, ""));
+  const hv::XsPerm owner_dd[] = {{*dd, hv::XsPerm::Kind::none}};
+  ASSERT_FALSE(dom0.set_perms(dir, owner_dd));
+  EXPECT_NO_THROW(daemon::claim_owner_node(xs, *dd));
+  EXPECT_EQ(xs_read_or(xs, dir + "/owner"), std::to_string(::getpid()));
 }
 
 TEST(Unetbackd, ServesTheControlSocketAndStopsCleanlyOnSigterm) {

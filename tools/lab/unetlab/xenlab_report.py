@@ -99,7 +99,11 @@ def main(argv):
             ("mq_guest_tx", "2 queues, guest TX", r"{be}\.mq", ("guest_tx",)),
             ("mq_guest_rx", "2 queues, guest RX", r"{be}\.mq", ("guest_rx",)),
             ("shim_guest_tx", "shim domU, guest TX", r"shim\.{be}", ("guest_tx",)),
-            ("shim_guest_rx", "shim domU, guest RX", r"shim\.{be}", ("guest_rx",))]
+            ("shim_guest_rx", "shim domU, guest RX", r"shim\.{be}", ("guest_rx",)),
+            # The driver domain (issue 18): iperf3 in labdd against its client labc, with
+            # unetbackd or the kernel netback as labdd's backend.
+            ("dd_guest_tx", "driver domain, guest TX", r"driverdomain\.{be}", ("guest_tx",)),
+            ("dd_guest_rx", "driver domain, guest RX", r"driverdomain\.{be}", ("guest_rx",))]
     ratios, means, rows = {}, {}, []
     for key, label, tag, dirs in SCEN:
         for be in ("unetbackd", "unetbackd_b"):
@@ -137,6 +141,16 @@ def main(argv):
     methods = sorted({v for k, v in figs.items() if k.endswith(".syscalls_method")})
 
     lifecycle = lifecycle_summary(figs)
+    # The driver domain's grant-table figures (Xen's 'g' debug key while labdd serves one client,
+    # the xl.cfg defaults: max_maptrack_frames, max_grant_frames) per backend in labdd.
+    dd_grants = {}
+    for k, v in figs.items():
+        m = re.fullmatch(r"driverdomain\.(kernel|unetbackd)\.((dd|client)_(grant|maptrack)_frames(_max)?"
+                         r"|mapped_grant_pages)", k)
+        if m:
+            dd_grants.setdefault(m.group(1), {})[m.group(2)] = v
+    dd_checks = [c for c in checks if c["name"].startswith("driverdomain.")]
+
     failed = [c for c in checks if c["result"] != "PASS"]
     print()
     print(f"xenlab ({'quick' if quick == '1' else 'full'}): {len(checks) - len(failed)} checks passed, {len(failed)} failed, {elapsed} s"
@@ -157,8 +171,13 @@ def main(argv):
         for step, per_be in lifecycle.items():
             cell = lambda e: "-" if not e else f"{e['median']:.0f} (max {e['max']:.0f}, n={e['n']})"
             print(f"  {step:36} {cell(per_be.get('kernel')):>22} {cell(per_be.get('unetbackd')):>22}")
+    if dd_checks or dd_grants:
+        print(f"driver domain: {sum(c['result'] == 'PASS' for c in dd_checks)} of {len(dd_checks)} driverdomain.* checks passed")
+        for be, g in sorted(dd_grants.items()):
+            print(f"  grants, {be} in labdd: " + ", ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}"
+                                                        for k, v in sorted(g.items())))
     shown = re.compile(r"(kernel|unetbackd|unetbackd_b)\.(r\d+|mq)\.(guest_tx|guest_rx|domu_to_domu|domu_to_domu_reverse)\."
-                       r"(mbps|syscalls_per_packet|wakeups_per_packet)|shim\.(kernel|unetbackd)\.(guest_tx|guest_rx)\.mbps")
+                       r"(mbps|syscalls_per_packet|wakeups_per_packet)|(shim|driverdomain)\.(kernel|unetbackd)\.(guest_tx|guest_rx)\.mbps")
     for key in sorted(figs):
         if not shown.fullmatch(key):
             print(f"  {key:44} {figs[key]}")
@@ -178,13 +197,18 @@ def main(argv):
             json.dump({"mode": "quick" if quick == "1" else "full", "elapsed_s": int(elapsed),
                        "directions": {"guest_tx": "domU -> dom0", "guest_rx": "dom0 -> domU",
                                       "domu_to_domu": "labu -> labu2 over xenbr0 (iperf3 in labu)",
-                                      "domu_to_domu_reverse": "labu2 -> labu (iperf3 -R in labu)"},
+                                      "domu_to_domu_reverse": "labu2 -> labu (iperf3 -R in labu)",
+                                      "dd_guest_tx": "labc -> labdd, its driver domain (iperf3 -R in labdd)",
+                                      "dd_guest_rx": "labdd -> labc (iperf3 in labdd)"},
                        "host": {"hog_busy_loops": int(host_hog), "load_average_at_boot": load0,
                                 "qemu_priority_raised": priority == "1"},
                        "passed": not failed, "environment_fault": env_fault, "memory_errors": crashes,
                        "figures": figs, "means_mbps": means, "ratios": ratios,
                        "unetbackd_per_packet": per_packet, "lifecycle_ms": lifecycle,
-                       "syscalls_method": methods, "checks": checks},
+                       "syscalls_method": methods,
+                       "driver_domain": {"checks_passed": sum(c["result"] == "PASS" for c in dd_checks),
+                                         "checks": len(dd_checks), "grants": dd_grants},
+                       "checks": checks},
                       f, indent=2)
             f.write("\n")
         print(f"json: {out}")

@@ -128,6 +128,38 @@ class XenlabReportTest(unittest.TestCase):
         self.assertEqual(d["lifecycle_ms"], {})
         self.assertNotIn("guest lifecycle", text)
 
+    def test_the_driver_domain_part_gets_its_ratios_grant_figures_and_checks(self):
+        # The driverdomain lines of a --quick --only dd boot (2026-12-01, tools/xenlab/dom0-run.sh
+        # dd_part): labdd serving labc with unetbackd, then with the kernel netback.
+        with open(os.path.join(DATA, "xenlab-results-dd.txt")) as f:
+            dd_lines = f.read()
+        with open(self.results, "a") as f:
+            f.write(dd_lines)
+        rc, d, text = self.report()
+        self.assertEqual(rc, 0)
+        m = d["means_mbps"]
+        for key in ("dd_guest_tx", "dd_guest_rx"):
+            self.assertEqual(set(m[key]), {"kernel", "unetbackd"})
+            self.assertAlmostEqual(d["ratios"][key], m[key]["unetbackd"] / m[key]["kernel"], places=2)
+        self.assertIn("driver domain, guest TX", text)
+        self.assertIn("driver domain, guest RX", text)
+        # The driver domain's own rows do not leak into the dom0 rows.
+        self.assertEqual(d["means_mbps"]["guest_tx"], {"kernel": 760.0, "unetbackd": 348.0})
+        dd = d["driver_domain"]
+        n = sum(1 for l in dd_lines.splitlines() if l.startswith("CHECK driverdomain."))
+        self.assertEqual((dd["checks"], dd["checks_passed"]), (n, n))
+        self.assertIn("dd_maptrack_frames_max", dd["grants"]["unetbackd"])
+        self.assertIn("client_grant_frames", dd["grants"]["kernel"])
+        self.assertRegex(text, rf"driver domain: {n} of {n} driverdomain\.\* checks passed")
+
+    def test_a_client_left_behind_in_the_driver_domain_fails_the_run(self):
+        with open(self.results, "a") as f:
+            f.write("CHECK driverdomain.unetbackd.client.no_tap FAIL vif3.0 in labdd: 7: vif3.0: <BROADCAST>\n")
+        rc, d, text = self.report()
+        self.assertEqual(rc, 1)
+        self.assertEqual(d["driver_domain"], {"checks_passed": 0, "checks": 1, "grants": {}})
+        self.assertIn("FAILED driverdomain.unetbackd.client.no_tap", text)
+
     def test_a_wrong_number_of_arguments_is_a_usage_error(self):
         err = io.StringIO()
         with contextlib.redirect_stderr(err):
