@@ -22,7 +22,7 @@
 #      journalctl -u unetbackd (the daemon's lines; -p warning shows a rejected tunable only)
 #   3. a 2-vCPU domU (2 queues) on the kernel netback, then on unetbackd with a tunable written
 #      with xenstore-write and network-detach/attach (the same checks after each)
-#   lifecycle (issue 18), on the kernel netback and then on unetbackd.service: xl save + xl
+#   lifecycle (issue 18), on the kernel netback (full run only) and on unetbackd.service: xl save + xl
 #      restore (quick: once, full: twice), xl migrate to this host (quick: once, full: ten
 #      times; the first with an iperf3 TCP stream across it), each with its outage (the longest
 #      gap between 50 ms pings, saverestore.*/migrate.*.outage_ms), the old domid's vif gone
