@@ -91,6 +91,10 @@ class Daemon {
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
+    // The log is emptied here, before the fork: a wait_for() right after the constructor must
+    // never find the text of an earlier child that wrote the same log (the child's own O_TRUNC
+    // comes later, once it runs).
+    if (const int f = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644); f >= 0) ::close(f);
     pid_ = ::fork();
     if (pid_ == 0) {
       const int f = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
