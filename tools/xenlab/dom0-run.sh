@@ -444,8 +444,11 @@ profiled() {
   say "profile of unetbackd ($tag $dir) in out/profile-$tag.$dir.txt"
 }
 
-# Remote-domain event channels dom0 holds for domain $1 (lsevtchn: "Remote Domain N").
-evtchn_lines() { lsevtchn 0 2>/dev/null | grep -E "Remote Domain $1([^0-9]|$)"; }
+# domain_evtchn_lines DOMAIN REMOTE: the event channels DOMAIN holds to domain REMOTE
+# (lsevtchn: "Remote Domain N"; dom0's lsevtchn sees every domain's, a driver domain's too);
+# evtchn_lines REMOTE: dom0's.
+domain_evtchn_lines() { lsevtchn "$1" 2>/dev/null | grep -E "Remote Domain $2([^0-9]|$)"; }
+evtchn_lines() { domain_evtchn_lines 0 "$1"; }
 gntdev_maps() { # gntdev mappings (mapped grants) in unetbackd's address space
   local n=0
   [ -n "$UNETBACKD_PID" ] && n=$(grep -c gntdev "/proc/$UNETBACKD_PID/maps")
@@ -599,7 +602,7 @@ xdp_step() {
   hr=$(xenstore-read "$fe/xdp-headroom" 2>/dev/null)
   check "$tag.frontend_headroom" "$([ "$hr" = "$want" ] && echo 0 || echo 1)" \
     "$fe/xdp-headroom = ${hr:-absent} (want $want)"
-  wait_for 10 sh -c "[ \"\$(xenstore-read $fe/state)\" = 4 ] && [ \"\$(xenstore-read $be/state)\" = 4 ]"
+  wait_for 10 vif_connected "$d"
   check "$tag.connected_again" $? \
     "frontend state $(xenstore-read "$fe/state" 2>&1), backend state $(xenstore-read "$be/state" 2>&1)"
   # journald takes the daemon's stderr stream a moment later: look for up to 5 s.
@@ -1159,8 +1162,6 @@ dd_wait() {
     sleep 0.5
   done
 }
-# Event channels of domain $1 whose remote end is domain $2 (lsevtchn in dom0 sees every domain's).
-dd_evtchn_lines() { lsevtchn "$1" 2>/dev/null | grep -E "Remote Domain $2([^0-9]|$)"; }
 # Xen's grant-table report ('g' debug key) into xl dmesg, saved as $OUT/xl-dmesg-gnttab-TAG.txt;
 # gnttab_of FILE DOMID prints domain DOMID's "FRAMES MAX MAPTRACK_FRAMES MAX" from it.
 gnttab_report() { # TAG
@@ -1264,7 +1265,7 @@ dd_client_gone() {
   dd_wait 10 "! ip link show vif$C.0"
   check "$tag.no_tap" $? "vif$C.0 in labdd: $(in_dd "ip -o link show vif$C.0 2>&1" | head -1 | cut -c1-80)"
   wait_for 10 sh -c "[ -z \"\$(lsevtchn $DD 2>/dev/null | grep -E 'Remote Domain $C([^0-9]|$)')\" ]"
-  left=$(dd_evtchn_lines "$DD" "$C")
+  left=$(domain_evtchn_lines "$DD" "$C")
   check "$tag.no_bound_port" "$([ -z "$left" ] && echo 0 || echo 1)" "${left:-labdd (d$DD) has no event channel left to d$C} (labc's ports were: $ports)"
   if [ "$DD_BACKEND" = unetbackd ]; then
     # shellcheck disable=SC2016 # expanded in labdd
