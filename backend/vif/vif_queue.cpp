@@ -1,5 +1,6 @@
 #include "backend/vif/vif_queue.hpp"
 
+#include <algorithm>
 #include <array>
 #include <boost/asio/post.hpp>
 #include <cstdlib>
@@ -21,6 +22,9 @@ using Clock = std::chrono::steady_clock;
 constexpr std::size_t kRxPoolBuffers = 256;
 /// Frames read from the TAP per wakeup before the ring is served.
 constexpr int kTapReadBudget = 64;
+/// Reads one io_uring_enter submits: one call takes what a wakeup finds (a burst beyond it
+/// takes another), and an idle TAP costs that many reads that find nothing, inside one call.
+constexpr std::size_t kTapReadBatch = 16;
 constexpr auto kHousekeepingPeriod = std::chrono::milliseconds(100);
 
 /// io_uring for the TAP unless UNETBACK_NO_IO_URING is set (an operator's way out, and the
@@ -56,6 +60,7 @@ VifQueue::VifQueue(boost::asio::io_context& io, QueueResources res, std::string 
       on_carrier_(std::move(on_carrier)),
       counters_(std::make_unique<QueueCounters>()),
       sink_(res_.tap_fd.get(), io_uring_wanted()),
+      tap_reader_(res_.tap_fd.get(), kTapReadBatch, io_uring_wanted()),
       rx_pool_(kRxPoolBuffers),
       evtchn_sd_(io),
       tap_sd_(io),
@@ -67,6 +72,9 @@ VifQueue::VifQueue(boost::asio::io_context& io, QueueResources res, std::string 
   tx_.emplace(*res_.tx_ring, *res_.table, sink_, res_.tx, *counters_);
   tx_->set_rate(res_.rate_bytes, res_.rate_usecs, Clock::now());
   rx_.emplace(*res_.rx_ring, *res_.table, res_.rx, *counters_);
+  tap_bufs_.resize(kTapReadBatch);
+  tap_spans_.resize(kTapReadBatch);
+  tap_sizes_.resize(kTapReadBatch);
   if (res_.steer) {
     steer_buffers_ = std::make_shared<SwitchBuffers>();
     steer_rx_.reserve(kTapReadBudget);
@@ -86,6 +94,10 @@ void VifQueue::start() {
              sink_.writer().mode() == net::FrameBatchWriter::Mode::io_uring
                  ? "TAP writes: one io_uring_enter per TX pass"
                  : "TAP writes: one writev per frame (io_uring unavailable)");
+  log::write(log::Level::debug, prefix_,
+             tap_reader_.mode() == net::FrameBatchReader::Mode::io_uring
+                 ? "TAP reads: one io_uring_enter per batch of frames"
+                 : "TAP reads: one read per frame (io_uring unavailable)");
   if (res_.tx.sw) res_.tx.sw->self->attach([this] { post([this] { drain_switch(); }); });
   if (res_.steer)
     (*res_.steer)[res_.id.value()]->attach([this] { post([this] { drain_steered(); }); });
@@ -149,6 +161,10 @@ QueueReport VifQueue::report() {
     r.counters.emplace_back("tx_tap_io_uring",
                             sink_.writer().mode() == net::FrameBatchWriter::Mode::io_uring ? 1 : 0);
     r.counters.emplace_back("tx_tap_syscalls", sink_.writer().syscalls());
+    r.counters.emplace_back("rx_tap_io_uring",
+                            tap_reader_.mode() == net::FrameBatchReader::Mode::io_uring ? 1 : 0);
+    r.counters.emplace_back("rx_tap_syscalls", tap_reader_.syscalls());
+    r.counters.emplace_back("rx_tap_parked_reads", tap_reader_.parked_reads());
     done.set_value(std::move(r));
   });
   return done.get_future().get();
@@ -258,12 +274,12 @@ void VifQueue::run_rx() {
   if (!tap_waiting_ && tap_has_room()) do_wait_tap();
 }
 
-bool VifQueue::tap_has_room() const {
-  // Room for the largest frame the TAP can hand us, so a frame once read is never dropped
-  // for the cap (an empty queue always takes one).
+std::size_t VifQueue::tap_room() const {
   const std::uint32_t queued = rx_->queued_bytes();
-  return rx_pool_.free_count() > 0 &&
-         (queued == 0 || queued + PacketPool::kMaxFrame <= res_.rx.queue_bytes);
+  const std::uint32_t cap = res_.rx.queue_bytes;
+  std::size_t frames = queued < cap ? (cap - queued) / PacketPool::kMaxFrame : 0;
+  if (queued == 0) frames = std::max<std::size_t>(frames, 1);
+  return std::min(frames, rx_pool_.free_count());
 }
 
 void VifQueue::do_wait_tap() {
@@ -329,20 +345,31 @@ bool VifQueue::steer_frame(std::uint32_t to, RxPacket& p, std::span<const std::b
 void VifQueue::read_tap_frames() {
   const auto now = Clock::now();
   refresh_hash();
-  for (int i = 0; i < kTapReadBudget; ++i) {
+  std::size_t budget = kTapReadBudget;
+  while (budget > 0) {
     // Linux netback stops the vif's netdev queue when its guest-RX queue is full, so the
     // host's qdisc holds the burst instead of dropping it; not reading the TAP is the same
     // back-pressure (the TAP's own queue holds the frames; the kernel drops only past it).
-    if (!tap_has_room()) return;
-    const int buf = rx_pool_.take();
-    if (buf < 0) return;
-    std::byte* hdr = rx_pool_.frame(buf) - net::kVnetHdrLen;
-    const ssize_t n = ::read(res_.tap_fd.get(), hdr, net::kVnetHdrLen + PacketPool::kMaxFrame);
-    if (n <= static_cast<ssize_t>(net::kVnetHdrLen)) {
-      rx_pool_.give_back(buf);
-      return;  // EAGAIN (drained), or an empty read
+    const std::size_t want = std::min({tap_room(), budget, kTapReadBatch});
+    if (want == 0) return;
+    for (std::size_t i = 0; i < want; ++i) {
+      tap_bufs_[i] = rx_pool_.take();  // there are `want` free buffers (tap_room)
+      tap_spans_[i] = std::span(rx_pool_.frame(tap_bufs_[i]) - net::kVnetHdrLen,
+                                net::kVnetHdrLen + PacketPool::kMaxFrame);
     }
-    take_tap_frame(buf, static_cast<std::size_t>(n) - net::kVnetHdrLen, now);
+    const std::size_t tried =
+        tap_reader_.read(std::span(tap_spans_).first(want), std::span(tap_sizes_).first(want));
+    bool drained = tried < want;
+    for (std::size_t i = 0; i < want; ++i) {
+      if (i < tried && tap_sizes_[i] > net::kVnetHdrLen) {
+        take_tap_frame(tap_bufs_[i], tap_sizes_[i] - net::kVnetHdrLen, now);
+      } else {
+        rx_pool_.give_back(tap_bufs_[i]);
+        if (i < tried) drained = true;  // EAGAIN (drained), or an empty read
+      }
+    }
+    budget -= std::min(budget, tried);
+    if (drained) return;
   }
   // Budget used up with frames left: come back after serving the ring.
   post([this] {

@@ -28,6 +28,7 @@
 #include "backend/vif/tx_path.hpp"
 #include "backend/vif/vif_handle.hpp"
 #include "common/hv/event_channel.hpp"
+#include "common/net/frame_batch_reader.hpp"
 #include "common/net/frame_batch_writer.hpp"
 #include "common/util/unique_fd.hpp"
 
@@ -103,7 +104,11 @@ class VifQueue {
   void do_wait_event();
   void on_event(const boost::system::error_code& ec);
   /// Whether frames may be read from the TAP now (a free buffer, the queue under its cap).
-  [[nodiscard]] bool tap_has_room() const;
+  [[nodiscard]] bool tap_has_room() const { return tap_room() > 0; }
+  /// How many frames may be read from the TAP now: free buffers, and room under the queue's
+  /// cap for that many of the largest frames (so a frame once read is never dropped for the
+  /// cap; an empty queue always takes one).
+  [[nodiscard]] std::size_t tap_room() const;
   void do_wait_tap();
   void on_tap_readable(const boost::system::error_code& ec);
   void read_tap_frames();
@@ -148,6 +153,7 @@ class VifQueue {
   std::function<void(bool)> on_carrier_;
   std::unique_ptr<QueueCounters> counters_;
   TapSink sink_;
+  net::FrameBatchReader tap_reader_;  // the TAP's frames, a batch per io_uring_enter
   std::optional<TxPath> tx_;
   std::optional<RxPath> rx_;
   PacketPool rx_pool_;
@@ -169,6 +175,10 @@ class VifQueue {
   std::uint64_t hash_generation_ = ~std::uint64_t{0};
   std::shared_ptr<SwitchBuffers> steer_buffers_;  // copies of frames steered away (owner: us)
   std::vector<RxPacket> steer_rx_;
+  // read_tap_frames' batch: pool buffer, where the read goes, the frame's length.
+  std::vector<int> tap_bufs_;
+  std::vector<std::span<std::byte>> tap_spans_;
+  std::vector<std::size_t> tap_sizes_;
   std::vector<QueueLink::TxDone> steer_done_;
 };
 

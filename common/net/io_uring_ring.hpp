@@ -37,6 +37,11 @@ class IoUringRing {
   /// itself (then the ring is closed: `not_taken` SQEs, the last ones queued, never ran).
   template <typename OnCqe>
   std::error_code submit_and_wait(OnCqe&& on_cqe, std::size_t& calls, std::size_t& not_taken);
+  /// Submits every queued SQE, waits for at least `min_complete` completions (0: none) and
+  /// calls on_cqe for every completion posted by then; `calls` counts the io_uring_enter
+  /// calls. An error of io_uring_enter itself is returned (the ring stays open).
+  template <typename OnCqe>
+  std::error_code submit_and_reap(std::size_t min_complete, OnCqe&& on_cqe, std::size_t& calls);
 
  private:
   std::error_code enter(std::size_t to_submit, std::size_t min_complete, std::size_t& taken);
@@ -97,6 +102,26 @@ std::error_code IoUringRing::submit_and_wait(OnCqe&& on_cqe, std::size_t& calls,
     to_submit -= taken;
     done += reap(on_cqe);
   }
+  return {};
+}
+
+template <typename OnCqe>
+std::error_code IoUringRing::submit_and_reap(std::size_t min_complete, OnCqe&& on_cqe,
+                                             std::size_t& calls) {
+  std::size_t to_submit = queued_;
+  queued_ = 0;
+  do {
+    std::size_t taken = 0;
+    ++calls;
+    if (auto ec = enter(to_submit, min_complete, taken)) {
+      if (ec == std::errc::interrupted) continue;
+      return ec;
+    }
+    if (taken == 0 && to_submit != 0)
+      return std::make_error_code(std::errc::resource_unavailable_try_again);
+    to_submit -= taken;
+  } while (to_submit != 0);
+  reap(on_cqe);
   return {};
 }
 

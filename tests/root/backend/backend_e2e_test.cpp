@@ -68,6 +68,39 @@ TEST_P(HostToGuest, FrameUsesTheMinimalNumberOfSlots) {
 
 INSTANTIATE_TEST_SUITE_P(Sizes, HostToGuest, ::testing::Values(6u, 1460u, 8946u));
 
+// The TAP's frames are taken in batches (one io_uring_enter for all the frames a wakeup finds,
+// and for the read that finds the TAP empty): a burst reaches the guest whole and in the order
+// the host sent it, and the TAP costs no more syscalls than frames (a read() loop costs one
+// per frame plus one per wakeup).
+TEST_F(BackendEndToEnd, AHostBurstReachesTheGuestInOrderThroughBatchedTapReads) {
+  bring_up();
+  constexpr int kBurst = 200;
+  for (int i = 0; i < kBurst; ++i)
+    host_send(tcp_frame(300 + static_cast<std::size_t>(i), static_cast<std::uint8_t>(i)));
+  std::vector<netfront::RxPacket> got;
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (got.size() < kBurst && std::chrono::steady_clock::now() < deadline) {
+    guest().netfront->handle_event();
+    (void)guest().netfront->poll(got);
+    std::this_thread::sleep_for(1ms);
+  }
+  ASSERT_EQ(got.size(), static_cast<std::size_t>(kBurst));
+  for (int i = 0; i < kBurst; ++i) {
+    const auto want = tcp_frame(300 + static_cast<std::size_t>(i), static_cast<std::uint8_t>(i));
+    ASSERT_EQ(got[static_cast<std::size_t>(i)].bytes, want)
+        << "frame " << i << " out of order or damaged";
+  }
+  const std::uint64_t syscalls = counter("rx_tap_syscalls");
+  std::cout << "[ tap reads ] " << kBurst << " frames in " << syscalls << " TAP syscalls ("
+            << (counter("rx_tap_io_uring") != 0 ? "io_uring" : "read()") << ")\n";
+  if (counter("rx_tap_io_uring") != 0) {
+    EXPECT_LE(syscalls, static_cast<std::uint64_t>(kBurst));
+    EXPECT_EQ(counter("rx_tap_parked_reads"), 0u);
+  } else {
+    EXPECT_GT(syscalls, static_cast<std::uint64_t>(kBurst));
+  }
+}
+
 TEST_F(BackendEndToEnd, HostGsoFrameArrivesAsOnePacketWithAGsoExtra) {
   bring_up();
   open_packet_socket(true);
