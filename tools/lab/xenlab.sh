@@ -11,7 +11,10 @@
 #   1. kernel xen-netback (unetbackd.service stopped, modprobe -i) and unetbackd.service
 #      (systemctl start; READY=1 before the first xl create; stock vif-bridge) rounds,
 #      alternating: xl create, ping, iperf3 dom0->domU (guest_rx) and domU->dom0 (guest_tx);
-#      then a second domU on the bridge and iperf3 domU->domU both ways (domu_to_domu); with
+#      then a second domU on the bridge and iperf3 domU->domU both ways (domu_to_domu); after
+#      each unetbackd round the same two domUs on unetbackd's internal switch (bridge=unetback:lab,
+#      vif-unetback, its uplink TAP on xenbr0), iperf3 domU->domU both ways (unetbackd_sw,
+#      ratio domu_to_domu_switch against the kernel's domU->domU over xenbr0); with
 #      unetbackd, its wake-ups per packet in every run and, in two more runs apart from the
 #      throughput runs, its syscalls per packet (perf stat, or strace -c); after each unetbackd
 #      destroy: backend state 6, no TAP, no mapped grant, no bound event channel
@@ -47,7 +50,7 @@
 # time goes in dom0). --host-hog N runs N busy loops on this
 # host (not in dom0) for the whole boot, each ended by its PID afterwards: the figures under
 # host load.
-# Debugging: --only kernel|unetbackd|shim|libvirt|life|mq|umq|kmq|dd runs one part (mq: 3 on both
+# Debugging: --only kernel|unetbackd|switch|shim|libvirt|life|mq|umq|kmq|dd runs one part (mq: 3 on both
 # backends; umq: 3 on unetbackd; kmq: 3 on the kernel netback, three times, with detach/attach;
 # dd: the driver domain);
 # --daemon-arg ARG adds ARG (a word) to unetbackd's command line (repeat it); --daemon-wrap CMD
@@ -81,7 +84,7 @@ while (($#)); do
       [[ ${2:-} =~ ^[A-Z_][A-Z0-9_]*=[A-Za-z0-9_.,:/-]*$ ]] || { echo "xenlab: --b-env takes NAME=VALUE (no spaces)" >&2; exit 2; }
       B_ENV+="$2 "; shift ;;
     --quick) QUICK=1 ;;
-    --only) ONLY=${2:?--only needs kernel, unetbackd, shim, libvirt, life, mq, umq, kmq or dd}; shift ;;
+    --only) ONLY=${2:?--only needs kernel, unetbackd, switch, shim, libvirt, life, mq, umq, kmq or dd}; shift ;;
     --json) JSON=${2:?--json needs a file}; shift ;;
     --no-shim) SHIM=0 ;;
     --profile) PROFILE=1 ;;

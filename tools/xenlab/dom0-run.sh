@@ -170,6 +170,10 @@ EOF
 }
 mkcfg /tmp/u1.cfg labu 1 10.99.0.2 00:16:3e:00:00:02 domU-initrd.cpio.gz
 mkcfg /tmp/u2.cfg labu2 1 10.99.0.5 00:16:3e:00:00:05 domU-initrd.cpio.gz
+# The same two domUs on unetbackd's internal switch "lab" (its hotplug script, no dom0 bridge):
+# see switch_d2d_round.
+sed "s/'bridge=xenbr0,mac=\(.*\)'/'bridge=unetback:lab,script=vif-unetback,mac=\1'/" /tmp/u1.cfg >/tmp/u1s.cfg
+sed "s/'bridge=xenbr0,mac=\(.*\)'/'bridge=unetback:lab,script=vif-unetback,mac=\1'/" /tmp/u2.cfg >/tmp/u2s.cfg
 mkcfg /tmp/mq.cfg labmq 2 10.99.0.3 00:16:3e:00:00:03 domU-initrd.cpio.gz
 mkcfg /tmp/shim.cfg labshim 1 10.99.0.4 00:16:3e:00:00:04 domU-shim-initrd.cpio.gz
 
@@ -292,11 +296,13 @@ ping_rtt() {
   [ -n "$avg" ] && fig "$1.ping_rtt_ms" "$avg"
 }
 
-# unetbackd's packets moved so far, both directions, all vifs and queues (its counters).
-ub_packets() {
-  "$CTL" --json stats 2>/dev/null | grep -oE '"(tx|rx)_packets": *[0-9]+' |
+# unetbackd's counter NAME summed over all vifs and queues (ub_counter tx_switched).
+ub_counter() {
+  "$CTL" --json stats 2>/dev/null | grep -oE "\"$1\": *[0-9]+" |
     awk -F: '{s += $2} END {printf "%d", s}'
 }
+# unetbackd's packets moved so far, both directions, all vifs and queues (its counters).
+ub_packets() { echo $(($(ub_counter tx_packets) + $(ub_counter rx_packets))); }
 # Context switches (voluntary + nonvoluntary) of all of unetbackd's threads so far.
 ub_switches() {
   cat /proc/"$UNETBACKD_PID"/task/*/status 2>/dev/null |
@@ -676,6 +682,36 @@ unetbackd_round() { # ROUND [b]: b runs unetbackd with B_ARGS added and B_ENV se
   else
     xl destroy labu >/dev/null 2>&1
   fi
+  integrity "$tag"
+  stop_unetbackd
+}
+
+# domU -> domU on unetbackd's internal switch: labu and labu2 with bridge=unetback:lab and
+# script=vif-unetback, so a frame goes from one domU's TX ring to the other's RX ring inside
+# unetbackd (one grant copy per chunk, source gref to destination gref) and crosses no TAP and
+# no dom0 bridge, where the kernel netback's path (and unetbackd's on xenbr0) is TX copy, dom0's
+# bridge, RX copy. The switch's uplink TAP ubup0 sits on xenbr0, so dom0 still reaches both
+# domUs (their command server, ping). Figures unetbackd_sw.rN.domu_to_domu*, compared with the
+# kernel netback's domU -> domU over xenbr0 in the same round (ratio domu_to_domu_switch).
+switch_d2d_round() { # ROUND
+  local tag=unetbackd_sw.r$1 sw0 sw1
+  say "=== round $1: unetbackd, domU -> domU on its internal switch"
+  start_unetbackd --switch-uplink lab=ubup0 || return
+  ip link set ubup0 master xenbr0 && ip link set ubup0 up
+  check "$tag.uplink_on_bridge" $? "the switch's uplink TAP ubup0 on xenbr0"
+  if xl_create "$tag" /tmp/u1s.cfg labu 10.99.0.2 && xl_create "$tag.d2d" /tmp/u2s.cfg labu2 10.99.0.5; then
+    sw0=$(ub_counter tx_switched)
+    iperf_d2d "$tag"
+    sw1=$(ub_counter tx_switched)
+    # The iperf3 traffic went through the switch: its packets are counted as switched, and
+    # neither domU's vif TAP carried it (the hotplug script left them off any bridge).
+    check "$tag.switched" "$([ "$((sw1 - sw0))" -gt 1000 ] && echo 0 || echo 1)" \
+      "tx_switched grew by $((sw1 - sw0)) during the two transfers"
+    fig "$tag.tx_switched" "$((sw1 - sw0))"
+    "$CTL" stats >"$OUT/ctl-stats-$tag.txt" 2>&1
+  fi
+  xl list labu2 >/dev/null 2>&1 && destroy_checked "$tag.d2d" labu2
+  xl list labu >/dev/null 2>&1 && destroy_checked "$tag" labu
   integrity "$tag"
   stop_unetbackd
 }
@@ -1369,6 +1405,7 @@ want() { [ -z "$ONLY" ] || [ "$ONLY" = "$1" ]; }
 for r in $(seq 1 "$ROUNDS"); do
   want kernel && kernel_round "$r"
   want unetbackd && unetbackd_round "$r"
+  { want unetbackd || want switch; } && switch_d2d_round "$r"
   want unetbackd && [ -n "$B_ARGS$B_ENV" ] && unetbackd_round "$r" b
 done
 if [ "$SHIM" = 1 ] && want shim; then

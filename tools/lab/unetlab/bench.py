@@ -18,7 +18,7 @@ killed.
 
   python3 -m unetlab bench BUILD_DIR [--quick] [--json FILE] [--plot FILE.png] [--seconds N]
                                      [--rounds N] [--profile DIR] [--unetbackd-arg ARG]...
-                                     [--no-syscall-count]
+                                     [--no-syscall-count] [--tests T1,T2,...] [--no-scaling]
   python3 -m unetlab bench BUILD_DIR --experiments [--quick] [--json FILE] [--seconds N]
                                      [--only pending|coalesce|refill]
 
@@ -35,6 +35,9 @@ recorded with `perf record -g` (unetbackd, netfront-shim, xensim) and their sysc
 with every run's record in DIR/results.jsonl. perf's own CPU time lowers those runs' figures.
 --no-syscall-count: no perf stat during the runs (the syscall figures are left out): to see
 what counting them costs the paths.
+--tests T1,T2,...: only these tests (names as in the table, e.g. udp64-host-to-guest,
+tcp1-guest-to-guest), and --no-scaling: no queue and guest scaling; for a quick A/B of one
+path while working on it. The full bench (no --tests) is what the README's figures come from.
 
 Exit status: 0 all paths carried traffic (whatever the figures), 1 a path is broken (no
 traffic, a process died, setup failed), 2 usage error. Low figures never fail the run.
@@ -55,7 +58,8 @@ from .stats import jain, min_over_max
 from .world import ROOT, LabError, World, main_guard
 
 USAGE = ("usage: bench BUILD_DIR [--quick] [--json FILE] [--plot FILE.png] [--seconds N] "
-         "[--rounds N] [--profile DIR] [--unetbackd-arg ARG]... [--no-syscall-count]")
+         "[--rounds N] [--profile DIR] [--unetbackd-arg ARG]... [--no-syscall-count] "
+         "[--tests T1,T2,...] [--no-scaling]")
 BRIDGE = "ubbr0"
 TESTS = ["tcp1-guest-to-host", "tcp1-host-to-guest", "tcp4-guest-to-host", "tcp4-host-to-guest",
          "udp64-guest-to-host", "udp64-host-to-guest", "udp1400-guest-to-host",
@@ -401,16 +405,22 @@ class Bench:
             order = ORDERS[(r - 1) % 3]
             say(f"round {r}/{a.rounds} (order: {' '.join(order)})")
             for test in TESTS:
+                if test not in a.tests:
+                    continue
                 for p in order:
                     self.measure(p, test, r)
                 self.check_alive()
             for test in G2G_TESTS:
+                if test not in a.tests:
+                    continue
                 self.measure("unetback", test, r, "g2")
             self.check_alive()
         self.destroy_guest("g1")
         self.destroy_guest("g2")
         self.stop_server("g2")
 
+        if not a.scaling:
+            a.scale_queues, a.scale_guests = [], []
         # Scaling with queues: one guest asking for N queues (unetbackd offers up to 4).
         say(f"queue scaling: {' '.join(map(str, a.scale_queues))}")
         for q in a.scale_queues:
@@ -517,7 +527,18 @@ def parse_args(argv):
     ap.add_argument("--rounds", type=int)
     ap.add_argument("--profile")
     ap.add_argument("--no-syscall-count", dest="count_syscalls", action="store_false")
+    ap.add_argument("--tests")
+    ap.add_argument("--no-scaling", dest="scaling", action="store_false")
     a = ap.parse_args(rest)
+    if a.tests is None:
+        a.tests = TESTS + G2G_TESTS
+    else:
+        a.tests = [t for t in a.tests.split(",") if t]
+        unknown = [t for t in a.tests if t not in TESTS + G2G_TESTS]
+        if unknown or not a.tests:
+            print(f"bench: --tests takes names from: {','.join(TESTS + G2G_TESTS)} "
+                  f"(unknown: {','.join(unknown) or 'none given'})", file=sys.stderr)
+            raise SystemExit(2)
     a.unetbackd_arg = daemon_args
     # --quick (CI, README smoke): one round of short runs and reduced scaling, < 3 minutes.
     if a.quick:

@@ -96,6 +96,9 @@ def main(argv):
     SCEN = [("guest_tx", "guest TX (domU -> dom0)", r"{be}\.r\d+", ("guest_tx",)),
             ("guest_rx", "guest RX (dom0 -> domU)", r"{be}\.r\d+", ("guest_rx",)),
             ("domu_to_domu", "domU -> domU (both ways)", r"{be}\.r\d+", ("domu_to_domu", "domu_to_domu_reverse")),
+            # unetbackd's internal switch (bridge=unetback:lab) against the kernel netback's
+            # domU -> domU over xenbr0 in the same rounds.
+            ("domu_to_domu_switch", "domU -> domU, ub switch", r"{be}\.r\d+", ("domu_to_domu", "domu_to_domu_reverse")),
             ("mq_guest_tx", "2 queues, guest TX", r"{be}\.mq", ("guest_tx",)),
             ("mq_guest_rx", "2 queues, guest RX", r"{be}\.mq", ("guest_rx",)),
             ("shim_guest_tx", "shim domU, guest TX", r"shim\.{be}", ("guest_tx",)),
@@ -109,9 +112,13 @@ def main(argv):
         for be in ("unetbackd", "unetbackd_b"):
             if be == "unetbackd_b" and not key.startswith(("guest_", "domu_")):
                 continue  # --b-arg runs in the rounds only
+            if key == "domu_to_domu_switch":
+                if be != "unetbackd":
+                    continue
+                be = "unetbackd_sw"
             k = [v for d in dirs for v in series(tag.format(be="kernel"), d)]
             u = [v for d in dirs for v in series(tag.format(be=be), d)]
-            for b in (("kernel", be) if be == "unetbackd" else (be,)):
+            for b in (("kernel", be) if be in ("unetbackd", "unetbackd_sw") else (be,)):
                 for d in dirs:
                     v = mean(series(tag.format(be=b), d))
                     if v is not None:
@@ -119,9 +126,9 @@ def main(argv):
             if not u:
                 continue
             r = ratio(mean(u), mean(k))
-            rkey = key if be == "unetbackd" else key + "_b"
+            rkey = key + "_b" if be == "unetbackd_b" else key
             ratios[rkey] = r
-            rows.append((label if be == "unetbackd" else label + " (b)", k, u, r))
+            rows.append((label + " (b)" if be == "unetbackd_b" else label, k, u, r))
 
     # unetbackd in dom0 per packet moved (both directions of its counters): syscalls (a separate
     # run per direction, see dom0-run.sh) and wake-ups (its threads' context switches, in the
@@ -176,7 +183,7 @@ def main(argv):
         for be, g in sorted(dd_grants.items()):
             print(f"  grants, {be} in labdd: " + ", ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}"
                                                         for k, v in sorted(g.items())))
-    shown = re.compile(r"(kernel|unetbackd|unetbackd_b)\.(r\d+|mq)\.(guest_tx|guest_rx|domu_to_domu|domu_to_domu_reverse)\."
+    shown = re.compile(r"(kernel|unetbackd|unetbackd_b|unetbackd_sw)\.(r\d+|mq)\.(guest_tx|guest_rx|domu_to_domu|domu_to_domu_reverse)\."
                        r"(mbps|syscalls_per_packet|wakeups_per_packet)|(shim|driverdomain)\.(kernel|unetbackd)\.(guest_tx|guest_rx)\.mbps")
     for key in sorted(figs):
         if not shown.fullmatch(key):
@@ -198,6 +205,9 @@ def main(argv):
                        "directions": {"guest_tx": "domU -> dom0", "guest_rx": "dom0 -> domU",
                                       "domu_to_domu": "labu -> labu2 over xenbr0 (iperf3 in labu)",
                                       "domu_to_domu_reverse": "labu2 -> labu (iperf3 -R in labu)",
+                                      "domu_to_domu_switch": "labu <-> labu2 on unetbackd's internal switch "
+                                                             "(unetbackd_sw) against the kernel netback's "
+                                                             "domu_to_domu over xenbr0",
                                       "dd_guest_tx": "labc -> labdd, its driver domain (iperf3 -R in labdd)",
                                       "dd_guest_rx": "labdd -> labc (iperf3 in labdd)"},
                        "host": {"hog_busy_loops": int(host_hog), "load_average_at_boot": load0,

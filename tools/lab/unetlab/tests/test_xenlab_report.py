@@ -57,6 +57,23 @@ class XenlabReportTest(unittest.TestCase):
         self.assertIn("guest TX (domU -> dom0)", text)
         self.assertEqual(d["directions"]["guest_tx"], "domU -> dom0")
 
+    def test_the_internal_switch_rounds_are_compared_with_the_kernels_domu_to_domu(self):
+        # switch_d2d_round's figures: labu <-> labu2 on unetbackd's switch, both ways; the
+        # kernel's domU -> domU over xenbr0 of the same round is the baseline (328 + 382).
+        with open(self.results, "a") as f:
+            f.write("FIG unetbackd_sw.r1.domu_to_domu.mbps 500\n"
+                    "FIG unetbackd_sw.r1.domu_to_domu_reverse.mbps 565\n"
+                    "FIG unetbackd_sw.r1.domu_to_domu.wakeups_per_packet 0.1\n"
+                    "CHECK unetbackd_sw.r1.switched PASS tx_switched grew by 90000 during the two transfers\n")
+        rc, d, text = self.report()
+        self.assertEqual(rc, 0)
+        self.assertAlmostEqual(d["ratios"]["domu_to_domu_switch"], (500 + 565) / (328 + 382), places=2)
+        # The bridge row keeps unetbackd's own figures (236 + 205), not the switch's.
+        self.assertAlmostEqual(d["ratios"]["domu_to_domu"], (236 + 205) / (328 + 382), places=2)
+        self.assertEqual(d["means_mbps"]["domu_to_domu"]["unetbackd_sw"], 500.0)
+        self.assertIn("domU -> domU, ub switch", text)
+        self.assertNotIn("unetbackd_sw.r1.domu_to_domu.mbps", text)  # shown in its row only
+
     def test_a_failed_check_fails_the_run(self):
         with open(self.results, "a") as f:
             f.write("CHECK unetbackd.r1.no_tap FAIL vif5.0 still there\n")
