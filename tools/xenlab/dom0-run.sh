@@ -696,6 +696,7 @@ unetbackd_round() { # ROUND [b]: b runs unetbackd with B_ARGS added and B_ENV se
 switch_d2d_round() { # ROUND
   local tag=unetbackd_sw.r$1 sw0 sw1
   say "=== round $1: unetbackd, domU -> domU on its internal switch"
+  stop_unetbackd # the switch and its uplink exist from the daemon's start (it may be running)
   start_unetbackd --switch-uplink lab=ubup0 || return
   ip link set ubup0 master xenbr0 && ip link set ubup0 up
   check "$tag.uplink_on_bridge" $? "the switch's uplink TAP ubup0 on xenbr0"
