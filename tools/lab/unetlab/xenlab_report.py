@@ -41,6 +41,19 @@ def lifecycle_summary(figs):
             for step, per_be in sorted(steps.items())}
 
 
+def adoption_summary(figs):
+    """A daemon restart under a running guest (dom0-run.sh adopt_part, issue 20):
+    adopt.BE.KIND.outage_ms (the 50 ms pinger's longest gap), .stall_ms (the TCP stream's longest
+    run of empty 100 ms intervals) and .adopted_s (until unetback-ctl list showed the vif taken
+    over), per kind (crash: SIGKILL and systemd's restart; takeover: systemctl restart)."""
+    out = {}
+    for key, v in figs.items():
+        m = re.fullmatch(r"adopt\.(unetbackd)\.(crash|takeover)\.(outage_ms|stall_ms|adopted_s)", key)
+        if m and isinstance(v, float):
+            out.setdefault(m.group(2), {})[m.group(3)] = v
+    return out
+
+
 def main(argv):
     if len(argv) != 10:
         print(USAGE, file=sys.stderr)
@@ -148,6 +161,7 @@ def main(argv):
     methods = sorted({v for k, v in figs.items() if k.endswith(".syscalls_method")})
 
     lifecycle = lifecycle_summary(figs)
+    adoption = adoption_summary(figs)
     # The driver domain's grant-table figures (Xen's 'g' debug key while labdd serves one client,
     # the xl.cfg defaults: max_maptrack_frames, max_grant_frames) per backend in labdd.
     dd_grants = {}
@@ -178,6 +192,11 @@ def main(argv):
         for step, per_be in lifecycle.items():
             cell = lambda e: "-" if not e else f"{e['median']:.0f} (max {e['max']:.0f}, n={e['n']})"
             print(f"  {step:36} {cell(per_be.get('kernel')):>22} {cell(per_be.get('unetbackd')):>22}")
+    if adoption:
+        print("unetbackd restarted under a running guest (its vif adopted, no reconnect): "
+              + "; ".join(f"{kind}: outage {e.get('outage_ms', float('nan')):.0f} ms, stream stall "
+                          f"{e.get('stall_ms', float('nan')):.0f} ms, adopted after {e.get('adopted_s', float('nan')):.1f} s"
+                          for kind, e in sorted(adoption.items())))
     if dd_checks or dd_grants:
         print(f"driver domain: {sum(c['result'] == 'PASS' for c in dd_checks)} of {len(dd_checks)} driverdomain.* checks passed")
         for be, g in sorted(dd_grants.items()):
@@ -215,6 +234,7 @@ def main(argv):
                        "passed": not failed, "environment_fault": env_fault, "memory_errors": crashes,
                        "figures": figs, "means_mbps": means, "ratios": ratios,
                        "unetbackd_per_packet": per_packet, "lifecycle_ms": lifecycle,
+                       "adoption": adoption,
                        "syscalls_method": methods,
                        "driver_domain": {"checks_passed": sum(c["result"] == "PASS" for c in dd_checks),
                                          "checks": len(dd_checks), "grants": dd_grants},

@@ -74,6 +74,19 @@ class XenlabReportTest(unittest.TestCase):
         self.assertIn("domU -> domU, ub switch", text)
         self.assertNotIn("unetbackd_sw.r1.domu_to_domu.mbps", text)  # shown in its row only
 
+    def test_a_restart_under_a_running_guest_is_summed_up_per_kind(self):
+        with open(self.results, "a") as f:
+            f.write("FIG adopt.unetbackd.crash.outage_ms 850\n"
+                    "FIG adopt.unetbackd.crash.stall_ms 900\n"
+                    "FIG adopt.unetbackd.crash.adopted_s 2.4\n"
+                    "FIG adopt.unetbackd.takeover.outage_ms 120\n"
+                    "CHECK adopt.unetbackd.crash.states_stayed_4 PASS frontend/backend states seen every 20 ms: 4/4\n")
+        rc, d, text = self.report()
+        self.assertEqual(rc, 0)
+        self.assertEqual(d["adoption"]["crash"], {"outage_ms": 850.0, "stall_ms": 900.0, "adopted_s": 2.4})
+        self.assertEqual(d["adoption"]["takeover"], {"outage_ms": 120.0})
+        self.assertIn("crash: outage 850 ms, stream stall 900 ms, adopted after 2.4 s", text)
+
     def test_a_failed_check_fails_the_run(self):
         with open(self.results, "a") as f:
             f.write("CHECK unetbackd.r1.no_tap FAIL vif5.0 still there\n")
