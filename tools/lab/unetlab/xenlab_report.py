@@ -23,22 +23,43 @@ def read_lines(path):
 
 def lifecycle_summary(figs):
     """The guest lifecycle's outages (dom0-run.sh: saverestore.BE.N.outage_ms,
-    migrate.BE.N.outage_ms, the 2-vCPU domU's BE.mq, the stream's BE.1.stall_ms, the part of each
+    migrate.BE.N.outage_ms, the 2-vCPU domUs' BE.mq, the stream's BE.1.stall_ms, the part of each
     outage after xl had finished, BE.N.first_ping_after_ms, and a refused migration's
-    refused_outage_ms and refused_stall_ms), per step and backend: median, max and count, in ms."""
+    refused_outage_ms and refused_stall_ms, e.g. the PV domU's BE.pv), per step and backend:
+    median, max and count, in ms."""
     steps = {}
     for key, v in figs.items():
-        m = re.fullmatch(r"(saverestore|migrate)\.(kernel|unetbackd)\.(\d+|mq)\.(outage_ms|stall_ms|first_ping_after_ms|refused_outage_ms|refused_stall_ms)", key)
+        m = re.fullmatch(r"(saverestore|migrate)\.(kernel|unetbackd)\.(\d+|mq|pv)\.(outage_ms|stall_ms|first_ping_after_ms|refused_outage_ms|refused_stall_ms)", key)
         if not m or not isinstance(v, float):
             continue
         kind, be, n, what = m.groups()
-        step = (kind + (".mq" if n == "mq" else "")
+        step = (kind + ("" if n.isdigit() else "." + n)
                 + {"outage_ms": "", "stall_ms": ".stream_stall", "first_ping_after_ms": ".served_after_resume",
                    "refused_outage_ms": ".refused", "refused_stall_ms": ".refused.stream_stall"}[what])
         steps.setdefault(step, {}).setdefault(be, []).append(v)
     return {step: {be: {"median": statistics.median(xs), "max": max(xs), "n": len(xs)}
                    for be, xs in sorted(per_be.items())}
             for step, per_be in sorted(steps.items())}
+
+
+def migration_summary(checks):
+    """The live migrations (dom0-run.sh migrate_once: migrate.BE.N.* and migrate.BE.mq.*, each with
+    its xl_migrate check) per backend: how many were attempted and how many passed every one of
+    their checks (xl migrate, the old domid's vif gone, the new one Connected and pinging...)."""
+    runs = {}
+    for c in checks:
+        m = re.match(r"migrate\.(kernel|unetbackd)\.(\d+|mq)\.(.+)$", c["name"])
+        if m:
+            run = runs.setdefault((m.group(1), m.group(2)), {"xl": False, "ok": True})
+            run["xl"] |= m.group(3) == "xl_migrate"
+            run["ok"] &= c["result"] == "PASS"
+    out = {}
+    for (be, _), run in sorted(runs.items()):
+        if run["xl"]:
+            e = out.setdefault(be, {"attempted": 0, "clean": 0})
+            e["attempted"] += 1
+            e["clean"] += run["ok"]
+    return out
 
 
 def main(argv):
@@ -141,6 +162,7 @@ def main(argv):
     methods = sorted({v for k, v in figs.items() if k.endswith(".syscalls_method")})
 
     lifecycle = lifecycle_summary(figs)
+    migrations = migration_summary(checks)
     # The driver domain's grant-table figures (Xen's 'g' debug key while labdd serves one client,
     # the xl.cfg defaults: max_maptrack_frames, max_grant_frames) per backend in labdd.
     dd_grants = {}
@@ -171,6 +193,9 @@ def main(argv):
         for step, per_be in lifecycle.items():
             cell = lambda e: "-" if not e else f"{e['median']:.0f} (max {e['max']:.0f}, n={e['n']})"
             print(f"  {step:36} {cell(per_be.get('kernel')):>22} {cell(per_be.get('unetbackd')):>22}")
+    if migrations:
+        print("live migrations (xl migrate to this host, every check passed): "
+              + ", ".join(f"{be} {e['clean']} of {e['attempted']}" for be, e in migrations.items()))
     if dd_checks or dd_grants:
         print(f"driver domain: {sum(c['result'] == 'PASS' for c in dd_checks)} of {len(dd_checks)} driverdomain.* checks passed")
         for be, g in sorted(dd_grants.items()):
@@ -205,6 +230,7 @@ def main(argv):
                        "passed": not failed, "environment_fault": env_fault, "memory_errors": crashes,
                        "figures": figs, "means_mbps": means, "ratios": ratios,
                        "unetbackd_per_packet": per_packet, "lifecycle_ms": lifecycle,
+                       "migrations": migrations,
                        "syscalls_method": methods,
                        "driver_domain": {"checks_passed": sum(c["result"] == "PASS" for c in dd_checks),
                                          "checks": len(dd_checks), "grants": dd_grants},
