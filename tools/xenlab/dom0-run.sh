@@ -909,57 +909,6 @@ saverestore_once() {
   [ "${STREAM:-0}" = 1 ] && stream_stop "$tag"
   outage_stop "$tag"
 }
-# The xenstore side of a migration, with wall-clock times (the clock of ping -D): a watch on
-# /local/domain logs every write of a vif's state (frontend and dom0 backend) and of a domain's
-# control/shutdown (xl's suspend request). xs_timeline_stop TAG OLD NEW then places the steps in
-# the outage, in ms after the last ping reply before it: TAG.t_suspend_ms (the old domain asked to
-# suspend), TAG.t_frontend_connected_ms (the resumed guest's netfront Connected to the new vif),
-# TAG.t_backend_connected_ms (the backend Connected); and the backend's own part,
-# TAG.backend_connect_ms (frontend Connected -> backend Connected) and
-# TAG.ping_after_connected_ms (backend Connected -> the first ping reply).
-XSW_PID= XSW_READER= XSW_LOG=
-xs_timeline_start() { # TAG
-  XSW_LOG=$OUT/xs-timeline-$1.log
-  rm -f /tmp/xsw.fifo
-  mkfifo /tmp/xsw.fifo
-  (
-    while read -r p _; do
-      case $p in
-        /local/domain/*/device/vif/0/state | /local/domain/0/backend/vif/*/0/state | /local/domain/*/control/shutdown)
-          echo "$(now) $p $(xenstore-read "$p" 2>/dev/null || echo gone)" ;;
-      esac
-    done </tmp/xsw.fifo >"$XSW_LOG"
-  ) &
-  XSW_READER=$!
-  stdbuf -oL xenstore-watch /local/domain >/tmp/xsw.fifo 2>/dev/null &
-  XSW_PID=$!
-  sleep 0.5
-}
-xs_timeline_stop() { # TAG OLD_DOMID NEW_DOMID
-  local tag=$1 d0=$2 d1=$3 gap t0 tend ts tf tb
-  kill "$XSW_PID" 2>/dev/null
-  wait "$XSW_PID" "$XSW_READER" 2>/dev/null
-  rm -f /tmp/xsw.fifo
-  # The longest gap between ping replies: its start and its end (wall clock).
-  gap=$(awk -F'[][]' '/bytes from/ {t = $2 + 0; if (n++ && t - p > m) {m = t - p; a = p; b = t}; p = t}
-    END {if (m) printf "%.6f %.6f", a, b}' "$OUTAGE_LOG")
-  [ -n "$gap" ] && [ -n "$d1" ] || return 0
-  t0=${gap% *} tend=${gap#* }
-  first_at() { awk -v p="$1" -v v="$2" '$2 == p && $3 == v {print $1; exit}' "$XSW_LOG"; }
-  ts=$(first_at "/local/domain/$d0/control/shutdown" suspend)
-  tf=$(first_at "/local/domain/$d1/device/vif/0/state" 4)
-  tb=$(first_at "$BE/$d1/0/state" 4)
-  ms() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%d", (b - a) * 1000}'; }
-  [ -n "$ts" ] && fig "$tag.t_suspend_ms" "$(ms "$t0" "$ts")"
-  [ -n "$tf" ] && fig "$tag.t_frontend_connected_ms" "$(ms "$t0" "$tf")"
-  [ -n "$tb" ] && fig "$tag.t_backend_connected_ms" "$(ms "$t0" "$tb")"
-  [ -n "$tf" ] && [ -n "$tb" ] && fig "$tag.backend_connect_ms" "$(ms "$tf" "$tb")"
-  [ -n "$tb" ] && fig "$tag.ping_after_connected_ms" "$(ms "$tb" "$tend")"
-  # In order (suspend, frontend, backend) and the backend Connected before the first reply.
-  check "$tag.timeline" "$([ -n "$ts" ] && [ -n "$tf" ] && [ -n "$tb" ] &&
-    awk -v s="$ts" -v f="$tf" -v b="$tb" -v e="$tend" 'BEGIN{exit !(s <= f && f <= b && b <= e)}' && echo 0 || echo 1)" \
-    "xenstore writes seen: suspend request ${ts:+at $(ms "$t0" "$ts") ms}${ts:-no}, new frontend Connected ${tf:+at $(ms "$t0" "$tf") ms}${tf:-no}, new backend Connected ${tb:+at $(ms "$t0" "$tb") ms}${tb:-no}, first ping reply at $(ms "$t0" "$tend") ms ($(wc -l <"$XSW_LOG") lines in $(basename "$XSW_LOG"))"
-}
 # migrate_once TAG NAME IP [QUEUES]: xl migrate to this host. With an empty -s (no ssh command)
 # xl runs its "host" argument as the shell command that receives the stream, so
 # `xl migrate -s '' NAME 'xl migrate-receive'` is a localhost migration without a network login
@@ -976,7 +925,6 @@ migrate_once() {
   maps0=$(gntdev_maps)
   outage_start "$tag" "$ip"
   [ "${STREAM:-0}" = 1 ] && stream_start "$tag" "$ip"
-  xs_timeline_start "$tag"
   t0=$(now)
   xl migrate -s '' "$name" 'xl migrate-receive' >"$OUT/xl-migrate-$tag.log" 2>&1
   rc=$?
@@ -996,8 +944,6 @@ migrate_once() {
     fi
     # The figures of a refused attempt are not a migration's outage: named apart.
     [ "${STREAM:-0}" = 1 ] && stream_stop "$tag" refused_stall_ms
-    kill "$XSW_PID" 2>/dev/null
-    wait "$XSW_PID" "$XSW_READER" 2>/dev/null
     outage_stop "$tag" refused_outage_ms
     return 2
   fi
@@ -1012,7 +958,6 @@ migrate_once() {
   served_again "$tag" "$name" "$ip" "$d0" "${4:-}"
   [ "${STREAM:-0}" = 1 ] && stream_stop "$tag"
   outage_stop "$tag"
-  xs_timeline_stop "$tag" "$d0" "$(xl domid "$name" 2>/dev/null)"
   return $rc
 }
 # lifecycle BACKEND (kernel|unetbackd): the PV domU saved and restored (quick: once; full:

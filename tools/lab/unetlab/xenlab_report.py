@@ -25,21 +25,17 @@ def lifecycle_summary(figs):
     """The guest lifecycle's outages (dom0-run.sh: saverestore.BE.N.outage_ms,
     migrate.BE.N.outage_ms, the 2-vCPU domUs' BE.mq, the stream's BE.1.stall_ms, the part of each
     outage after xl had finished, BE.N.first_ping_after_ms, and a refused migration's
-    refused_outage_ms and refused_stall_ms, e.g. the PV domU's BE.pv; and the backend's part of a
-    migration's outage: backend_connect_ms, from the resumed frontend's Connected to the backend's,
-    and ping_after_connected_ms, from there to the first ping reply), per step and backend:
+    refused_outage_ms and refused_stall_ms, e.g. the PV domU's BE.pv), per step and backend:
     median, max and count, in ms."""
     steps = {}
     for key, v in figs.items():
-        m = re.fullmatch(r"(saverestore|migrate)\.(kernel|unetbackd)\.(\d+|mq|pv)\.(outage_ms|stall_ms|first_ping_after_ms|refused_outage_ms|refused_stall_ms"
-                         r"|backend_connect_ms|ping_after_connected_ms)", key)
+        m = re.fullmatch(r"(saverestore|migrate)\.(kernel|unetbackd)\.(\d+|mq|pv)\.(outage_ms|stall_ms|first_ping_after_ms|refused_outage_ms|refused_stall_ms)", key)
         if not m or not isinstance(v, float):
             continue
         kind, be, n, what = m.groups()
         step = (kind + ("" if n.isdigit() else "." + n)
                 + {"outage_ms": "", "stall_ms": ".stream_stall", "first_ping_after_ms": ".served_after_resume",
-                   "refused_outage_ms": ".refused", "refused_stall_ms": ".refused.stream_stall",
-                   "backend_connect_ms": ".backend_connect", "ping_after_connected_ms": ".ping_after_connected"}[what])
+                   "refused_outage_ms": ".refused", "refused_stall_ms": ".refused.stream_stall"}[what])
         steps.setdefault(step, {}).setdefault(be, []).append(v)
     return {step: {be: {"median": statistics.median(xs), "max": max(xs), "n": len(xs)}
                    for be, xs in sorted(per_be.items())}
