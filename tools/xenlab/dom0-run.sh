@@ -963,8 +963,11 @@ migrate_once() {
   fi
   check_vif_gone "$tag.old_vif" "$d0" "vif$d0.0" "$ports" "$maps0"
   served_again "$tag" "$name" "$ip" "$d0" "${4:-}"
-  [ "${STREAM:-0}" = 1 ] && stream_stop "$tag"
-  outage_stop "$tag"
+  # A failed migration's gap (e.g. the guest crashed) is not a migration's outage: named apart.
+  local sfx=
+  [ $rc = 0 ] || sfx=failed_
+  [ "${STREAM:-0}" = 1 ] && stream_stop "$tag" "${sfx}stall_ms"
+  outage_stop "$tag" "${sfx}outage_ms"
   return $rc
 }
 # lifecycle BACKEND (kernel|unetbackd): the PV domU saved and restored (quick: once; full:

@@ -133,6 +133,24 @@ class XenlabReportTest(unittest.TestCase):
         self.assertNotIn("guest lifecycle", text)
         self.assertNotIn("live migrations", text)
 
+    def test_a_guest_that_triple_faulted_makes_the_boot_an_environment_fault(self):
+        # Xen's line for the PVH domU of a --only life boot (2026-12-02): it crashed right after
+        # an intercepted RDTSC, on the kernel netback as on unetbackd.
+        self.write_console(CONSOLE.replace(
+            "XENLAB 800.0 DONE",
+            "XENLAB 500.0 === guest lifecycle on unetbackd: xl save/restore x2 (PV), xl migrate localhost x10 (PVH)\n"
+            "(XEN) d15v0 Triple fault - invoking HVM shutdown action 1\n"
+            "(XEN) *** Dumping Dom15 vcpu#0 state: ***\n"
+            "XENLAB 800.0 DONE"))
+        rc, d, text = self.report()
+        self.assertEqual(rc, 3)
+        self.assertTrue(d["environment_fault"])
+        self.assertEqual(len(d["guest_triple_faults"]), 1)
+        self.assertIn("guest lifecycle on unetbackd", d["guest_triple_faults"][0])
+        self.assertEqual(d["memory_errors"], [])
+        self.assertIn("FAILED domU.no_triple_fault", text)
+        self.assertIn("triple-faulted", text)
+
     def test_a_live_migration_is_clean_only_when_every_one_of_its_checks_passed(self):
         # migrate_once's checks (dom0-run.sh) for the PVH domU: one kernel migration, three on
         # unetbackd of which one left an event channel to the old domid. The HAP check and the
