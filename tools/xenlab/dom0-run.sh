@@ -176,10 +176,6 @@ vif = [ 'bridge=xenbr0,mac=$5' ]
 on_crash = "destroy"
 on_poweroff = "destroy"
 EOF
-  # A PVH guest's RDTSC is not intercepted (Xen emulates it by default on this emulated CPU,
-  # whose TSC is not invariant): two PVH guests triple-faulted right after an intercepted RDTSC
-  # (README, "Guest lifecycle under real Xen").
-  [ "${7:-pv}" = pvh ] && echo 'tsc_mode = "native"' >>"$1"
   # A guest that crashes (Xen: "Triple fault - invoking HVM shutdown action 1", a reboot) is not
   # restarted under a new domid in the middle of a scenario.
   echo 'on_reboot = "destroy"' >>"$1"
@@ -994,9 +990,6 @@ lifecycle() {
   check "migrate.$be.hap" "$(has_hap && echo 0 || echo 1)" \
     "xl info virt_caps: ${VIRT_CAPS:-none} (a PVH guest and its log-dirty mode need hap; QEMU -cpu with svm and npt)"
   if has_hap && xl_create "life.$be.pvh" /tmp/p1.cfg labp 10.99.0.6; then
-    # Xen's TSC mode per domain ('s' debug key): the PVH domU's rdtsc native, not emulated.
-    xl debug-keys s
-    xl dmesg | grep -iE 'tsc|dom[0-9]+: mode' | tail -6 | sed 's/^/XENLAB   xen: /'
     if STREAM=1 migrate_once "migrate.$be.1" labp 10.99.0.6; then
       for n in $(seq 2 "$nmig"); do migrate_once "migrate.$be.$n" labp 10.99.0.6 || break; done
       iperf "migrate.$be" 10.99.0.6 guest_rx
