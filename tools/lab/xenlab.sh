@@ -262,7 +262,7 @@ stop_hogs
 ELAPSED=$(($(date +%s) - START))
 log "QEMU exited after ${ELAPSED}s"
 # A CPU feature TCG cannot emulate is dropped with a warning (e.g. nrip-save): say so.
-grep -a "TCG doesn't support" "$CACHE/qemu.log" | sed 's/^/[xenlab] qemu: /' >&2
+grep -a "TCG doesn't support" "$CACHE/qemu.log" | sed 's/^/[xenlab] qemu: /' >&2 || true
 
 # The report: table, checks and JSON (tools/lab/unetlab/xenlab_report.py), and the exit status.
 PYTHONPATH=$ROOT/tools/lab${PYTHONPATH:+:$PYTHONPATH} python3 -m unetlab xenlab-report \
