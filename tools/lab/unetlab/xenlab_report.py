@@ -1,7 +1,8 @@
 """The real-Xen lab's report (tools/lab/xenlab.sh runs it after QEMU exits): dom0's
 results.txt (FIG and CHECK lines), the console (memory errors per scenario, a stalled boot)
 and dmesg.txt become the table, the checks, and the JSON (figures, ratios, means, per-packet
-counts). Exit status: 0 every check passed, 1 a check failed, 3 an environment fault.
+counts). Exit status: 0 every check passed, 1 a check failed, 3 an environment fault (a dom0
+process died of a memory error, an HVM/PVH guest triple-faulted, or the boot stalled).
 
   python3 -m unetlab xenlab-report RESULTS JSON QUICK ELAPSED TIMED_OUT CONSOLE HOST_HOG
                                    LOAD0 PRIORITY STALLED
@@ -23,16 +24,17 @@ def read_lines(path):
 
 def lifecycle_summary(figs):
     """The guest lifecycle's outages (dom0-run.sh: saverestore.BE.N.outage_ms,
-    migrate.BE.N.outage_ms, the 2-vCPU domU's BE.mq, the stream's BE.1.stall_ms, the part of each
+    migrate.BE.N.outage_ms, the 2-vCPU domUs' BE.mq, the stream's BE.1.stall_ms, the part of each
     outage after xl had finished, BE.N.first_ping_after_ms, and a refused migration's
-    refused_outage_ms and refused_stall_ms), per step and backend: median, max and count, in ms."""
+    refused_outage_ms and refused_stall_ms, e.g. the PV domU's BE.pv), per step and backend:
+    median, max and count, in ms."""
     steps = {}
     for key, v in figs.items():
-        m = re.fullmatch(r"(saverestore|migrate)\.(kernel|unetbackd)\.(\d+|mq)\.(outage_ms|stall_ms|first_ping_after_ms|refused_outage_ms|refused_stall_ms)", key)
+        m = re.fullmatch(r"(saverestore|migrate)\.(kernel|unetbackd)\.(\d+|mq|pv)\.(outage_ms|stall_ms|first_ping_after_ms|refused_outage_ms|refused_stall_ms)", key)
         if not m or not isinstance(v, float):
             continue
         kind, be, n, what = m.groups()
-        step = (kind + (".mq" if n == "mq" else "")
+        step = (kind + ("" if n.isdigit() else "." + n)
                 + {"outage_ms": "", "stall_ms": ".stream_stall", "first_ping_after_ms": ".served_after_resume",
                    "refused_outage_ms": ".refused", "refused_stall_ms": ".refused.stream_stall"}[what])
         steps.setdefault(step, {}).setdefault(be, []).append(v)
@@ -51,6 +53,26 @@ def adoption_summary(figs):
         m = re.fullmatch(r"adopt\.(unetbackd)\.(crash|takeover)\.(outage_ms|stall_ms|adopted_s)", key)
         if m and isinstance(v, float):
             out.setdefault(m.group(2), {})[m.group(3)] = v
+    return out
+
+
+def migration_summary(checks):
+    """The live migrations (dom0-run.sh migrate_once: migrate.BE.N.* and migrate.BE.mq.*, each with
+    its xl_migrate check) per backend: how many were attempted and how many passed every one of
+    their checks (xl migrate, the old domid's vif gone, the new one Connected and pinging...)."""
+    runs = {}
+    for c in checks:
+        m = re.match(r"migrate\.(kernel|unetbackd)\.(\d+|mq)\.(.+)$", c["name"])
+        if m:
+            run = runs.setdefault((m.group(1), m.group(2)), {"xl": False, "ok": True})
+            run["xl"] |= m.group(3) == "xl_migrate"
+            run["ok"] &= c["result"] == "PASS"
+    out = {}
+    for (be, _), run in sorted(runs.items()):
+        if run["xl"]:
+            e = out.setdefault(be, {"attempted": 0, "clean": 0})
+            e["attempted"] += 1
+            e["clean"] += run["ok"]
     return out
 
 
@@ -73,13 +95,19 @@ def main(argv):
     done = "dom0_uptime_end_s" in figs
     # Processes in dom0 that died of memory corruption print to the console (their stderr) and the
     # kernel logs segfaults: each is attributed to the scenario running at the time ("=== ...").
-    scenario, crashes = "boot", []
+    # An HVM/PVH guest (the migrations' PVH domU) that triple-faults is named by Xen on the same
+    # console ("d8v0 Triple fault - invoking HVM shutdown action 1"): seen with either backend,
+    # right after an intercepted RDTSC, in QEMU's emulation of SVM (README), so an environment
+    # fault too.
+    scenario, crashes, triple_faults = "boot", [], []
     crash_re = re.compile(r"malloc\(\)|free\(\)|corrupted|double free|segfault at|Segmentation fault|general protection")
     if os.path.exists(console):
         for line in read_lines(console):
             m = re.search(r"XENLAB [\d.]+ === (.*)", line)
             if m:
                 scenario = m.group(1).strip()
+            elif re.search(r"\(XEN\) d\d+v\d+ Triple fault", line):
+                triple_faults.append(f"{scenario}: {line.strip()[:160]}")
             elif ("XENLAB" not in line and crash_re.search(line)) or "XENLAB-CORE" in line:
                 crashes.append(f"{scenario}: {line.strip()[:160]}")
     dmesg = os.path.join(os.path.dirname(res), "dmesg.txt")
@@ -87,6 +115,8 @@ def main(argv):
         crashes += ["dmesg: " + l.strip()[:160] for l in read_lines(dmesg) if crash_re.search(l)]
     checks.append({"name": "dom0.no_memory_errors", "result": "FAIL" if crashes else "PASS",
                    "detail": "; ".join(crashes[:6]) if crashes else "no process in dom0 died of a memory error"})
+    checks.append({"name": "domU.no_triple_fault", "result": "FAIL" if triple_faults else "PASS",
+                   "detail": "; ".join(triple_faults[:6]) if triple_faults else "no HVM/PVH guest triple-faulted"})
     if not done:
         checks.append({"name": "lab.completed", "result": "FAIL",
                        "detail": "timed out" if timed_out == "1" else "dom0's boot stalled" if stalled == "1" else
@@ -162,6 +192,7 @@ def main(argv):
 
     lifecycle = lifecycle_summary(figs)
     adoption = adoption_summary(figs)
+    migrations = migration_summary(checks)
     # The driver domain's grant-table figures (Xen's 'g' debug key while labdd serves one client,
     # the xl.cfg defaults: max_maptrack_frames, max_grant_frames) per backend in labdd.
     dd_grants = {}
@@ -197,6 +228,9 @@ def main(argv):
               + "; ".join(f"{kind}: outage {e.get('outage_ms', float('nan')):.0f} ms, stream stall "
                           f"{e.get('stall_ms', float('nan')):.0f} ms, adopted after {e.get('adopted_s', float('nan')):.1f} s"
                           for kind, e in sorted(adoption.items())))
+    if migrations:
+        print("live migrations (xl migrate to this host, every check passed): "
+              + ", ".join(f"{be} {e['clean']} of {e['attempted']}" for be, e in migrations.items()))
     if dd_checks or dd_grants:
         print(f"driver domain: {sum(c['result'] == 'PASS' for c in dd_checks)} of {len(dd_checks)} driverdomain.* checks passed")
         for be, g in sorted(dd_grants.items()):
@@ -212,9 +246,12 @@ def main(argv):
     # A dom0 process that died of memory corruption makes the whole boot suspect: that happens in
     # this emulated machine with the kernel netback alone too (README). Exit status 3 says so, so a
     # caller (CI) can boot again instead of blaming a scenario.
-    env_fault = bool(crashes) or stalled == "1"
+    env_fault = bool(crashes) or bool(triple_faults) or stalled == "1"
     if stalled == "1":
         print("ENVIRONMENT FAULT: dom0's boot stalled before its first scenario (exit status 3)")
+    if triple_faults:
+        print(f"ENVIRONMENT FAULT: {len(triple_faults)} HVM/PVH guest(s) triple-faulted in this boot (QEMU's SVM "
+              "emulation; exit status 3)")
     if crashes:
         print("ENVIRONMENT FAULT: dom0 processes died of memory corruption in this boot "
               f"({len(crashes)}); the results of this boot are not trustworthy (exit status 3)")
@@ -232,9 +269,11 @@ def main(argv):
                        "host": {"hog_busy_loops": int(host_hog), "load_average_at_boot": load0,
                                 "qemu_priority_raised": priority == "1"},
                        "passed": not failed, "environment_fault": env_fault, "memory_errors": crashes,
+                       "guest_triple_faults": triple_faults,
                        "figures": figs, "means_mbps": means, "ratios": ratios,
                        "unetbackd_per_packet": per_packet, "lifecycle_ms": lifecycle,
                        "adoption": adoption,
+                       "migrations": migrations,
                        "syscalls_method": methods,
                        "driver_domain": {"checks_passed": sum(c["result"] == "PASS" for c in dd_checks),
                                          "checks": len(dd_checks), "grants": dd_grants},

@@ -136,6 +136,7 @@ class XenlabReportTest(unittest.TestCase):
                     "FIG migrate.unetbackd.1.outage_ms 150\n"
                     "FIG migrate.kernel.1.refused_outage_ms 150\n"
                     "FIG migrate.unetbackd.2.refused_outage_ms 402\n"
+                    "FIG migrate.unetbackd.pv.refused_outage_ms 97\n"
                     "CHECK saverestore.unetbackd.1.connected PASS vif 5/0: frontend state 4, backend state 4\n")
         rc, d, text = self.report()
         self.assertEqual(rc, 0)
@@ -150,13 +151,58 @@ class XenlabReportTest(unittest.TestCase):
         # A refused attempt (Debian's Xen: no PV log-dirty) is not counted as a migration.
         self.assertEqual(life["migrate.refused"]["unetbackd"], {"median": 402.0, "max": 402.0, "n": 1})
         self.assertEqual(life["migrate.refused"]["kernel"]["n"], 1)
+        # The PV domU's refused attempt beside the PVH domU's migrations: a step of its own.
+        self.assertEqual(life["migrate.pv.refused"], {"unetbackd": {"median": 97.0, "max": 97.0, "n": 1}})
         self.assertIn("guest lifecycle, ms", text)
         self.assertRegex(text, r"saverestore +18157 \(max 18157, n=1\) +19921 \(max 20842, n=2\)")
 
     def test_a_run_without_lifecycle_steps_has_an_empty_lifecycle_summary(self):
         _, d, text = self.report()
         self.assertEqual(d["lifecycle_ms"], {})
+        self.assertEqual(d["migrations"], {})
         self.assertNotIn("guest lifecycle", text)
+        self.assertNotIn("live migrations", text)
+
+    def test_a_guest_that_triple_faulted_makes_the_boot_an_environment_fault(self):
+        # Xen's line for the PVH domU of a --only life boot (2026-12-02): it crashed right after
+        # an intercepted RDTSC, on the kernel netback as on unetbackd.
+        self.write_console(CONSOLE.replace(
+            "XENLAB 800.0 DONE",
+            "XENLAB 500.0 === guest lifecycle on unetbackd: xl save/restore x2 (PV), xl migrate localhost x10 (PVH)\n"
+            "(XEN) d15v0 Triple fault - invoking HVM shutdown action 1\n"
+            "(XEN) *** Dumping Dom15 vcpu#0 state: ***\n"
+            "XENLAB 800.0 DONE"))
+        rc, d, text = self.report()
+        self.assertEqual(rc, 3)
+        self.assertTrue(d["environment_fault"])
+        self.assertEqual(len(d["guest_triple_faults"]), 1)
+        self.assertIn("guest lifecycle on unetbackd", d["guest_triple_faults"][0])
+        self.assertEqual(d["memory_errors"], [])
+        self.assertIn("FAILED domU.no_triple_fault", text)
+        self.assertIn("triple-faulted", text)
+
+    def test_a_live_migration_is_clean_only_when_every_one_of_its_checks_passed(self):
+        # migrate_once's checks (dom0-run.sh) for the PVH domU: one kernel migration, three on
+        # unetbackd of which one left an event channel to the old domid. The HAP check and the
+        # PV domU's refused attempt are not migrations.
+        with open(self.results, "a") as f:
+            f.write("CHECK migrate.kernel.hap PASS xl info virt_caps: pv hvm hap\n"
+                    "CHECK migrate.kernel.1.xl_migrate PASS xl migrate localhost rc=0\n"
+                    "CHECK migrate.kernel.1.old_vif.no_tap PASS vif3.0 gone\n"
+                    "CHECK migrate.kernel.1.connected PASS vif 4/0: frontend state 4, backend state 4\n"
+                    "CHECK migrate.unetbackd.pv.refused_cleanly PASS xl migrate rc=1: log-dirty refused\n"
+                    "CHECK migrate.unetbackd.1.xl_migrate PASS xl migrate localhost rc=0\n"
+                    "CHECK migrate.unetbackd.1.old_vif.no_bound_port PASS no event channel left to dom7\n"
+                    "CHECK migrate.unetbackd.2.xl_migrate PASS xl migrate localhost rc=0\n"
+                    "CHECK migrate.unetbackd.2.old_vif.no_bound_port FAIL Port 41 Waiting connection\n"
+                    "CHECK migrate.unetbackd.mq.xl_migrate PASS xl migrate localhost rc=0\n"
+                    "CHECK migrate.unetbackd.mq.queues PASS frontend multi-queue-num-queues=2\n")
+        rc, d, text = self.report()
+        self.assertEqual(rc, 1)
+        self.assertEqual(d["migrations"], {"kernel": {"attempted": 1, "clean": 1},
+                                           "unetbackd": {"attempted": 3, "clean": 2}})
+        self.assertIn("live migrations (xl migrate to this host, every check passed): kernel 1 of 1, "
+                      "unetbackd 2 of 3", text)
 
     def test_the_driver_domain_part_gets_its_ratios_grant_figures_and_checks(self):
         # The driverdomain lines of a --quick --only dd boot (2026-12-01, tools/xenlab/dom0-run.sh
