@@ -6,7 +6,9 @@
 // delivered right after the unmask).
 #pragma once
 
+#include <cstddef>
 #include <optional>
+#include <span>
 #include <system_error>
 #include <utility>
 
@@ -34,6 +36,31 @@ class EventChannel {
   virtual Result<std::optional<Port>> pending() = 0;
   virtual std::error_code unmask(Port local) = 0;
   virtual std::error_code unbind(Port local) = 0;
+
+  /// The ports with an event pending (each now masked), up to out.size(), into `out`; their
+  /// count, 0 when nothing is pending. Fewer than out.size() means none is left. A device that
+  /// can report several ports at once does it in one call (Xen's /dev/xen/evtchn: one read).
+  virtual Result<std::size_t> pending_batch(std::span<Port> out) {
+    std::size_t n = 0;
+    while (n < out.size()) {
+      auto p = pending();
+      if (!p) {
+        if (n > 0) break;  // the ports taken are still reported; the error comes again
+        return p.error();
+      }
+      if (!*p) break;
+      out[n++] = **p;
+    }
+    return n;
+  }
+  /// Unmasks every port of `ports` (Xen: one write); the first error, after trying them all.
+  virtual std::error_code unmask_batch(std::span<const Port> ports) {
+    std::error_code first;
+    for (Port p : ports) {
+      if (auto ec = unmask(p); ec && !first) first = ec;
+    }
+    return first;
+  }
 };
 
 /// A bound port; the destructor unbinds it. Move-only; the EventChannel must outlive it.

@@ -20,6 +20,10 @@
 #      destroy: backend state 6, no TAP, no mapped grant, no bound event channel
 #   2. netfront-shim in a domU (no kernel netfront) against the kernel netback and unetbackd;
 #      with unetbackd also a SIGKILL of the daemon: systemd restarts it, the shim is served again
+#   adopt (issue 20): labu's Linux netfront across a SIGKILL of unetbackd (systemd restarts it,
+#      the new process adopts the vif from its state record) and a planned takeover (systemctl
+#      restart): both states stay 4 (sampled every 20 ms), a TCP stream survives, the outage of a
+#      50 ms pinger (adopt.unetbackd.{crash,takeover}.outage_ms), the same TAP on xenbr0
 #   libvirt: virsh -c xen:/// create of a PV domain with <interface type='bridge'> on xenbr0,
 #      served by unetbackd (ping, iperf3 both ways), virsh destroy with the checks of 1; then
 #      journalctl -u unetbackd (the daemon's lines; -p warning shows a rejected tunable only)
@@ -51,7 +55,7 @@
 # time goes in dom0). --host-hog N runs N busy loops on this
 # host (not in dom0) for the whole boot, each ended by its PID afterwards: the figures under
 # host load.
-# Debugging: --only kernel|unetbackd|switch|shim|libvirt|life|mq|umq|kmq|dd runs one part (mq: 3 on both
+# Debugging: --only kernel|unetbackd|switch|adopt|shim|libvirt|life|mq|umq|kmq|dd runs one part (mq: 3 on both
 # backends; umq: 3 on unetbackd; kmq: 3 on the kernel netback, three times, with detach/attach;
 # dd: the driver domain);
 # --daemon-arg ARG adds ARG (a word) to unetbackd's command line (repeat it); --daemon-wrap CMD
@@ -87,7 +91,7 @@ while (($#)); do
       [[ ${2:-} =~ ^[A-Z_][A-Z0-9_]*=[A-Za-z0-9_.,:/-]*$ ]] || { echo "xenlab: --b-env takes NAME=VALUE (no spaces)" >&2; exit 2; }
       B_ENV+="$2 "; shift ;;
     --quick) QUICK=1 ;;
-    --only) ONLY=${2:?--only needs kernel, unetbackd, switch, shim, libvirt, life, mq, umq, kmq or dd}; shift ;;
+    --only) ONLY=${2:?--only needs kernel, unetbackd, switch, adopt, shim, libvirt, life, mq, umq, kmq or dd}; shift ;;
     --json) JSON=${2:?--json needs a file}; shift ;;
     --no-shim) SHIM=0 ;;
     --profile) PROFILE=1 ;;

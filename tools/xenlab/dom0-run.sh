@@ -837,6 +837,78 @@ sigkill_restart() { # TAG IP
 }
 
 # ---------------------------------------------------------------------------------------------
+# A backend restart the guest does not notice (issue 20): labu's Linux netfront, served by
+# unetbackd.service, across a SIGKILL of the daemon (systemd starts it again and the new process
+# adopts the vif from its state record: rings mapped again, the frontend's ports bound again,
+# the same persistent TAP on xenbr0) and across a planned takeover (systemctl restart: the old
+# process hands over at a pass boundary). Neither side's state may leave 4 (a Linux netfront
+# that sees its backend leave Connected tears its rings down), a TCP stream and a 50 ms pinger
+# run across, and unetback-ctl list says how the vif was taken (recovered, taken_over).
+adopt_states_start() { # TAG DOMID: the frontend's and the backend's state every 20 ms
+  rm -f "/tmp/adopt-stop-$1"
+  (
+    while [ ! -e "/tmp/adopt-stop-$1" ]; do
+      echo "$(xenstore-read "/local/domain/$2/device/vif/0/state" 2>/dev/null || echo gone)/$(xenstore-read "$BE/$2/0/state" 2>/dev/null || echo gone)"
+      sleep 0.02
+    done | uniq >"/tmp/adopt-states-$1"
+  ) &
+  ADOPT_STATES_PID=$!
+}
+adopt_states_stop() { # TAG: checks TAG.states_stayed_4
+  touch "/tmp/adopt-stop-$1"
+  wait "$ADOPT_STATES_PID" 2>/dev/null
+  local seen
+  seen=$(sort -u "/tmp/adopt-states-$1" | tr '\n' ' ')
+  check "$1.states_stayed_4" "$([ "$seen" = "4/4 " ] && echo 0 || echo 1)" "frontend/backend states seen every 20 ms: $seen"
+}
+adopt_step() { # TAG KIND(crash|takeover) DOMID IP
+  local tag=$1 kind=$2 d=$3 ip=$4 old=$UNETBACKD_PID want ifi0 ifi1 master t0 rc
+  ifi0=$(cat "/sys/class/net/vif$d.0/ifindex" 2>/dev/null)
+  outage_start "$tag" "$ip"
+  stream_start "$tag" "$ip"
+  adopt_states_start "$tag" "$d"
+  t0=$(now)
+  if [ "$kind" = crash ]; then
+    want=recovered
+    kill -KILL "$old"
+  else
+    want=taken_over
+    systemctl restart "$UNIT"
+  fi
+  wait_for 30 sh -c "systemctl is-active -q $UNIT && [ \"\$(systemctl show -p MainPID --value $UNIT)\" != $old ] && '$CTL' list 2>/dev/null | grep -qw $want"
+  rc=$?
+  fig "$tag.adopted_s" "$(since "$t0")"
+  UNETBACKD_PID=$(unit_prop MainPID)
+  check "$tag.adopted" $rc "pid $old -> $UNETBACKD_PID ($kind), unetback-ctl list: $("$CTL" list 2>&1 | tail -n +2 | tr -s ' ' | tr '\n' ';')"
+  stream_stop "$tag"
+  outage_stop "$tag"
+  adopt_states_stop "$tag"
+  ifi1=$(cat "/sys/class/net/vif$d.0/ifindex" 2>/dev/null)
+  master=$(basename "$(readlink "/sys/class/net/vif$d.0/master" 2>/dev/null)" 2>/dev/null)
+  check "$tag.same_tap" "$([ -n "$ifi0" ] && [ "$ifi0" = "$ifi1" ] && [ "$master" = xenbr0 ] && echo 0 || echo 1)" \
+    "vif$d.0 ifindex $ifi0 -> ${ifi1:-gone}, on ${master:-no bridge}"
+  ping -c1 -W2 "$ip" >/dev/null 2>&1
+  check "$tag.ping" $? "$ip answers after the $kind"
+}
+adopt_part() {
+  local tag=adopt.unetbackd d
+  say "=== unetbackd: SIGKILL and a planned takeover under a running guest (issue 20)"
+  start_unetbackd || return
+  if xl_create "$tag" /tmp/u1.cfg labu 10.99.0.2; then
+    d=$(xl domid labu)
+    adopt_step "$tag.crash" crash "$d" 10.99.0.2
+    adopt_step "$tag.takeover" takeover "$d" 10.99.0.2
+    iperf "$tag.after" 10.99.0.2 guest_rx
+    iperf "$tag.after" 10.99.0.2 guest_tx
+    destroy_checked "$tag" labu
+  else
+    xl destroy labu >/dev/null 2>&1
+  fi
+  integrity "$tag"
+  stop_unetbackd
+}
+
+# ---------------------------------------------------------------------------------------------
 # Guest lifecycle (issue 18): xl save + xl restore, xl migrate to this same host, and a TCP
 # stream across a migration, on the kernel netback (the baseline) and on unetbackd.
 # The outage of each step is measured by a ping every 50 ms from dom0 (ping -D: a timestamp per
@@ -1460,6 +1532,8 @@ if want life || want unetbackd; then
   [ "$ROUNDS" != 1 ] && lifecycle kernel
   lifecycle unetbackd
 fi
+# A daemon restart the guest does not notice (issue 20): in every run, the quick one too.
+{ want unetbackd || want adopt; } && adopt_part
 # libvirt (and the journal's lines from everything unetbackd served so far).
 if want unetbackd || want libvirt; then
   start_unetbackd && {

@@ -32,6 +32,10 @@ class XenEventChannel final : public EventChannel {
   Result<std::optional<Port>> pending() override;
   std::error_code unmask(Port local) override;
   std::error_code unbind(Port local) override;
+  /// One read() of /dev/xen/evtchn for every pending port (evtchn_device.hpp).
+  Result<std::size_t> pending_batch(std::span<Port> out) override;
+  /// One write() for all of them.
+  std::error_code unmask_batch(std::span<const Port> ports) override;
 
  private:
   struct Closer {
