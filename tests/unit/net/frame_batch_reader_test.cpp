@@ -32,7 +32,8 @@ struct Pair {
   }
   void send_frames(int first, int count) const {
     for (int i = first; i < first + count; ++i) {
-      const std::string f = "frame-" + std::to_string(i) + std::string(static_cast<std::size_t>(i), 'x');
+      const std::string f =
+          "frame-" + std::to_string(i) + std::string(static_cast<std::size_t>(i), 'x');
       ASSERT_EQ(::send(sender.get(), f.data(), f.size(), 0), static_cast<ssize_t>(f.size()));
     }
   }
