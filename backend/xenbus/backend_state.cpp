@@ -325,6 +325,19 @@ void on(Walker& w, const DaemonShutdown&) {
   w.to_closed(/*removal=*/false);
 }
 
+void on(Walker& w, const RingsAdopted&) {
+  BackendView& v = w.view();
+  // Only a fresh vif, as BackendAdopted: the store says 4 on both sides and stays so.
+  if (probed(v) || v.removed) return;
+  v.online = true;
+  v.backend = XenbusState::connected;
+  v.frontend = XenbusState::connected;
+  v.tap = true;
+  v.rings = RingsState::up;
+  v.hotplug = HotplugStatus::connected;
+  v.stale_frontend = false;
+}
+
 void on(Walker& w, const BackendAdopted& e) {
   BackendView& v = w.view();
   // Only a fresh vif adopts, and only a device an earlier backend had moved past 1.
@@ -416,6 +429,7 @@ std::string describe(const Event& e) {
           return "BackendAdopted(" + std::string(state_name(ev.found)) + ")";
         if constexpr (std::is_same_v<T, ReconfigureFailed>)
           return "ReconfigureFailed(" + ev.message + ")";
+        if constexpr (std::is_same_v<T, RingsAdopted>) return "RingsAdopted";
         return "?";
       },
       e);
