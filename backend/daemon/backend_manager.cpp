@@ -1,9 +1,8 @@
 #include "backend/daemon/backend_manager.hpp"
 
-#include <utility>
-
 #include <cerrno>
 #include <exception>
+#include <utility>
 
 #include "common/xenbus/xenbus_state.hpp"
 

@@ -93,8 +93,8 @@ bool is_live_daemon(pid_t pid) {
   std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
   std::string line;
   std::getline(stat, line);
-  if (const auto close = line.rfind(')'); close != std::string::npos && close + 2 < line.size() &&
-                                          line[close + 2] == 'Z')
+  if (const auto close = line.rfind(')');
+      close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z')
     return false;
   const std::string theirs = comm_of(std::to_string(pid));
   return !theirs.empty() && theirs == comm_of("self");

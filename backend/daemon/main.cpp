@@ -94,10 +94,11 @@ void serve_operator_signals(boost::asio::signal_set& signals, TunableStore& tuna
 /// released, about to exit).
 void die_at_handover_step(int step) {
   static const int die_at = [] {
+    // NOLINTNEXTLINE(concurrency-mt-unsafe): first called from main(), before any thread.
     const char* v = std::getenv("UNETBACKD_DIE_AT_HANDOVER_STEP");
     return v != nullptr ? std::atoi(v) : 0;
   }();
-  if (die_at != step) return;
+  if (step <= 0 || die_at != step) return;
   log::write(log::Level::warn, kLog,
              "UNETBACKD_DIE_AT_HANDOVER_STEP: dying at handover step " + std::to_string(step));
   std::raise(SIGKILL);
@@ -137,7 +138,8 @@ int run(const DaemonOptions& opts) {
   if (!opts.state_dir.empty()) {
     std::error_code mk;
     std::filesystem::create_directories(opts.state_dir, mk);
-    if (mk) throw SetupError("cannot make the state directory " + opts.state_dir + ": " + mk.message());
+    if (mk)
+      throw SetupError("cannot make the state directory " + opts.state_dir + ": " + mk.message());
   }
   claim_owner_node(*xs, self);
 
@@ -199,10 +201,11 @@ int run(const DaemonOptions& opts) {
                                 control.path() + ", lock " + lock.path();
     log::write(log::Level::info, kLog, serving);
     // What no vif of this daemon claims (a guest gone while no daemon ran) goes now.
-    if (!opts.state_dir.empty())
+    if (!opts.state_dir.empty()) {
       (void)vif::release_left_behind(opts.state_dir, [&manager](DomId d, DevId v) {
         return manager.status(VifId{d, v}).has_value();
       });
+    }
     notifier.ready(serving);
   });
 
@@ -212,8 +215,8 @@ int run(const DaemonOptions& opts) {
     if (ec) return;
     // SIGUSR2 (--takeover, `systemctl kill -s USR2`), or SIGTERM while systemd restarts the
     // unit: hand over. Any other SIGTERM or SIGINT is an orderly stop.
-    const bool restart = signo == SIGUSR2 || (signo == SIGTERM && !opts.state_dir.empty() &&
-                                              systemd_restarting_us());
+    const bool restart = signo == SIGUSR2 ||
+                         (signo == SIGTERM && !opts.state_dir.empty() && systemd_restarting_us());
     notifier.stopping();
     loop.stop();
     if (restart) {
@@ -272,6 +275,7 @@ void install_crash_handler() {
 
 int main(int argc, char** argv) {
   ignore_stray_signals();
+  die_at_handover_step(0);  // reads its variable now, before any thread
   install_crash_handler();
   std::vector<std::string_view> args(argv + 1, argv + argc);
   auto parsed = parse_daemon_args(args);

@@ -17,6 +17,7 @@ namespace unetback::daemon {
 bool systemd_restarting_us() {
 #if UNETBACK_HAVE_LIBSYSTEMD
   // Only a service systemd started has a unit to ask about.
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): nothing in unetbackd ever sets the environment.
   if (std::getenv("INVOCATION_ID") == nullptr) return false;
   char* unit = nullptr;
   if (::sd_pid_get_unit(::getpid(), &unit) < 0 || unit == nullptr) return false;
@@ -46,9 +47,10 @@ bool systemd_restarting_us() {
       ::sd_bus_error_free(&e2);
     }
   }
-  if (error.message != nullptr)
+  if (error.message != nullptr) {
     log::write(log::Level::warn, "unetbackd",
                std::string("asking systemd about our job: ") + error.message);
+  }
   ::sd_bus_message_unref(reply);
   ::sd_bus_error_free(&error);
   std::free(unit_path);  // NOLINT(cppcoreguidelines-no-malloc)

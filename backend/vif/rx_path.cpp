@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 namespace unetback::vif {
 namespace {
@@ -19,11 +20,11 @@ RxPath::RxPath(ring::RxBackRing ring, hv::GrantTable& table, RxConfig config,
                QueueCounters& counters)
     : ring_(ring),
       table_(table),
-      config_(config),
+      config_(std::move(config)),
       counters_(counters),
       // The batch holds several calls' worth (the table splits it into calls of copy_batch
       // segments) and always at least one whole packet's chunks.
-      batch_(table, std::max<std::size_t>(4 * config.copy_batch, kMaxChunksPerPacket)) {
+      batch_(table, std::max<std::size_t>(4 * config_.copy_batch, kMaxChunksPerPacket)) {
   plan_.chunks.reserve(64);
   plan_.slot_bytes.reserve(32);
   awaiting_flush_.reserve(config_.max_packets_per_pass);

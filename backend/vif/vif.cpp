@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <boost/system/system_error.hpp>
-#include <fcntl.h>
 #include <cstdio>
+#include <fcntl.h>
 #include <fstream>
 #include <net/if.h>
 #include <new>
@@ -161,9 +161,8 @@ std::error_code Vif::map_rings(const xenbus::QueueConfig& q, std::uint32_t index
     if (!rx) return rx.error();
     log::write(log::Level::info, prefix_ + "-q" + std::to_string(index),
                "rings recovered: tx " + std::to_string(tx->pushed) + " pushed, " +
-                   std::to_string(tx->answered) + " answered; rx " +
-                   std::to_string(rx->pushed) + " pushed, " + std::to_string(rx->answered) +
-                   " returned");
+                   std::to_string(tx->answered) + " answered; rx " + std::to_string(rx->pushed) +
+                   " pushed, " + std::to_string(rx->answered) + " returned");
   }
   // netback refuses rings whose frontend claims more requests than fit (-EIO).
   auto tx_ring = ring::TxBackRing::attach(res.tx_page.data());
@@ -379,9 +378,10 @@ std::error_code Vif::connect(const xenbus::FrontendConfig& fe, const xenbus::Bac
   std::error_code ec;
   std::string what;
   if (!adopting_ && adoptable(fe, be)) {
-    if (auto rec_ec = start_record(static_cast<std::uint32_t>(fe.queues.size())))
+    if (auto rec_ec = start_record(static_cast<std::uint32_t>(fe.queues.size()))) {
       log::write(log::Level::warn, prefix_,
                  "no state record (a restart will reconnect this vif): " + rec_ec.message());
+    }
   }
   try {
     ec = connect_queues(fe, be, rate, queues);
@@ -548,7 +548,7 @@ void Vif::disconnect() {
   leave_switch();
   for (auto& q : queues) q->stop();
   if (!queues.empty()) log_guest(log::Level::info, "disconnected");
-  queues.clear();  // unbinds the ports, unmaps the rings, detaches the TAP queues
+  queues.clear();                    // unbinds the ports, unmaps the rings, detaches the TAP queues
   if (!adopting_) record_.remove();  // nothing in flight any more: nothing for a successor
   if (stalled_queues_.exchange(0) != 0 && tap_) (void)tap_->set_carrier(true);
   if (tap_) (void)tap_->set_active_queues(1);

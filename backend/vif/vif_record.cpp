@@ -85,9 +85,9 @@ Result<RingRecovery> recover_tx_ring(void* page, TxRingRecord& rec) {
     TxSlotRecord& sl = rec.slots[k & (kRing - 1)];
     const bool extra = sl.kind == static_cast<std::uint16_t>(TxSlotKind::extra);
     // Whether the frame reached the TAP is not known: DROPPED (the guest's TCP resends).
-    const wire::TxResponse rsp{static_cast<std::uint16_t>(extra ? 0 : sl.id),
-                               static_cast<std::int16_t>(extra ? wire::RspStatus::null
-                                                               : wire::RspStatus::dropped)};
+    const wire::TxResponse rsp{
+        static_cast<std::uint16_t>(extra ? 0 : sl.id),
+        static_cast<std::int16_t>(extra ? wire::RspStatus::null : wire::RspStatus::dropped)};
     pg.put(at, sizeof(ring::TxBackRing::Entry), rsp);
     rec_word(sl.ans).store(at, std::memory_order_relaxed);
     ++at;
@@ -121,8 +121,8 @@ Result<RingRecovery> recover_rx_ring(void* page, RxRingRecord& rec) {
 
 std::filesystem::path VifRecord::path_for(const std::filesystem::path& dir, DomId domid,
                                           DevId devid) {
-  return dir / ("vif-" + std::to_string(domid.value()) + "-" + std::to_string(devid.value()) +
-                ".state");
+  return dir /
+         ("vif-" + std::to_string(domid.value()) + "-" + std::to_string(devid.value()) + ".state");
 }
 
 Result<VifRecord> VifRecord::create(const std::filesystem::path& file, DomId domid, DevId devid,
@@ -155,7 +155,7 @@ Result<VifRecord> VifRecord::create(const std::filesystem::path& file, DomId dom
 Result<VifRecord> VifRecord::open(const std::filesystem::path& file, DomId domid, DevId devid) {
   UniqueFd fd(::open(file.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
   if (!fd) return last_errno();
-  struct stat st{};
+  struct stat st {};
   if (::fstat(fd.get(), &st) != 0) return last_errno();
   const auto size = static_cast<std::size_t>(st.st_size);
   if (!S_ISREG(st.st_mode) || size < sizeof(RecordHeader)) return errno_code(EPROTO);
@@ -173,7 +173,9 @@ Result<VifRecord> VifRecord::open(const std::filesystem::path& file, DomId domid
   return r;
 }
 
-VifRecord::VifRecord(VifRecord&& o) noexcept { *this = std::move(o); }
+VifRecord::VifRecord(VifRecord&& o) noexcept {
+  *this = std::move(o);
+}
 
 VifRecord& VifRecord::operator=(VifRecord&& o) noexcept {
   if (this == &o) return *this;
@@ -184,7 +186,9 @@ VifRecord& VifRecord::operator=(VifRecord&& o) noexcept {
   return *this;
 }
 
-VifRecord::~VifRecord() { unmap(); }
+VifRecord::~VifRecord() {
+  unmap();
+}
 
 void VifRecord::unmap() {
   if (base_ != nullptr) ::munmap(base_, size_);

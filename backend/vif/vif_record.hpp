@@ -173,9 +173,9 @@ class RxRecorder {
 
 /// What recover_*_ring did.
 struct RingRecovery {
-  std::uint32_t pushed = 0;     // responses [S, P) published
-  std::uint32_t answered = 0;   // consumed requests answered now ([P, C))
-  bool notify = false;          // the frontend asked to be told
+  std::uint32_t pushed = 0;    // responses [S, P) published
+  std::uint32_t answered = 0;  // consumed requests answered now ([P, C))
+  bool notify = false;         // the frontend asked to be told
 };
 
 /// Settles a TX ring after its backend died, from the ring page and its record (see the file
@@ -203,8 +203,7 @@ class VifRecord {
   /// An existing record, checked for magic, version, size and ids. ENOENT none; EPROTO bad.
   static Result<VifRecord> open(const std::filesystem::path& file, DomId domid, DevId devid);
   /// `<dir>/vif-<domid>-<devid>.state`.
-  static std::filesystem::path path_for(const std::filesystem::path& dir, DomId domid,
-                                        DevId devid);
+  static std::filesystem::path path_for(const std::filesystem::path& dir, DomId domid, DevId devid);
 
   VifRecord() = default;
   VifRecord(VifRecord&& o) noexcept;

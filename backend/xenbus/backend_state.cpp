@@ -13,7 +13,7 @@ class Walker {
   explicit Walker(const BackendView& v) : v_(v) {}
 
   BackendView& view() { return v_; }
-  Transition finish() && { return {std::move(v_), std::move(actions_)}; }
+  Transition finish() && { return {v_, std::move(actions_)}; }
   // Constructed in place: moving a whole Action variant trips GCC 12's -Wmaybe-uninitialized.
   template <typename A>
   void emit(A a) {
@@ -413,8 +413,9 @@ std::string describe(const Event& e) {
             case HotplugStatus::other: return "HotplugStatusChanged(other)";
           }
         }
-        if constexpr (std::is_same_v<T, OnlineChanged>)
+        if constexpr (std::is_same_v<T, OnlineChanged>) {
           return ev.online ? "OnlineChanged(1)" : "OnlineChanged(0)";
+        }
         if constexpr (std::is_same_v<T, ToolstackSetBackendState>)
           return "ToolstackSetBackendState(" + std::string(state_name(ev.state)) +
                  (ev.online ? ", online)" : ", offline)");

@@ -155,11 +155,11 @@ struct ReconfigureFailed {
   friend bool operator==(const ReconfigureFailed&, const ReconfigureFailed&) = default;
 };
 
-using Event = std::variant<BackendDirAppeared, FrontendStateChanged, FrontendStateInvalid,
-                           HotplugStatusChanged, OnlineChanged, ToolstackSetBackendState,
-                           FrontendDomainGone, ConnectSucceeded, ConnectFailed, TapCreateFailed,
-                           ProbeFailed, DaemonShutdown, BackendAdopted, ReconfigureFailed,
-                           RingsAdopted>;
+using Event =
+    std::variant<BackendDirAppeared, FrontendStateChanged, FrontendStateInvalid,
+                 HotplugStatusChanged, OnlineChanged, ToolstackSetBackendState, FrontendDomainGone,
+                 ConnectSucceeded, ConnectFailed, TapCreateFailed, ProbeFailed, DaemonShutdown,
+                 BackendAdopted, ReconfigureFailed, RingsAdopted>;
 
 // ---- Actions --------------------------------------------------------------------------------
 

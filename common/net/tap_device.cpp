@@ -91,8 +91,8 @@ bool offloads_valid(const TapOffloads& o, bool vnet_hdr) {
 }  // namespace
 
 const std::error_category& tap_category() noexcept {
-  static const TapCategory kCategory;
-  return kCategory;
+  static const TapCategory category;
+  return category;
 }
 
 std::error_code make_error_code(TapError e) noexcept {
@@ -168,8 +168,8 @@ Result<TapDevice> TapDevice::attach(int ifindex, const TapConfig& config) {
       ifreq got{};
       if (::ioctl(fd.get(), TUNGETIFF, &got) < 0) return last_errno();
       ifreq idx = make_ifreq(name);
-      const bool same = ifreq_ioctl(SIOCGIFINDEX, idx) == std::error_code{} &&
-                        idx.ifr_ifindex == ifindex;
+      const bool same =
+          ifreq_ioctl(SIOCGIFINDEX, idx) == std::error_code{} && idx.ifr_ifindex == ifindex;
       // Not persistent: TUNSETIFF just made a new TAP of that name (the old one is gone),
       // which closing `fd` removes again.
       if ((got.ifr_flags & IFF_PERSIST) == 0 || !same) return errno_code(ENODEV);

@@ -85,7 +85,8 @@ class TapDevice {
   /// Attaches to the persistent TAP that has interface index `ifindex` now (it may have
   /// been renamed), with every queue of `config` (its name is ignored; vnet_hdr, multi_queue,
   /// queues and non_blocking must be those it was made with). ENODEV: no such interface, or
-  /// it is not a persistent TAP (nothing is left created then). The attached TAP is persistent(): keep it or not.
+  /// it is not a persistent TAP (nothing is left created then). The attached TAP is persistent():
+  /// keep it or not.
   [[nodiscard]] static Result<TapDevice> attach(int ifindex, const TapConfig& config);
 
   TapDevice(TapDevice&& o) noexcept { *this = std::move(o); }

@@ -152,8 +152,8 @@ Result<int> DomainRegistry::new_pin_table(DomId id, ClientId client) {
   Domain* d = find(id);
   if (d == nullptr || d->nr_grant_entries == 0) return errno_code(ESRCH);
   const std::string tag = "xensim-dom" + std::to_string(id.value()) + "-pins";
-  auto fd = make_sealed_memfd(tag.c_str(), std::size_t{d->nr_grant_entries} *
-                                               sizeof(hv::sim::GrantPins));
+  auto fd =
+      make_sealed_memfd(tag.c_str(), std::size_t{d->nr_grant_entries} * sizeof(hv::sim::GrantPins));
   if (!fd) return fd.error();
   const int raw = fd->get();
   d->pin_tables.push_back(PinTable{client, std::move(*fd)});
@@ -195,19 +195,20 @@ void DomainRegistry::release_pins(Domain& d, ClientId client) {
       other_users += m.as<hv::sim::GrantPins>()[i].users;
       other_writers += m.as<hv::sim::GrantPins>()[i].writers;
     }
-    const std::uint16_t clear = static_cast<std::uint16_t>(
-        (other_users == 0 ? GTF_reading : 0) | (writers != 0 && other_writers == 0 ? GTF_writing : 0));
+    const std::uint16_t clear =
+        static_cast<std::uint16_t>((other_users == 0 ? GTF_reading : 0) |
+                                   (writers != 0 && other_writers == 0 ? GTF_writing : 0));
     // ORDERING: release, as SimGrantTable::unpin: the granter may reuse the page after this.
     if (clear != 0)
-      hv::sim::word_of(entries[i]).fetch_and(~static_cast<std::uint32_t>(clear),
-                                             std::memory_order_release);
+      hv::sim::word_of(entries[i])
+          .fetch_and(~static_cast<std::uint32_t>(clear), std::memory_order_release);
     ++released;
   }
   d.pin_tables = std::move(kept);
   if (released != 0)
     log::write(log::Level::info, "xensim",
-               "domain " + std::to_string(d.id.value()) + ": released " +
-                   std::to_string(released) + " grant(s) a dead process still held");
+               "domain " + std::to_string(d.id.value()) + ": released " + std::to_string(released) +
+                   " grant(s) a dead process still held");
 }
 
 void DomainRegistry::bump_gen(Domain& d, std::uint32_t port) {

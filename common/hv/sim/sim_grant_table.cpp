@@ -30,7 +30,6 @@ std::error_code map_error_of(std::int16_t status) {
 }  // namespace
 
 struct SimGrantTable::DomainView {
-
   DomId domid;
   UniqueFd memory_fd;
   MappedRegion memory, grants, control;
@@ -109,9 +108,9 @@ Result<std::shared_ptr<SimGrantTable::DomainView>> SimGrantTable::view_for(DomId
       PROT_READ | PROT_WRITE);
   auto ctl =
       MappedRegion::map_shared(resp->fds[2].get(), kDomainControlSize, PROT_READ | PROT_WRITE);
-  auto pins = MappedRegion::map_shared(
-      resp->fds[3].get(), static_cast<std::size_t>(v->nr_entries) * sizeof(GrantPins),
-      PROT_READ | PROT_WRITE);
+  auto pins = MappedRegion::map_shared(resp->fds[3].get(),
+                                       static_cast<std::size_t>(v->nr_entries) * sizeof(GrantPins),
+                                       PROT_READ | PROT_WRITE);
   if (!mem) return mem.error();
   if (!gnt) return gnt.error();
   if (!ctl) return ctl.error();
@@ -169,9 +168,10 @@ void SimGrantTable::unpin(DomainView& v, GrantRef ref, bool write) {
       (p.users == 0 ? kReading : 0) | (write && p.writers == 0 ? kWriting : 0);
   // ORDERING: release, so our accesses to the frame happen before the granter can see the
   // bits clear and reuse the page (its revoking CAS is acquire).
-  if (clear != 0)
+  if (clear != 0) {
     word_of(v.entry(ref.value()))
         .fetch_and(~static_cast<std::uint32_t>(clear), std::memory_order_release);
+  }
 }
 
 std::int16_t SimGrantTable::resolve_side(const GrantCopyPtr& side, std::uint16_t len, bool write,
@@ -203,6 +203,8 @@ std::int16_t SimGrantTable::resolve_side(const GrantCopyPtr& side, std::uint16_t
   return GNTST_okay;
 }
 
+// NOLINTNEXTLINE(bugprone-exception-escape): only std::bad_alloc (the view cache, the keep
+// list) can escape; running out of memory in the data path terminates, by design.
 bool SimGrantTable::copy_call(std::span<GrantCopySegment> segments) noexcept {
   std::vector<std::shared_ptr<DomainView>> keep;
   {

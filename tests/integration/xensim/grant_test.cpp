@@ -4,8 +4,8 @@
 #include "common/wire/grant.hpp"
 
 #include <array>
-#include <csignal>
 #include <chrono>
+#include <csignal>
 #include <gtest/gtest.h>
 #include <memory>
 #include <sstream>
@@ -179,9 +179,10 @@ TEST_F(GrantBetweenProcesses, EachFailedCheckHasItsXenStatus) {
       GNTST_bad_page,          GNTST_bad_domain, GNTST_bad_gntref,
       GNTST_permission_denied, GNTST_okay};
   ASSERT_EQ(segs.size(), want.size());
-  for (std::size_t i = 0; i < segs.size(); ++i)
+  for (std::size_t i = 0; i < segs.size(); ++i) {
     EXPECT_EQ(wire::grant_status_name(segs[i].status), wire::grant_status_name(want[i]))
         << "segment " << i;
+  }
   const auto stats = dom0_->grant_table().copy_stats();
   EXPECT_EQ(stats.calls, 2U);  // 11 segments, batches of 8
   EXPECT_EQ(stats.segments, 11U);

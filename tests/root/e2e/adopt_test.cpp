@@ -119,10 +119,11 @@ class Adoption : public EndToEnd {
       }
     }
     std::vector<Daemon*> pings;
-    for (const auto* g : guests)
-      pings.push_back(&w().spawn_in_ns(
-          g->ns, {"ping", "-D", "-i", "0.01", "-w", "5", w().host_ip()},
-          "ping" + std::to_string(g->domid) + ".log"));
+    for (const auto* g : guests) {
+      pings.push_back(&w().spawn_in_ns(g->ns,
+                                       {"ping", "-D", "-i", "0.01", "-w", "5", w().host_ip()},
+                                       "ping" + std::to_string(g->domid) + ".log"));
+    }
     std::this_thread::sleep_for(2s);
 
     const std::string old_log_name = how == Restart::takeover ? "takeover" : "crash";
@@ -131,8 +132,8 @@ class Adoption : public EndToEnd {
       ASSERT_TRUE(w().start_successor({"--takeover"}));
       const auto st = w().predecessor().wait_exit(20s);
       ASSERT_TRUE(st) << "the old daemon did not hand over\n" << w().predecessor().log();
-      EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 4)
-          << "status " << *st << "\n" << w().predecessor().log();
+      EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 4) << "status " << *st << "\n"
+                                                           << w().predecessor().log();
     } else {
       w().kill_daemon(SIGKILL);
       ASSERT_TRUE(w().start_successor({}));
@@ -203,8 +204,8 @@ TEST_F(Adoption, AVifWhoseRecordIsCorruptReconnectsAloneWhileTheOtherIsRecovered
     const std::uint32_t junk = 0xdeadbeef;
     f.write(reinterpret_cast<const char*>(&junk), sizeof junk);
   }
-  Daemon& wf1 = watch("/local/domain/" + std::to_string(g1->domid) + "/device/vif/0/state",
-                      "wf1.log");
+  Daemon& wf1 =
+      watch("/local/domain/" + std::to_string(g1->domid) + "/device/vif/0/state", "wf1.log");
   ASSERT_TRUE(w().start_successor({}));
   ASSERT_TRUE(w().daemon().wait_for("serving", 20s)) << w().daemon().log();
   EXPECT_TRUE(wait_reachable(g2->ns, w().host_ip(), 30s)) << w().daemon().log();
@@ -222,14 +223,15 @@ TEST_F(Adoption, AnOrderlyStopStillClosesEveryVifAndLeavesNothingBehind) {
   auto g1 = w().create_guest(1, {}, {"--queues", "2"});
   ASSERT_TRUE(g1) << w().why();
   ASSERT_TRUE(ping(g1->ns, w().host_ip(), 1));
-  EXPECT_TRUE(std::filesystem::exists(state_dir() + "/vif-" + std::to_string(g1->domid) +
-                                      "-0.state"));
+  EXPECT_TRUE(
+      std::filesystem::exists(state_dir() + "/vif-" + std::to_string(g1->domid) + "-0.state"));
   w().kill_daemon(SIGTERM);
   EXPECT_TRUE(w().vif_links().empty()) << "the persistent TAPs are gone";
   EXPECT_TRUE(std::filesystem::is_empty(state_dir())) << "the records are gone";
-  const RunResult st = run({"env", xs_env(), "xenstore-read",
-                            "/local/domain/0/backend/vif/" + std::to_string(g1->domid) + "/0/state"},
-                           w().dir());
+  const RunResult st =
+      run({"env", xs_env(), "xenstore-read",
+           "/local/domain/0/backend/vif/" + std::to_string(g1->domid) + "/0/state"},
+          w().dir());
   EXPECT_EQ(st.out, "6\n");
 }
 

@@ -11,7 +11,6 @@
 #include <fcntl.h>
 #include <functional>
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <linux/ethtool.h>
 #include <linux/if_packet.h>
 #include <linux/sockios.h>
@@ -22,6 +21,7 @@
 #include <string>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
 #include <vector>
@@ -36,8 +36,8 @@ namespace unetback::net {
 namespace {
 
 constexpr int kPollTimeoutMs = 2000;
-const MacAddress kTapMac{{0x02, 0x00, 0x00, 0x00, 0x00, 0x01}};
-const MacAddress kPeerMac{{0x02, 0x00, 0x00, 0x00, 0x00, 0x02}};
+constexpr MacAddress kTapMac{{0x02, 0x00, 0x00, 0x00, 0x00, 0x01}};
+constexpr MacAddress kPeerMac{{0x02, 0x00, 0x00, 0x00, 0x00, 0x02}};
 
 // Why the test cannot run here, or empty.
 std::string skip_reason() {
@@ -206,8 +206,9 @@ TEST(TapDeviceNetns, PersistentTapOutlivesItsDeadMakerAndIsAttachedAgainWithItsI
     ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
     const unsigned idx = ::if_nametoindex("vif7.0");
     ASSERT_NE(idx, 0u) << "a persistent TAP outlives its maker";
-    ASSERT_TRUE(sh("ip link add br7 type bridge && ip link set vif7.0 master br7 && "
-                   "ip link set vif7.0 name guest7"));
+    ASSERT_TRUE(
+        sh("ip link add br7 type bridge && ip link set vif7.0 master br7 && "
+           "ip link set vif7.0 name guest7"));
 
     auto again = TapDevice::attach(static_cast<int>(idx), cfg);
     ASSERT_TRUE(again) << again.error().message();
@@ -244,8 +245,7 @@ TEST(TapDeviceNetns, AttachingCreatesNothingWhereNoPersistentTapIs) {
     plain = errno_code(EIO);  // closed: gone
     EXPECT_EQ(TapDevice::attach(idx, cfg).error(), std::errc::no_such_device);
     ASSERT_TRUE(sh("ip link add br8 type bridge"));
-    EXPECT_FALSE(TapDevice::attach(static_cast<int>(::if_nametoindex("br8")), cfg))
-        << "not a TAP";
+    EXPECT_FALSE(TapDevice::attach(static_cast<int>(::if_nametoindex("br8")), cfg)) << "not a TAP";
     EXPECT_EQ(::if_nametoindex("vif8.0"), 0u);
     (void)sh("ip link del br8");
   });

@@ -7,9 +7,11 @@
 // the record exactly as the dead process would leave them (its copy of memory stops changing),
 // recovers them as a successor does, serves the rest with a new TxPath/RxPath and checks what
 // the frontend saw; the parent carries on, and kills again at the next point.
+#include "backend/vif/vif_record.hpp"
+
 #include <array>
-#include <functional>
 #include <cstring>
+#include <functional>
 #include <gtest/gtest.h>
 #include <map>
 #include <set>
@@ -21,7 +23,6 @@
 #include "backend/vif/packet_pool.hpp"
 #include "backend/vif/rx_path.hpp"
 #include "backend/vif/tx_path.hpp"
-#include "backend/vif/vif_record.hpp"
 #include "tests/support/in_memory_grant_table.hpp"
 
 namespace unetback::vif {
@@ -165,7 +166,8 @@ TEST(TxRecovery, ABackendKilledAnywhereInAPassLeavesEveryRequestAnsweredOnce) {
     }
     if (!killed) {
       maybe_kill("at the end");
-      if (!killed) in_crashed_copy("at the end", [&] { return w.recover_and_check(sink.delivered); });
+      if (!killed)
+        in_crashed_copy("at the end", [&] { return w.recover_and_check(sink.delivered); });
       break;  // every point of this traffic was tried
     }
   }
