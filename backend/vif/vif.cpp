@@ -250,18 +250,7 @@ std::error_code Vif::adopt(const xenbus::FrontendConfig& fe, const xenbus::Backe
 }
 
 void Vif::hand_over() {
-  std::vector<std::unique_ptr<VifQueue>> queues;
-  std::unique_ptr<CtrlRing> ctrl;
-  {
-    const std::lock_guard lock(mu_);
-    queues.swap(queues_);
-    ctrl.swap(ctrl_);
-  }
-  if (ctrl) ctrl->stop();
-  leave_switch();
-  // Each queue stops between two passes: its record is then as a successor reads it.
-  for (auto& q : queues) q->stop();
-  queues.clear();
+  (void)stop_queues();
   if (record_.valid()) record_.set_state(RecordState::handed_over);
   record_ = VifRecord();
   if (tap_ && tap_->persistent()) tap_->keep_for_successor();
@@ -533,7 +522,7 @@ void Vif::leave_switch() {
   switch_port_ = 0;
 }
 
-void Vif::disconnect() {
+bool Vif::stop_queues() {
   std::vector<std::unique_ptr<VifQueue>> queues;
   std::unique_ptr<CtrlRing> ctrl;
   {
@@ -546,9 +535,15 @@ void Vif::disconnect() {
   ctrl.reset();
   // Off the switch first: nothing new is routed to the queues while they stop.
   leave_switch();
+  // Each queue stops between two passes: its record is then as a successor reads it.
   for (auto& q : queues) q->stop();
-  if (!queues.empty()) log_guest(log::Level::info, "disconnected");
-  queues.clear();                    // unbinds the ports, unmaps the rings, detaches the TAP queues
+  const bool had = !queues.empty();
+  queues.clear();  // unbinds the ports, unmaps the rings, detaches the TAP queues
+  return had;
+}
+
+void Vif::disconnect() {
+  if (stop_queues()) log_guest(log::Level::info, "disconnected");
   if (!adopting_) record_.remove();  // nothing in flight any more: nothing for a successor
   if (stalled_queues_.exchange(0) != 0 && tap_) (void)tap_->set_carrier(true);
   if (tap_) (void)tap_->set_active_queues(1);

@@ -93,6 +93,9 @@ class Vif final : public VifHandle {
   /// An adoption needs this vif's kind of connection: no internal switch, no control ring.
   [[nodiscard]] static bool adoptable(const xenbus::FrontendConfig& fe,
                                       const xenbus::BackendConfig& be);
+  /// Stops the control ring and every queue (each between two passes) and releases them;
+  /// true if there were any.
+  bool stop_queues();
   /// Leaves the internal switch (no packet is routed to us after it).
   void leave_switch();
   /// A queue or the control ring found a protocol violation (any thread): the first reason

@@ -37,13 +37,20 @@ struct PageWords {
   std::byte* base;
 };
 
-/// S <= P <= C, each step at most a ring, the window above base: else the record and the page
-/// do not belong together (or the frontend rewrote rsp_prod).
+/// S (the page's rsp_prod), P and C (the record's rsp_prod_pvt and req_cons).
+struct Window {
+  std::uint32_t s, p, c;
+};
+
+/// The window, if S <= P <= C, each step at most a ring, within the record's base: else the
+/// record and the page do not belong together (or the frontend rewrote rsp_prod): EPROTO.
 template <typename Slot>
-bool indices_add_up(RingRecord<Slot>& rec, std::uint32_t s) {
+Result<Window> window_of(const PageWords& pg, RingRecord<Slot>& rec) {
+  const std::uint32_t s = pg.rsp_prod().load(std::memory_order_acquire);
   const std::uint32_t p = rec_word(rec.rsp_prod_pvt).load();
   const std::uint32_t c = rec_word(rec.req_cons).load();
-  return p - s <= kRing && c - p <= kRing && p - rec.base <= c - rec.base;
+  if (p - s > kRing || c - p > kRing || p - rec.base > c - rec.base) return errno_code(EPROTO);
+  return Window{s, p, c};
 }
 
 /// Publishes rsp_prod = c after the record says c (so a second death here recovers again).
@@ -62,10 +69,9 @@ bool publish(const PageWords& pg, RingRecord<Slot>& rec, std::uint32_t s, std::u
 
 Result<RingRecovery> recover_tx_ring(void* page, TxRingRecord& rec) {
   const PageWords pg(page);
-  const std::uint32_t s = pg.rsp_prod().load(std::memory_order_acquire);
-  if (!indices_add_up(rec, s)) return errno_code(EPROTO);
-  const std::uint32_t p = rec.rsp_prod_pvt;
-  const std::uint32_t c = rec.req_cons;
+  const auto w = window_of(pg, rec);
+  if (!w) return w.error();
+  const auto [s, p, c] = *w;
   const std::uint32_t first = c - rec.base < kRing ? rec.base : c - kRing;
   std::vector<std::uint32_t> open;
   for (std::uint32_t k = first; k != c; ++k) {
@@ -98,10 +104,9 @@ Result<RingRecovery> recover_tx_ring(void* page, TxRingRecord& rec) {
 
 Result<RingRecovery> recover_rx_ring(void* page, RxRingRecord& rec) {
   const PageWords pg(page);
-  const std::uint32_t s = pg.rsp_prod().load(std::memory_order_acquire);
-  if (!indices_add_up(rec, s)) return errno_code(EPROTO);
-  const std::uint32_t p = rec.rsp_prod_pvt;
-  const std::uint32_t c = rec.req_cons;
+  const auto w = window_of(pg, rec);
+  if (!w) return w.error();
+  const auto [s, p, c] = *w;
   for (std::uint32_t k = p; k != c; ++k)
     if (rec.slots[k & (kRing - 1)].idx != k) return errno_code(EPROTO);
   RingRecovery out;
