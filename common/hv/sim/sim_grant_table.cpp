@@ -203,8 +203,9 @@ std::int16_t SimGrantTable::resolve_side(const GrantCopyPtr& side, std::uint16_t
   return GNTST_okay;
 }
 
-// NOLINTNEXTLINE(bugprone-exception-escape): only std::bad_alloc (the view cache, the keep
-// list) can escape; running out of memory in the data path terminates, by design.
+// Only std::bad_alloc (the view cache, the keep list) can escape: running out of memory in the
+// data path terminates, by design.
+// NOLINTNEXTLINE(bugprone-exception-escape)
 bool SimGrantTable::copy_call(std::span<GrantCopySegment> segments) noexcept {
   std::vector<std::shared_ptr<DomainView>> keep;
   {
