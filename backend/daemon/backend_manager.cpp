@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <exception>
+#include <utility>
 
 #include "common/xenbus/xenbus_state.hpp"
 
@@ -284,6 +285,26 @@ void BackendManager::shutdown() {
   backends_watch_.reset();
   release_watch_.reset();
   for (auto& [id, vif] : vifs_) vif.xenbus->shutdown();
+  vifs_.clear();
+}
+
+void BackendManager::hand_over(const std::function<void(int)>& at_step) {
+  if (shut_down_) return;
+  shut_down_ = true;
+  const auto step = [&](int n) {
+    if (at_step) at_step(n);
+  };
+  step(1);
+  backends_watch_.reset();
+  release_watch_.reset();
+  bool first = true;
+  for (auto& [id, vif] : vifs_) {
+    vif.handle->hand_over();
+    if (std::exchange(first, false)) step(2);
+  }
+  if (first) step(2);
+  step(3);
+  // The machines go without a word: BackendXenbus's destructor writes nothing.
   vifs_.clear();
 }
 

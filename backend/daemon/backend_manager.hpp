@@ -87,6 +87,12 @@ class BackendManager {
 
   /// Closes every vif (state 6 written, TAP gone) and stops reacting to events.
   void shutdown();
+  /// A planned takeover: every vif's queues stop at a pass boundary and its record is marked
+  /// handed over, its TAP kept; nothing is written to xenstore (the frontends stay Connected
+  /// for the successor to adopt). Stops reacting to events.
+  /// `at_step(n)` runs at step 1 (nothing done yet), 2 (the first vif handed over) and 3
+  /// (every vif handed over): fault injection kills the daemon there.
+  void hand_over(const std::function<void(int)>& at_step = {});
 
   [[nodiscard]] std::vector<VifStatus> list() const;
   [[nodiscard]] std::optional<VifStatus> status(const VifId& id) const;

@@ -25,6 +25,7 @@ void vif_summary(JsonWriter& w, const VifStatus& s, bool queue_count) {
   w.key("tap").value(s.report.tap_name);
   w.key("connected").value(s.report.connected);
   w.key("carrier").value(s.report.carrier);
+  w.key("adopted").value(s.report.adopted);
   if (queue_count) w.key("queues").value(static_cast<std::uint64_t>(s.report.queues.size()));
 }
 

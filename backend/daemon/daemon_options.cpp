@@ -15,6 +15,12 @@ std::string default_control_path(const hv::HypervisorSpec& hypervisor) {
   return "/run/unetback/unetbackd.sock";
 }
 
+std::string default_state_dir(const hv::HypervisorSpec& hypervisor, DomId backend) {
+  if (const auto* dir = hv::sim_world_dir(hypervisor))
+    return *dir + "/unetbackd-dom" + std::to_string(backend.value()) + "-state";
+  return "/run/unetback";
+}
+
 std::string default_lock_path(const hv::HypervisorSpec& hypervisor, DomId backend) {
   if (const auto* dir = hv::sim_world_dir(hypervisor))
     return *dir + "/unetbackd-dom" + std::to_string(backend.value()) + ".lock";
@@ -31,12 +37,14 @@ std::variant<DaemonOptions, std::string> parse_daemon_args(std::span<const std::
       cli::valued("log-level"),
       cli::valued("switch-uplink"),
       cli::valued("lock-file"),
+      cli::valued("state-dir"),
+      cli::flag("takeover"),
   };
   std::vector<cli::OptionSpec> options(std::begin(kOwn), std::end(kOwn));
   for (const auto& spec : tunable_specs()) options.push_back(cli::valued(spec.name));
   DaemonOptions o;
   std::optional<hv::HypervisorSpec> hypervisor;
-  std::optional<std::string> control, lock;
+  std::optional<std::string> control, lock, state_dir;
   cli::ArgParser parser(args, options, {.positionals = false});
   while (const auto a = parser.next()) {
     const std::string_view value = a->value;
@@ -46,6 +54,10 @@ std::variant<DaemonOptions, std::string> parse_daemon_args(std::span<const std::
     }
     if (a->is("allow-kernel-netback")) {
       o.allow_kernel_netback = true;
+    } else if (a->is("takeover")) {
+      o.takeover = true;
+    } else if (a->is("state-dir")) {
+      state_dir = value;
     } else if (a->is("hypervisor")) {
       hypervisor = hv::parse_hypervisor_spec(value);
       if (!hypervisor)
@@ -87,6 +99,8 @@ std::variant<DaemonOptions, std::string> parse_daemon_args(std::span<const std::
   o.hypervisor = *hypervisor;
   o.control_path = control ? *control : default_control_path(o.hypervisor);
   o.lock_path = lock ? *lock : default_lock_path(o.hypervisor, o.backend_domid.value_or(kDom0));
+  o.state_dir =
+      state_dir ? *state_dir : default_state_dir(o.hypervisor, o.backend_domid.value_or(kDom0));
   return o;
 }
 
@@ -95,13 +109,14 @@ std::string daemon_usage() {
       "usage: unetbackd --hypervisor xen|sim:<world-dir> [--backend-domid N] [--control PATH]\n"
       "                 [--lock-file PATH] [--log-level debug|info|warn|error]\n"
       "                 [--switch-uplink NAME=TAP ...] [--allow-kernel-netback]\n"
-      "                 [--<tunable> VALUE ...]\n"
+      "                 [--state-dir DIR] [--takeover] [--<tunable> VALUE ...]\n"
       "\n"
       "The userspace Xen netback daemon. It serves every vif under\n"
       "/local/domain/<self>/backend/vif, logs to stderr, and stops on SIGTERM or SIGINT after\n"
       "closing every vif (backend state 6). SIGHUP re-reads the tunables from xenstore,\n"
-      "SIGUSR1 logs every vif's state and counters, SIGUSR2 and SIGPIPE are ignored. One\n"
-      "daemon serves a backend domain: a second one exits 1 before it touches any vif.\n"
+      "SIGUSR1 logs every vif's state and counters, SIGUSR2 hands every vif over to a\n"
+      "successor (the guests stay Connected) and exits 4. One daemon serves a backend\n"
+      "domain: a second one exits 1 before it touches any vif, unless --takeover.\n"
       "\n"
       "  --hypervisor xen       the real Xen hypervisor (libxen*, xenstored)\n"
       "  --hypervisor sim:DIR   the xensim world running in DIR\n"
@@ -115,6 +130,12 @@ std::string daemon_usage() {
       "  --switch-uplink NAME=TAP\n"
       "                         internal switch NAME (vifs with bridge=unetback:NAME) gets the\n"
       "                         uplink TAP named TAP, its port to the host (repeatable)\n"
+      "  --state-dir DIR        the vifs' state records (default /run/unetback, or\n"
+      "                         DIR/unetbackd-dom<N>-state on xensim; \"\" for none): a daemon\n"
+      "                         started after a crash or a handover adopts every vif whose\n"
+      "                         record validates, without the frontend leaving Connected\n"
+      "  --takeover             signal the daemon holding the lock (SIGUSR2), wait for it to\n"
+      "                         hand over, then adopt its vifs\n"
       "  --allow-kernel-netback start on Xen although the kernel netback is loaded\n"
       "                         (/sys/module/xen_netback); without it unetbackd refuses, as\n"
       "                         the two would race for every vif\n"
@@ -140,7 +161,9 @@ std::string daemon_usage() {
        "     unetbackd serves this backend domain, the kernel netback is loaded, ...)\n"
        "  2  bad command line\n"
        "  3  the xenstore connection was lost (a supervisor restarts the daemon, which\n"
-       "     adopts the running vifs)\n";
+       "     adopts the running vifs)\n"
+       "  4  handed every vif over to a successor (SIGUSR2, or SIGTERM during a systemd\n"
+       "     restart of the unit)\n";
   return s;
 }
 

@@ -21,6 +21,8 @@ inline constexpr int kExitOk = 0;     // stopped cleanly (SIGTERM/SIGINT), or --
 inline constexpr int kExitSetup = 1;  // setup failed (hypervisor missing, socket in use, ...)
 inline constexpr int kExitUsage = 2;  // bad command line
 inline constexpr int kExitXenstoreLost = 3;  // the xenstore connection died: restart me
+/// Handed every vif over to a successor (SIGUSR2, --takeover): the TAPs and records stay.
+inline constexpr int kExitHandedOver = 4;
 
 struct DaemonOptions {
   hv::HypervisorSpec hypervisor;       // --hypervisor xen or sim:<world-dir>
@@ -35,6 +37,11 @@ struct DaemonOptions {
   std::map<std::string, std::string> switch_uplinks;
   /// --allow-kernel-netback: start on Xen although xen_netback is loaded (kernel_netback.hpp).
   bool allow_kernel_netback = false;
+  /// Where the vifs' records live (vif_record.hpp): /run/unetback on Xen,
+  /// <world-dir>/unetbackd-dom<N>-state on xensim; --state-dir "" disables adoption.
+  std::string state_dir;
+  /// --takeover: ask the daemon holding the lock to hand over (SIGUSR2) and wait for the lock.
+  bool takeover = false;
   bool help = false;
 };
 
@@ -45,6 +52,9 @@ struct DaemonOptions {
 /// (one backend domain per host), `<world-dir>/unetbackd-dom<N>.lock` for "sim:<dir>" (a
 /// world may hold several backend domains).
 [[nodiscard]] std::string default_lock_path(const hv::HypervisorSpec& hypervisor, DomId backend);
+
+/// The default state directory (see DaemonOptions::state_dir).
+[[nodiscard]] std::string default_state_dir(const hv::HypervisorSpec& hypervisor, DomId backend);
 
 /// The options, or the message explaining what is wrong (exit kExitUsage).
 [[nodiscard]] std::variant<DaemonOptions, std::string> parse_daemon_args(

@@ -56,6 +56,32 @@ InstanceLock InstanceLock::acquire(const std::string& path) {
   return InstanceLock(path, std::move(fd));
 }
 
+InstanceLock InstanceLock::take_over(const std::string& path, int timeout_ms) {
+  UniqueFd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644));
+  if (!fd.valid())
+    throw SetupError("cannot open the lock file " + path + ": " + last_errno().message());
+  if (::flock(fd.get(), LOCK_EX | LOCK_NB) == 0) {
+    fd.reset();
+    return acquire(path);  // nobody to take over from
+  }
+  const std::string holder = read_small_file(fd.get());
+  const auto pid = hv::parse_xs_uint<std::uint32_t>(holder);
+  if (!pid || !is_live_daemon(static_cast<pid_t>(*pid)))
+    throw SetupError(path + " is locked by a process that is not an unetbackd (" + holder + ")");
+  if (::kill(static_cast<pid_t>(*pid), SIGUSR2) != 0)
+    throw SetupError("cannot signal unetbackd pid " + holder + ": " + last_errno().message());
+  log::write(log::Level::info, "unetbackd", "asked pid " + holder + " to hand over");
+  for (int waited = 0; waited < timeout_ms; waited += 2) {
+    if (::flock(fd.get(), LOCK_EX | LOCK_NB) == 0) {
+      fd.reset();
+      return acquire(path);
+    }
+    ::usleep(2000);
+  }
+  throw SetupError("pid " + holder + " did not hand over within " + std::to_string(timeout_ms) +
+                   " ms");
+}
+
 std::string owner_node(DomId self) {
   return tunables_dir(self) + "/owner";
 }
@@ -63,6 +89,13 @@ std::string owner_node(DomId self) {
 bool is_live_daemon(pid_t pid) {
   if (pid <= 0) return false;
   if (::kill(pid, 0) != 0 && errno != EPERM) return false;  // EPERM: alive, not ours
+  // A zombie (killed, not reaped yet by its parent) serves nothing: its lock is already gone.
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(stat, line);
+  if (const auto close = line.rfind(')');
+      close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z')
+    return false;
   const std::string theirs = comm_of(std::to_string(pid));
   return !theirs.empty() && theirs == comm_of("self");
 }

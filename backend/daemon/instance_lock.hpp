@@ -28,6 +28,9 @@ class InstanceLock {
   /// Takes the lock without waiting. SetupError when another process holds it (the message
   /// names it) or the file cannot be opened.
   static InstanceLock acquire(const std::string& path);
+  /// --takeover: sends SIGUSR2 to the process holding the lock (its pid is in the file) and
+  /// waits up to `timeout_ms` for the lock. Without a holder it is acquire().
+  static InstanceLock take_over(const std::string& path, int timeout_ms);
   [[nodiscard]] const std::string& path() const { return path_; }
 
  private:

@@ -6,8 +6,10 @@
 #include <boost/asio/signal_set.hpp>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <execinfo.h>
+#include <filesystem>
 #include <iostream>
 #include <string_view>
 #include <unistd.h>
@@ -23,6 +25,7 @@
 #include "backend/daemon/kernel_netback.hpp"
 #include "backend/daemon/manager_loop.hpp"
 #include "backend/daemon/service_notifier.hpp"
+#include "backend/daemon/systemd_job.hpp"
 #include "backend/daemon/tunables.hpp"
 #include "backend/vif/event_loop_pool.hpp"
 #include "backend/vif/vif.hpp"
@@ -85,12 +88,28 @@ void serve_operator_signals(boost::asio::signal_set& signals, TunableStore& tuna
       });
 }
 
+/// Fault injection for the takeover tests: UNETBACKD_DIE_AT_HANDOVER_STEP=N makes the daemon
+/// kill itself (SIGKILL, as a crash would) when its handover reaches step N (1: signal taken,
+/// nothing done; 2: the first vif handed over; 3: every vif handed over; 4: the owner node
+/// released, about to exit).
+void die_at_handover_step(int step) {
+  static const int die_at = [] {
+    // NOLINTNEXTLINE(concurrency-mt-unsafe): first called from main(), before any thread.
+    const char* v = std::getenv("UNETBACKD_DIE_AT_HANDOVER_STEP");
+    return v != nullptr ? std::atoi(v) : 0;
+  }();
+  if (step <= 0 || die_at != step) return;
+  log::write(log::Level::warn, kLog,
+             "UNETBACKD_DIE_AT_HANDOVER_STEP: dying at handover step " + std::to_string(step));
+  std::raise(SIGKILL);
+}
+
 /// Signals that must not kill the daemon before its handlers are installed (or at all).
 void ignore_stray_signals() {
   // A control client that hangs up must cost an EPIPE, not the daemon.
   std::signal(SIGPIPE, SIG_IGN);
-  // SIGUSR2 has no meaning; SIGHUP and SIGUSR1 are served once running (serve_operator_signals)
-  // and must not kill a daemon still starting up.
+  // SIGUSR2 (hand over) is served once running; SIGHUP and SIGUSR1 are served once running
+  // (serve_operator_signals). None of them may kill a daemon still starting up.
   std::signal(SIGUSR2, SIG_IGN);
   std::signal(SIGHUP, SIG_IGN);
   std::signal(SIGUSR1, SIG_IGN);
@@ -112,8 +131,16 @@ int run(const DaemonOptions& opts) {
   auto hypervisor = hv::open_hypervisor(opts.hypervisor, hv_opts);
   const DomId self = hypervisor->self();
   auto xs = hypervisor->open_xenstore();
-  // One daemon per backend domain, claimed before anything reads or writes a vif.
-  const InstanceLock lock = InstanceLock::acquire(opts.lock_path);
+  // One daemon per backend domain, claimed before anything reads or writes a vif. A takeover
+  // has everything opened before it asks the old daemon to go: the gap is only the handover.
+  const InstanceLock lock = opts.takeover ? InstanceLock::take_over(opts.lock_path, 30000)
+                                          : InstanceLock::acquire(opts.lock_path);
+  if (!opts.state_dir.empty()) {
+    std::error_code mk;
+    std::filesystem::create_directories(opts.state_dir, mk);
+    if (mk)
+      throw SetupError("cannot make the state directory " + opts.state_dir + ": " + mk.message());
+  }
   claim_owner_node(*xs, self);
 
   boost::asio::io_context io;
@@ -134,7 +161,7 @@ int run(const DaemonOptions& opts) {
           if (manager_ptr != nullptr) manager_ptr->check_vifs();
         });
       },
-      opts.switch_uplinks, &fd_reserve);
+      opts.switch_uplinks, &fd_reserve, opts.state_dir);
   BackendManager manager(*xs, self, factory, tunables,
                          [&hypervisor](DomId d) { return hypervisor->domain_exists(d); });
   manager_ptr = &manager;
@@ -173,17 +200,36 @@ int run(const DaemonOptions& opts) {
                                 std::to_string(self.value()) + ", control socket " +
                                 control.path() + ", lock " + lock.path();
     log::write(log::Level::info, kLog, serving);
+    // What no vif of this daemon claims (a guest gone while no daemon ran) goes now.
+    if (!opts.state_dir.empty()) {
+      (void)vif::release_left_behind(opts.state_dir, [&manager](DomId d, DevId v) {
+        return manager.status(VifId{d, v}).has_value();
+      });
+    }
     notifier.ready(serving);
   });
 
-  boost::asio::signal_set signals(io, SIGTERM, SIGINT);
+  bool handed_over = false;
+  boost::asio::signal_set signals(io, SIGTERM, SIGINT, SIGUSR2);
   signals.async_wait([&](const boost::system::error_code& ec, int signo) {
     if (ec) return;
-    log::write(log::Level::info, kLog,
-               std::string(signo == SIGTERM ? "SIGTERM" : "SIGINT") + ": closing every vif");
+    // SIGUSR2 (--takeover, `systemctl kill -s USR2`), or SIGTERM while systemd restarts the
+    // unit: hand over. Any other SIGTERM or SIGINT is an orderly stop.
+    const bool restart = signo == SIGUSR2 ||
+                         (signo == SIGTERM && !opts.state_dir.empty() && systemd_restarting_us());
     notifier.stopping();
     loop.stop();
-    manager.shutdown();
+    if (restart) {
+      log::write(log::Level::info, kLog,
+                 std::string(signo == SIGUSR2 ? "SIGUSR2" : "SIGTERM (unit restarting)") +
+                     ": handing every vif over to a successor");
+      manager.hand_over(die_at_handover_step);
+      handed_over = true;
+    } else {
+      log::write(log::Level::info, kLog,
+                 std::string(signo == SIGTERM ? "SIGTERM" : "SIGINT") + ": closing every vif");
+      manager.shutdown();
+    }
     io.stop();
   });
 
@@ -194,6 +240,11 @@ int run(const DaemonOptions& opts) {
   io.run();
   if (xenstore_lost) return kExitXenstoreLost;
   release_owner_node(*xs, self);
+  if (handed_over) {
+    die_at_handover_step(4);
+    log::write(log::Level::info, kLog, "handed over");
+    return kExitHandedOver;
+  }
   log::write(log::Level::info, kLog, "stopped");
   return kExitOk;
 }
@@ -224,6 +275,7 @@ void install_crash_handler() {
 
 int main(int argc, char** argv) {
   ignore_stray_signals();
+  die_at_handover_step(0);  // reads its variable now, before any thread
   install_crash_handler();
   std::vector<std::string_view> args(argv + 1, argv + argc);
   auto parsed = parse_daemon_args(args);

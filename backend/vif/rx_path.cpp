@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 namespace unetback::vif {
 namespace {
@@ -19,11 +20,11 @@ RxPath::RxPath(ring::RxBackRing ring, hv::GrantTable& table, RxConfig config,
                QueueCounters& counters)
     : ring_(ring),
       table_(table),
-      config_(config),
+      config_(std::move(config)),
       counters_(counters),
       // The batch holds several calls' worth (the table splits it into calls of copy_batch
       // segments) and always at least one whole packet's chunks.
-      batch_(table, std::max<std::size_t>(4 * config.copy_batch, kMaxChunksPerPacket)) {
+      batch_(table, std::max<std::size_t>(4 * config_.copy_batch, kMaxChunksPerPacket)) {
   plan_.chunks.reserve(64);
   plan_.slot_bytes.reserve(32);
   awaiting_flush_.reserve(config_.max_packets_per_pass);
@@ -107,6 +108,7 @@ RxPath::Pass RxPath::process(Clock::time_point now) {
   if (queue_.empty()) short_of_slots_since_.reset();
   flush();
   if (pass.packets > 0) {
+    config_.recorder.published(ring_.rsp_prod_pvt());
     pass.notify = ring_.push_responses();
     QueueCounters::add(pass.notify ? counters_.rx_notify_sent : counters_.rx_notify_suppressed);
   }
@@ -125,7 +127,12 @@ void RxPath::deliver_head() {
   // Slot 0 is data (it holds the headers); the extra follows it; then the other data slots.
   // Response i sits at request i's ring index (netfront ignores ids when extras are present).
   const std::uint32_t total = nr_slots + extras;
-  for (std::uint32_t i = 0; i < total; ++i) reqs[i] = ring_.take_request();
+  for (std::uint32_t i = 0; i < total; ++i) {
+    reqs[i] = ring_.take_request();
+    config_.recorder.consumed(first + i, reqs[i].id);
+  }
+  // Before the responses below overwrite these slots.
+  config_.recorder.consumed_upto(ring_.req_cons());
 
   auto ring_index_of_data_slot = [&](std::uint32_t slot) {
     return first + (slot == 0 ? 0 : slot + extras);

@@ -23,6 +23,7 @@
 #include "backend/vif/ring_queue.hpp"
 #include "backend/vif/rx_release.hpp"
 #include "backend/vif/rx_slot_planner.hpp"
+#include "backend/vif/vif_record.hpp"
 #include "common/net/vnet_hdr.hpp"
 #include "common/ring/shared_ring.hpp"
 
@@ -75,6 +76,8 @@ struct RxConfig {
   std::uint32_t max_packets_per_pass = 64;  // RX_BATCH_SIZE
   /// Where the queue publishes its queued bytes and cap (a queue on a switch); may be null.
   std::shared_ptr<RxBacklog> backlog;
+  /// Where consumed buffers and published responses are recorded (vif_record.hpp).
+  RxRecorder recorder;
 };
 
 class RxPath {

@@ -65,7 +65,11 @@ TxCore::Next TxCore::next_packet(TxPass& pass, Clock::time_point now, TxPacket& 
       deferred_.reset();
     } else {
       if (ring_.unconsumed_requests() == 0) return done();
+      const RingIdx first = ring_.req_cons();
       out = parse_tx_packet(ring_, config_.limits);
+      out.first_index = first;
+      // Before any response can overwrite these slots (a fatal one takes the vif down).
+      if (out.verdict != TxVerdict::fatal) config_.recorder.consumed(first, out);
     }
     switch (out.verdict) {
       case TxVerdict::fatal:
@@ -194,6 +198,7 @@ void TxCore::count_sent(const TxPacket& pkt, bool zerocopy) {
 
 void TxCore::respond(const TxPacket& pkt, std::int16_t status) {
   // make_tx_response: the first request's id, a NULL response per extra, then each frag.
+  config_.recorder.answered(pkt.first_index, pkt.ring_slots(), ring_.rsp_prod_pvt());
   ring_.put_response(wire::TxResponse{pkt.first_id, status});
   for (std::uint32_t i = 0; i < pkt.nr_extras; ++i)
     ring_.put_response(wire::TxResponse{0, static_cast<std::int16_t>(wire::RspStatus::null)});
@@ -214,6 +219,7 @@ void TxCore::push_and_recycle(TxPass& pass) {
 }
 
 bool TxCore::push_responses() {
+  config_.recorder.published(ring_.rsp_prod_pvt());
   const bool notify = ring_.push_responses();
   QueueCounters::add(notify ? counters_.tx_notify_sent : counters_.tx_notify_suppressed);
   return notify;

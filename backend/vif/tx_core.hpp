@@ -21,6 +21,7 @@
 #include "backend/vif/packet_pool.hpp"
 #include "backend/vif/queue_counters.hpp"
 #include "backend/vif/tx_request_parser.hpp"
+#include "backend/vif/vif_record.hpp"
 #include "backend/vif/vswitch.hpp"
 #include "common/hv/grant_table.hpp"
 #include "common/net/vnet_hdr.hpp"
@@ -61,6 +62,8 @@ struct TxConfig {
   std::optional<SwitchAttachment> sw;
   /// The vif's multicast filter, amended by MCAST_ADD/DEL extras (null: accepted, unused).
   std::shared_ptr<McastFilter> mcast;
+  /// Where consumed requests and answers are recorded for a successor (vif_record.hpp).
+  TxRecorder recorder;
 };
 
 /// What one TX pass did, and when to run the next.

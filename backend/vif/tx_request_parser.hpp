@@ -87,6 +87,8 @@ struct TxPacket {
   std::uint32_t nr_slots = 0;
   std::optional<TxGso> gso;
   std::optional<TxMcast> mcast;
+  /// The ring index of the first request (its ring_slots() follow it), for the vif's record.
+  RingIdx first_index{};
 
   /// Ring slots consumed: the first request, its extras and its frags.
   [[nodiscard]] std::uint32_t ring_slots() const { return 1 + nr_extras + nr_frags; }

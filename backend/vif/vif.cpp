@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <boost/system/system_error.hpp>
+#include <cstdio>
 #include <fcntl.h>
+#include <fstream>
+#include <net/if.h>
 #include <new>
 
 #include "common/util/log.hpp"
@@ -53,8 +56,25 @@ std::string tap_alias(const std::string& backend_path) {
   return "unetbackd " + backend_path;
 }
 
+namespace {
+
+/// The persistent TAP an earlier daemon left under `cfg.name` for this very vif (its ifalias
+/// says so), attached again: a vif that reconnects after a restart keeps its bridge port.
+Result<net::TapDevice> attach_left_tap(const net::TapConfig& cfg, const std::string& backend_path) {
+  const unsigned idx = ::if_nametoindex(cfg.name.c_str());
+  if (idx == 0) return make_error_code(net::TapError::name_in_use);
+  std::ifstream alias("/sys/class/net/" + cfg.name + "/ifalias");
+  std::string line;
+  std::getline(alias, line);
+  if (line != tap_alias(backend_path)) return make_error_code(net::TapError::name_in_use);
+  return net::TapDevice::attach(static_cast<int>(idx), cfg);
+}
+
+}  // namespace
+
 Vif::Vif(hv::Hypervisor& hv, EventLoopPool& loops, DomId frontend, DevId devid, Tunables tunables,
-         std::function<void()> on_disabled, SwitchRegistry* switches, const FdReserve* fd_reserve)
+         std::function<void()> on_disabled, SwitchRegistry* switches, const FdReserve* fd_reserve,
+         std::filesystem::path state_dir)
     : hv_(hv),
       loops_(loops),
       frontend_(frontend),
@@ -63,6 +83,7 @@ Vif::Vif(hv::Hypervisor& hv, EventLoopPool& loops, DomId frontend, DevId devid, 
       on_disabled_(std::move(on_disabled)),
       switches_(switches),
       fd_reserve_(fd_reserve),
+      state_dir_(std::move(state_dir)),
       prefix_(vif_prefix(frontend, devid)) {}
 
 Vif::~Vif() {
@@ -89,6 +110,8 @@ std::error_code Vif::create_tap(const xenbus::BackendConfig& be) {
   // restarted backend would leave every guest's ARP entry for the bridge pointing nowhere).
   cfg.mac = kVifMac;
   auto tap = net::TapDevice::create(cfg);
+  if (!tap && tap.error() == net::TapError::name_in_use && !state_dir_.empty())
+    tap = attach_left_tap(cfg, be.backend_path);
   if (!tap) {
     log::write(log::Level::error, prefix_,
                "cannot create TAP " + be.tap_name + ": " + tap.error().message());
@@ -117,6 +140,123 @@ void Vif::destroy_tap() {
   tap_.reset();
 }
 
+std::error_code Vif::map_rings(const xenbus::QueueConfig& q, std::uint32_t index,
+                               QueueResources& res) {
+  // The ring pages: we write responses into them, so read-write.
+  const GrantRef tx_ref[] = {q.tx_ring_ref};
+  const GrantRef rx_ref[] = {q.rx_ring_ref};
+  auto tx_page = res.table->map(frontend_, tx_ref, hv::Access::read_write);
+  if (!tx_page) return tx_page.error();
+  res.tx_page = std::move(*tx_page);
+  auto rx_page = res.table->map(frontend_, rx_ref, hv::Access::read_write);
+  if (!rx_page) return rx_page.error();
+  res.rx_page = std::move(*rx_page);
+  QueueRecord* rec = record_.valid() ? &record_.queue(index) : nullptr;
+  if (adopting_) {
+    // What the dead daemon left in flight is settled before anything reads the rings: the
+    // record, never a slot that a response may have overwritten, says what was consumed.
+    auto tx = recover_tx_ring(res.tx_page.data(), rec->tx);
+    if (!tx) return tx.error();
+    auto rx = recover_rx_ring(res.rx_page.data(), rec->rx);
+    if (!rx) return rx.error();
+    log::write(log::Level::info, prefix_ + "-q" + std::to_string(index),
+               "rings recovered: tx " + std::to_string(tx->pushed) + " pushed, " +
+                   std::to_string(tx->answered) + " answered; rx " + std::to_string(rx->pushed) +
+                   " pushed, " + std::to_string(rx->answered) + " returned");
+  }
+  // netback refuses rings whose frontend claims more requests than fit (-EIO).
+  auto tx_ring = ring::TxBackRing::attach(res.tx_page.data());
+  if (!tx_ring) return tx_ring.error();
+  res.tx_ring = *tx_ring;
+  auto rx_ring = ring::RxBackRing::attach(res.rx_page.data());
+  if (!rx_ring) return rx_ring.error();
+  res.rx_ring = *rx_ring;
+  if (rec != nullptr) {
+    rec->tx_ref = q.tx_ring_ref.value();
+    rec->rx_ref = q.rx_ring_ref.value();
+    rec->tx_evtchn = q.evtchn_tx.value();
+    rec->rx_evtchn = q.evtchn_rx.value();
+    reset_ring_record(rec->tx, res.tx_ring->req_cons());
+    reset_ring_record(rec->rx, res.rx_ring->req_cons());
+    res.tx.recorder = TxRecorder(&rec->tx);
+    res.rx.recorder = RxRecorder(&rec->rx);
+  }
+  return {};
+}
+
+std::error_code Vif::start_record(std::uint32_t nr_queues) {
+  if (state_dir_.empty()) return {};
+  auto rec = VifRecord::create(VifRecord::path_for(state_dir_, frontend_, devid_), frontend_,
+                               devid_, nr_queues, tap_->ifindex());
+  if (!rec) return rec.error();
+  record_ = std::move(*rec);
+  // The TAP outlives a crash of the daemon, with its ifindex and bridge port.
+  if (!tap_->persistent()) return tap_->set_persistent(true);
+  return {};
+}
+
+bool Vif::adoptable(const xenbus::FrontendConfig& fe, const xenbus::BackendConfig& be) {
+  // The control ring's hash settings and a switch's port live only in the process: such a
+  // vif reconnects.
+  return !fe.ctrl && be.switch_name.empty();
+}
+
+std::error_code Vif::adopt(const xenbus::FrontendConfig& fe, const xenbus::BackendConfig& be,
+                           const xenbus::Rate& rate) {
+  if (state_dir_.empty() || !adoptable(fe, be))
+    return std::make_error_code(std::errc::operation_not_supported);
+  auto rec = VifRecord::open(VifRecord::path_for(state_dir_, frontend_, devid_), frontend_, devid_);
+  if (!rec) return rec.error();
+  const RecordHeader& h = rec->header();
+  const RecordState state = rec->state();
+  if (h.nr_queues != fe.queues.size() ||
+      (state != RecordState::live && state != RecordState::handed_over))
+    return std::make_error_code(std::errc::protocol_error);
+  for (std::uint32_t i = 0; i < h.nr_queues; ++i) {
+    const QueueRecord& q = rec->queue(i);
+    const xenbus::QueueConfig& f = fe.queues[i];
+    // The frontend's rings and ports must be those the record is about.
+    if (q.tx_ref != f.tx_ring_ref.value() || q.rx_ref != f.rx_ring_ref.value() ||
+        q.tx_evtchn != f.evtchn_tx.value() || q.rx_evtchn != f.evtchn_rx.value())
+      return std::make_error_code(std::errc::protocol_error);
+  }
+  if (!tap_) {
+    net::TapConfig cfg;
+    cfg.vnet_hdr = true;
+    cfg.multi_queue = true;
+    cfg.queues = std::max<std::uint32_t>(1, tunables_.max_queues);
+    cfg.non_blocking = true;
+    auto tap = net::TapDevice::attach(h.ifindex, cfg);
+    if (!tap) return tap.error();
+    // Host traffic only to the queues that will be read (connect attaches them).
+    if (auto ec = tap->set_active_queues(1)) return ec;
+    tap_.emplace(std::move(*tap));
+  }
+  record_ = std::move(*rec);
+  adopting_ = true;
+  const std::error_code ec = connect(fe, be, rate);
+  adopting_ = false;
+  if (ec) {
+    // The rings may be half settled: the reconnect that follows starts them over.
+    record_.remove();
+    return ec;
+  }
+  record_.set_state(RecordState::live);
+  adopted_ = state == RecordState::handed_over ? "taken_over" : "recovered";
+  log::write(log::Level::info, prefix_,
+             std::string(state == RecordState::handed_over ? "taken over" : "recovered") +
+                 " on TAP " + tap_->name() + " (ifindex " + std::to_string(tap_->ifindex()) + ")");
+  return {};
+}
+
+void Vif::hand_over() {
+  (void)stop_queues();
+  if (record_.valid()) record_.set_state(RecordState::handed_over);
+  record_ = VifRecord();
+  if (tap_ && tap_->persistent()) tap_->keep_for_successor();
+  tap_.reset();
+}
+
 Result<std::unique_ptr<VifQueue>> Vif::make_queue(const xenbus::FrontendConfig& fe,
                                                   std::uint32_t index, const xenbus::Rate& rate,
                                                   std::optional<SwitchAttachment> sw) {
@@ -127,23 +267,10 @@ Result<std::unique_ptr<VifQueue>> Vif::make_queue(const xenbus::FrontendConfig& 
   // turns that into this connect's failure.
   res.table = hv_.open_grant_table();
   res.evtchn = hv_.open_event_channel();
-  // The ring pages: we write responses into them, so read-write.
-  const GrantRef tx_ref[] = {q.tx_ring_ref};
-  const GrantRef rx_ref[] = {q.rx_ring_ref};
-  auto tx_page = res.table->map(frontend_, tx_ref, hv::Access::read_write);
-  if (!tx_page) return tx_page.error();
-  res.tx_page = std::move(*tx_page);
-  auto rx_page = res.table->map(frontend_, rx_ref, hv::Access::read_write);
-  if (!rx_page) return rx_page.error();
-  res.rx_page = std::move(*rx_page);
-  // netback refuses rings whose frontend claims more requests than fit (-EIO).
-  auto tx_ring = ring::TxBackRing::attach(res.tx_page.data());
-  if (!tx_ring) return tx_ring.error();
-  res.tx_ring = *tx_ring;
-  auto rx_ring = ring::RxBackRing::attach(res.rx_page.data());
-  if (!rx_ring) return rx_ring.error();
-  res.rx_ring = *rx_ring;
+  if (auto ec = map_rings(q, index, res)) return ec;
 
+  // Adopting, the frontend's ports wait unbound for this domain since the old daemon's ends
+  // closed (Xen's evtchn_close leaves the remote end ECS_UNBOUND for us): bound again here.
   auto tx_port = res.evtchn->bind_interdomain(frontend_, q.evtchn_tx);
   if (!tx_port) return tx_port.error();
   res.tx_port = hv::BoundPort(*res.evtchn, *tx_port);
@@ -151,6 +278,12 @@ Result<std::unique_ptr<VifQueue>> Vif::make_queue(const xenbus::FrontendConfig& 
     auto rx_port = res.evtchn->bind_interdomain(frontend_, q.evtchn_rx);
     if (!rx_port) return rx_port.error();
     res.rx_port = hv::BoundPort(*res.evtchn, *rx_port);
+  }
+  if (adopting_) {
+    // One notification on each port: whatever the frontend signalled to the dead ends (and
+    // the responses recovery pushed) is looked at now.
+    (void)res.tx_port.notify();
+    if (res.rx_port.bound()) (void)res.rx_port.notify();
   }
 
   // The queue fds were opened with the TAP (a rename by the hotplug script cannot misdirect
@@ -233,6 +366,12 @@ std::error_code Vif::connect(const xenbus::FrontendConfig& fe, const xenbus::Bac
   std::vector<std::unique_ptr<VifQueue>> queues;
   std::error_code ec;
   std::string what;
+  if (!adopting_ && adoptable(fe, be)) {
+    if (auto rec_ec = start_record(static_cast<std::uint32_t>(fe.queues.size()))) {
+      log::write(log::Level::warn, prefix_,
+                 "no state record (a restart will reconnect this vif): " + rec_ec.message());
+    }
+  }
   try {
     ec = connect_queues(fe, be, rate, queues);
   } catch (...) {
@@ -249,6 +388,7 @@ std::error_code Vif::connect(const xenbus::FrontendConfig& fe, const xenbus::Bac
     for (auto& q : queues) q->stop();
     queues.clear();
     leave_switch();
+    if (!adopting_) record_.remove();
     return ec;
   }
   {
@@ -382,7 +522,7 @@ void Vif::leave_switch() {
   switch_port_ = 0;
 }
 
-void Vif::disconnect() {
+bool Vif::stop_queues() {
   std::vector<std::unique_ptr<VifQueue>> queues;
   std::unique_ptr<CtrlRing> ctrl;
   {
@@ -395,9 +535,16 @@ void Vif::disconnect() {
   ctrl.reset();
   // Off the switch first: nothing new is routed to the queues while they stop.
   leave_switch();
+  // Each queue stops between two passes: its record is then as a successor reads it.
   for (auto& q : queues) q->stop();
-  if (!queues.empty()) log_guest(log::Level::info, "disconnected");
+  const bool had = !queues.empty();
   queues.clear();  // unbinds the ports, unmaps the rings, detaches the TAP queues
+  return had;
+}
+
+void Vif::disconnect() {
+  if (stop_queues()) log_guest(log::Level::info, "disconnected");
+  if (!adopting_) record_.remove();  // nothing in flight any more: nothing for a successor
   if (stalled_queues_.exchange(0) != 0 && tap_) (void)tap_->set_carrier(true);
   if (tap_) (void)tap_->set_active_queues(1);
 }
@@ -428,6 +575,7 @@ VifReport Vif::report() const {
   r.frontend = frontend_;
   r.devid = devid_;
   r.tap_name = tap_ ? tap_->name() : std::string();
+  r.adopted = adopted_;
   const std::lock_guard lock(mu_);
   r.connected = !queues_.empty();
   r.carrier = r.connected && stalled_queues_.load() == 0;
@@ -442,6 +590,34 @@ VifReport Vif::report() const {
     r.queues.front().counters.emplace_back("ctrl_events", c.events.load());
   }
   return r;
+}
+
+std::size_t release_left_behind(const std::filesystem::path& state_dir,
+                                const std::function<bool(DomId, DevId)>& in_use) {
+  std::size_t released = 0;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(state_dir, ec)) {
+    unsigned dom = 0, dev = 0;
+    char tail = 0;
+    const std::string name = e.path().filename().string();
+    if (std::sscanf(name.c_str(), "vif-%u-%u.stat%c", &dom, &dev, &tail) != 3 || tail != 'e' ||
+        dom > 0xffff || dev > 0xffff)
+      continue;
+    const DomId d{static_cast<std::uint16_t>(dom)};
+    const DevId v{static_cast<std::uint16_t>(dev)};
+    if (in_use(d, v)) continue;
+    if (auto rec = VifRecord::open(e.path(), d, v)) {
+      net::TapConfig cfg;
+      cfg.vnet_hdr = true;
+      cfg.multi_queue = true;
+      // Attached and dropped without keeping it: TUNSETPERSIST 0, and the TAP is gone.
+      if (auto tap = net::TapDevice::attach(rec->header().ifindex, cfg))
+        log::write(log::Level::info, "unetbackd", "removed the left-behind TAP " + tap->name());
+    }
+    std::filesystem::remove(e.path(), ec);
+    ++released;
+  }
+  return released;
 }
 
 void Vif::log_guest(log::Level level, const std::string& msg) {

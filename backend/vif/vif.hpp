@@ -23,6 +23,7 @@
 #include "backend/vif/switch_registry.hpp"
 #include "backend/vif/vif_handle.hpp"
 #include "backend/vif/vif_queue.hpp"
+#include "backend/vif/vif_record.hpp"
 #include "common/hv/hypervisor.hpp"
 #include "common/net/tap_device.hpp"
 #include "common/util/fd_reserve.hpp"
@@ -41,9 +42,11 @@ class Vif final : public VifHandle {
   /// `switches`: where a vif whose B:bridge is "unetback:<name>" finds its internal switch
   /// (nullptr: such a vif fails to connect). `fd_reserve`: the descriptors a connect must
   /// leave free (nullptr: no such check).
+  /// `state_dir`: where the vif keeps its record (vif_record.hpp) and makes its TAP persistent,
+  /// so that a successor can adopt it; empty: neither (the vif reconnects after a restart).
   Vif(hv::Hypervisor& hv, EventLoopPool& loops, DomId frontend, DevId devid, Tunables tunables,
       std::function<void()> on_disabled, SwitchRegistry* switches = nullptr,
-      const FdReserve* fd_reserve = nullptr);
+      const FdReserve* fd_reserve = nullptr, std::filesystem::path state_dir = {});
   ~Vif() override;
 
   std::error_code create_tap(const xenbus::BackendConfig& be) override;
@@ -53,6 +56,10 @@ class Vif final : public VifHandle {
   std::error_code connect(const xenbus::FrontendConfig& fe, const xenbus::BackendConfig& be,
                           const xenbus::Rate& rate) override;
   void disconnect() override;
+  std::error_code adopt(const xenbus::FrontendConfig& fe, const xenbus::BackendConfig& be,
+                        const xenbus::Rate& rate) override;
+  void adoption_refused() override { adopted_ = "reconnected"; }
+  void hand_over() override;
   void rate_changed(const xenbus::Rate& rate) override;
   void multicast_control_changed(bool enabled) override;
   void mac_spoofing_changed(bool allowed) override;
@@ -78,6 +85,17 @@ class Vif final : public VifHandle {
   Result<std::unique_ptr<VifQueue>> make_queue(const xenbus::FrontendConfig& fe,
                                                std::uint32_t index, const xenbus::Rate& rate,
                                                std::optional<SwitchAttachment> sw);
+  /// Maps and attaches queue `index`'s rings into `res`; when adopting, settles them first
+  /// from the record (vif_record.hpp). Then starts the queue's part of the record.
+  std::error_code map_rings(const xenbus::QueueConfig& q, std::uint32_t index, QueueResources& res);
+  /// Makes the record and the persistent TAP of a fresh connect (no state dir: nothing).
+  std::error_code start_record(std::uint32_t nr_queues);
+  /// An adoption needs this vif's kind of connection: no internal switch, no control ring.
+  [[nodiscard]] static bool adoptable(const xenbus::FrontendConfig& fe,
+                                      const xenbus::BackendConfig& be);
+  /// Stops the control ring and every queue (each between two passes) and releases them;
+  /// true if there were any.
+  bool stop_queues();
   /// Leaves the internal switch (no packet is routed to us after it).
   void leave_switch();
   /// A queue or the control ring found a protocol violation (any thread): the first reason
@@ -92,6 +110,10 @@ class Vif final : public VifHandle {
   std::function<void()> on_disabled_;
   SwitchRegistry* switches_;
   const FdReserve* fd_reserve_;
+  std::filesystem::path state_dir_;
+  VifRecord record_;       // while connected with a state dir
+  bool adopting_ = false;  // adopt() is building the queues (daemon's thread)
+  std::string adopted_ = "fresh";
   std::string prefix_;
   std::optional<net::TapDevice> tap_;
   std::shared_ptr<VSwitch> switch_;  // while connected to an internal switch
@@ -114,23 +136,31 @@ class Vif final : public VifHandle {
   log::RateLimit log_limit_;
 };
 
+/// After the daemon's first scan: every record in `state_dir` of a vif not `in_use` (its guest
+/// died, or its device went, while no daemon ran) is deleted, and the persistent TAP it names
+/// removed, so nothing of it stays behind. Returns how many.
+std::size_t release_left_behind(const std::filesystem::path& state_dir,
+                                const std::function<bool(DomId, DevId)>& in_use);
+
 class VifFactoryImpl final : public VifFactory {
  public:
   /// `switch_uplinks`: internal switches made at once with an uplink TAP (name -> TAP name);
   /// the others are made when a vif first names them.
   /// `fd_reserve`: what every vif's connect must leave free (nullptr: no check).
+  /// `state_dir`: the vifs' records (empty: no adoption after a restart).
   VifFactoryImpl(hv::Hypervisor& hv, EventLoopPool& loops, std::function<void()> on_disabled,
                  const std::map<std::string, std::string>& switch_uplinks = {},
-                 const FdReserve* fd_reserve = nullptr)
+                 const FdReserve* fd_reserve = nullptr, std::filesystem::path state_dir = {})
       : hv_(hv),
         loops_(loops),
         on_disabled_(std::move(on_disabled)),
         switches_(switch_uplinks),
-        fd_reserve_(fd_reserve) {}
+        fd_reserve_(fd_reserve),
+        state_dir_(std::move(state_dir)) {}
   std::unique_ptr<VifHandle> make_vif(DomId frontend, DevId devid,
                                       const Tunables& tunables) override {
     return std::make_unique<Vif>(hv_, loops_, frontend, devid, tunables, on_disabled_, &switches_,
-                                 fd_reserve_);
+                                 fd_reserve_, state_dir_);
   }
 
  private:
@@ -139,6 +169,7 @@ class VifFactoryImpl final : public VifFactory {
   std::function<void()> on_disabled_;
   SwitchRegistry switches_;
   const FdReserve* fd_reserve_;
+  std::filesystem::path state_dir_;
 };
 
 }  // namespace unetback::vif

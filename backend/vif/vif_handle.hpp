@@ -33,6 +33,10 @@ struct VifReport {
   std::string tap_name;
   bool connected = false;
   bool carrier = false;
+  /// How the vif came to this daemon: "fresh" (connected here), "taken_over" (from a daemon
+  /// that handed it over), "recovered" (from the record of a daemon that died), "reconnected"
+  /// (found served by an earlier daemon, not adoptable: the frontend connected again).
+  std::string adopted = "fresh";
   std::vector<QueueReport> queues;
 };
 
@@ -44,6 +48,9 @@ class VifHandle : public xenbus::VifControl {
   /// True when the data path disabled the vif (a protocol violation by the frontend): the
   /// manager then reports it fatal through xenbus (from the manager's thread, XSA-90).
   [[nodiscard]] virtual bool disabled() const = 0;
+  /// A planned takeover: stops the queues at a pass boundary, marks the record handed over
+  /// and keeps the TAP (persistent) for the successor; nothing is written to xenstore.
+  virtual void hand_over() {}
 };
 
 /// Daemon-wide tunables (xenstore: /local/domain/<self>/unetback/<name>), as the vif layer

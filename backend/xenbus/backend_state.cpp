@@ -13,7 +13,7 @@ class Walker {
   explicit Walker(const BackendView& v) : v_(v) {}
 
   BackendView& view() { return v_; }
-  Transition finish() && { return {std::move(v_), std::move(actions_)}; }
+  Transition finish() && { return {v_, std::move(actions_)}; }
   // Constructed in place: moving a whole Action variant trips GCC 12's -Wmaybe-uninitialized.
   template <typename A>
   void emit(A a) {
@@ -325,6 +325,19 @@ void on(Walker& w, const DaemonShutdown&) {
   w.to_closed(/*removal=*/false);
 }
 
+void on(Walker& w, const RingsAdopted&) {
+  BackendView& v = w.view();
+  // Only a fresh vif, as BackendAdopted: the store says 4 on both sides and stays so.
+  if (probed(v) || v.removed) return;
+  v.online = true;
+  v.backend = XenbusState::connected;
+  v.frontend = XenbusState::connected;
+  v.tap = true;
+  v.rings = RingsState::up;
+  v.hotplug = HotplugStatus::connected;
+  v.stale_frontend = false;
+}
+
 void on(Walker& w, const BackendAdopted& e) {
   BackendView& v = w.view();
   // Only a fresh vif adopts, and only a device an earlier backend had moved past 1.
@@ -390,8 +403,9 @@ std::string describe(const Event& e) {
       [](const auto& ev) -> std::string {
         using T = std::decay_t<decltype(ev)>;
         if constexpr (std::is_same_v<T, BackendDirAppeared>) return "BackendDirAppeared";
-        if constexpr (std::is_same_v<T, FrontendStateChanged>)
+        if constexpr (std::is_same_v<T, FrontendStateChanged>) {
           return "FrontendStateChanged(" + std::string(state_name(ev.state)) + ")";
+        }
         if constexpr (std::is_same_v<T, FrontendStateInvalid>) return "FrontendStateInvalid";
         if constexpr (std::is_same_v<T, HotplugStatusChanged>) {
           switch (ev.status) {
@@ -400,22 +414,28 @@ std::string describe(const Event& e) {
             case HotplugStatus::other: return "HotplugStatusChanged(other)";
           }
         }
-        if constexpr (std::is_same_v<T, OnlineChanged>)
+        if constexpr (std::is_same_v<T, OnlineChanged>) {
           return ev.online ? "OnlineChanged(1)" : "OnlineChanged(0)";
-        if constexpr (std::is_same_v<T, ToolstackSetBackendState>)
+        }
+        if constexpr (std::is_same_v<T, ToolstackSetBackendState>) {
           return "ToolstackSetBackendState(" + std::string(state_name(ev.state)) +
                  (ev.online ? ", online)" : ", offline)");
+        }
         if constexpr (std::is_same_v<T, FrontendDomainGone>) return "FrontendDomainGone";
         if constexpr (std::is_same_v<T, ConnectSucceeded>) return "ConnectSucceeded";
         if constexpr (std::is_same_v<T, ConnectFailed>) return "ConnectFailed(" + ev.message + ")";
-        if constexpr (std::is_same_v<T, TapCreateFailed>)
+        if constexpr (std::is_same_v<T, TapCreateFailed>) {
           return "TapCreateFailed(" + ev.message + ")";
+        }
         if constexpr (std::is_same_v<T, ProbeFailed>) return "ProbeFailed(" + ev.message + ")";
         if constexpr (std::is_same_v<T, DaemonShutdown>) return "DaemonShutdown";
-        if constexpr (std::is_same_v<T, BackendAdopted>)
+        if constexpr (std::is_same_v<T, BackendAdopted>) {
           return "BackendAdopted(" + std::string(state_name(ev.found)) + ")";
-        if constexpr (std::is_same_v<T, ReconfigureFailed>)
+        }
+        if constexpr (std::is_same_v<T, ReconfigureFailed>) {
           return "ReconfigureFailed(" + ev.message + ")";
+        }
+        if constexpr (std::is_same_v<T, RingsAdopted>) return "RingsAdopted";
         return "?";
       },
       e);
@@ -427,15 +447,17 @@ std::string describe(const Action& a) {
         using T = std::decay_t<decltype(act)>;
         if constexpr (std::is_same_v<T, CreateTap>) return "CreateTap";
         if constexpr (std::is_same_v<T, AdvertiseFeatures>) return "AdvertiseFeatures";
-        if constexpr (std::is_same_v<T, WriteState>)
+        if constexpr (std::is_same_v<T, WriteState>) {
           return "WriteState(" + std::string(state_name(act.state)) + ")";
+        }
         if constexpr (std::is_same_v<T, ReadFrontendAndConnect>) return "ReadFrontendAndConnect";
         if constexpr (std::is_same_v<T, Disconnect>) return "Disconnect";
         if constexpr (std::is_same_v<T, DestroyTap>) return "DestroyTap";
         if constexpr (std::is_same_v<T, RemoveHotplugStatus>) return "RemoveHotplugStatus";
         if constexpr (std::is_same_v<T, RunHotplugScript>) return "RunHotplugScript";
-        if constexpr (std::is_same_v<T, ReportFatal>)
+        if constexpr (std::is_same_v<T, ReportFatal>) {
           return "ReportFatal(" + std::to_string(act.error) + " " + act.message + ")";
+        }
         if constexpr (std::is_same_v<T, ApplyXdpHeadroom>) return "ApplyXdpHeadroom";
         return "?";
       },

@@ -140,6 +140,13 @@ struct BackendAdopted {
   friend bool operator==(const BackendAdopted&, const BackendAdopted&) = default;
 };
 
+/// The daemon started and found this device Connected on both sides, and the vif layer took
+/// over the earlier daemon's rings, ports and TAP from its record (issue 20): the device is
+/// Connected again without a single write, and the frontend never learns of the restart.
+struct RingsAdopted {
+  friend bool operator==(const RingsAdopted&, const RingsAdopted&) = default;
+};
+
 /// ApplyXdpHeadroom refused the frontend's new xdp-headroom (the rest of that list, the
 /// WriteState(Reconfigured) or WriteState(Connected), was not carried out).
 struct ReconfigureFailed {
@@ -148,10 +155,11 @@ struct ReconfigureFailed {
   friend bool operator==(const ReconfigureFailed&, const ReconfigureFailed&) = default;
 };
 
-using Event = std::variant<BackendDirAppeared, FrontendStateChanged, FrontendStateInvalid,
-                           HotplugStatusChanged, OnlineChanged, ToolstackSetBackendState,
-                           FrontendDomainGone, ConnectSucceeded, ConnectFailed, TapCreateFailed,
-                           ProbeFailed, DaemonShutdown, BackendAdopted, ReconfigureFailed>;
+using Event =
+    std::variant<BackendDirAppeared, FrontendStateChanged, FrontendStateInvalid,
+                 HotplugStatusChanged, OnlineChanged, ToolstackSetBackendState, FrontendDomainGone,
+                 ConnectSucceeded, ConnectFailed, TapCreateFailed, ProbeFailed, DaemonShutdown,
+                 BackendAdopted, ReconfigureFailed, RingsAdopted>;
 
 // ---- Actions --------------------------------------------------------------------------------
 

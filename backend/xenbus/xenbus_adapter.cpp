@@ -244,10 +244,34 @@ std::error_code BackendXenbus::adopt() {
       *found == XenbusState::initialising)
     return std::make_error_code(std::errc::invalid_argument);
   if (!prepare_probe()) return std::make_error_code(std::errc::invalid_argument);
+  if (*found == XenbusState::connected && adopt_rings()) {
+    log::write(log::Level::info, log_prefix_, "adopted the running device: rings, ports and TAP");
+    dispatch(RingsAdopted{});
+    return {};
+  }
+  vif_.adoption_refused();
   log::write(log::Level::info, log_prefix_,
              "adopting the device (found in state " + std::string(state_name(*found)) + ")");
   dispatch(BackendAdopted{*found});
   return {};
+}
+
+bool BackendXenbus::adopt_rings() {
+  const auto fstate_raw = read(config_->frontend_path + "/state");
+  const auto fstate = fstate_raw ? parse_xenbus_state(*fstate_raw) : std::nullopt;
+  if (fstate != XenbusState::connected) return false;
+  const FrontendLimits limits{features_.max_queues, features_.ctrl_ring};
+  auto fe = parse_frontend_config(reader_for(config_->frontend_path), limits);
+  if (!fe) return false;
+  Rate rate;
+  if (auto r = read_rate(reader_for(backend_path_))) rate = *r;
+  if (auto ec = vif_.adopt(*fe, *config_, rate)) {
+    log::write(log::Level::info, log_prefix_,
+               "cannot take the rings over (" + ec.message() + "): the frontend reconnects");
+    return false;
+  }
+  watch_connection(*fe, rate);
+  return true;
 }
 
 // ---- running the machine ----------------------------------------------------------------------
@@ -346,11 +370,16 @@ std::optional<Event> BackendXenbus::read_frontend_and_connect() {
                                          " queue(s): " + ec.message()};
   }
   log_guest(log::Level::info, "connected " + std::to_string(fe->queues.size()) + " queue(s)");
+  watch_connection(*fe, rate);
+  return ConnectSucceeded{};
+}
+
+void BackendXenbus::watch_connection(const FrontendConfig& fe, const Rate& rate) {
   // Both watches fire at once; the remembered values make that first event a no-op.
   last_rate_ = rate;
-  last_multicast_control_ = fe->multicast_control;
+  last_multicast_control_ = fe.multicast_control;
   last_allow_mac_spoofing_ = config_->allow_mac_spoofing;
-  last_xdp_headroom_ = fe->xdp_headroom;
+  last_xdp_headroom_ = fe.xdp_headroom;
   if (add_watch(rate_watch_, backend_path_ + "/rate", kRate) ||
       add_watch(multicast_watch_, config_->frontend_path + "/request-multicast-control",
                 kMulticast) ||
@@ -359,7 +388,6 @@ std::optional<Event> BackendXenbus::read_frontend_and_connect() {
     log::write(log::Level::warn, log_prefix_,
                "cannot watch rate/request-multicast-control/" + std::string(kAllowMacSpoofingKey));
   }
-  return ConnectSucceeded{};
 }
 
 std::optional<Event> BackendXenbus::apply_xdp_headroom() {

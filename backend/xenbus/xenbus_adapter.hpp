@@ -37,6 +37,16 @@ class VifControl {
   /// Creates the TAP named `be.tap_name` (libxl's hotplug script needs it before InitWait).
   virtual std::error_code create_tap(const BackendConfig& be) = 0;
   virtual void destroy_tap() = 0;
+  /// Takes the device over from an earlier daemon's record without touching xenstore: the TAP
+  /// attached again, the rings mapped and settled, the ports bound again and notified, the
+  /// queues started. All-or-nothing; an error means the device must reconnect.
+  virtual std::error_code adopt(const FrontendConfig& /*fe*/, const BackendConfig& /*be*/,
+                                const Rate& /*rate*/) {
+    return std::make_error_code(std::errc::operation_not_supported);
+  }
+  /// The device was found served by an earlier daemon and could not be adopted: it goes
+  /// through Closing and Closed to a reconnect (for unetback-ctl's "adopted" column).
+  virtual void adoption_refused() {}
   /// Maps the rings (refusing `req_prod - rsp_prod > size`), binds the event channels and
   /// starts the queues. All-or-nothing: on error nothing stays mapped or bound.
   virtual std::error_code connect(const FrontendConfig& fe, const BackendConfig& be,
@@ -120,6 +130,10 @@ class BackendXenbus {
   void dispatch(Event first);
   std::optional<Event> execute(const Action& a);
   std::optional<Event> read_frontend_and_connect();
+  /// Both state keys at 4: tries VifControl::adopt; true if the rings are ours again.
+  bool adopt_rings();
+  /// The connection's watches (rate, multicast control, MAC spoofing) and their last values.
+  void watch_connection(const FrontendConfig& fe, const Rate& rate);
   std::optional<Event> apply_xdp_headroom();
   void drop_connection_watches();
 

@@ -13,6 +13,7 @@
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <utility>
 
 #include "common/net/vnet_hdr.hpp"
 
@@ -90,8 +91,8 @@ bool offloads_valid(const TapOffloads& o, bool vnet_hdr) {
 }  // namespace
 
 const std::error_category& tap_category() noexcept {
-  static const TapCategory kCategory;
-  return kCategory;
+  static const TapCategory category;
+  return category;
 }
 
 std::error_code make_error_code(TapError e) noexcept {
@@ -117,6 +118,83 @@ TapDevice::TapDevice(UniqueFd fd, std::string name, int ifindex, std::size_t vne
       ifindex_(ifindex),
       vnet_hdr_len_(vnet_hdr_len),
       offloads_(offloads) {}
+
+TapDevice& TapDevice::operator=(TapDevice&& o) noexcept {
+  if (this == &o) return *this;
+  if (fd_ && persistent_ && !keep_) (void)set_persistent(false);
+  fd_ = std::move(o.fd_);
+  extra_queues_ = std::move(o.extra_queues_);
+  created_name_ = std::move(o.created_name_);
+  ifindex_ = o.ifindex_;
+  vnet_hdr_len_ = o.vnet_hdr_len_;
+  offloads_ = o.offloads_;
+  persistent_ = std::exchange(o.persistent_, false);
+  keep_ = std::exchange(o.keep_, false);
+  return *this;
+}
+
+TapDevice::~TapDevice() {
+  // An orderly close leaves nothing behind: the flag goes before the last fd does.
+  if (fd_ && persistent_ && !keep_) (void)set_persistent(false);
+}
+
+std::error_code TapDevice::set_persistent(bool on) {
+  if (::ioctl(fd_.get(), TUNSETPERSIST, on ? 1UL : 0UL) < 0) return last_errno();
+  persistent_ = on;
+  return {};
+}
+
+Result<TapDevice> TapDevice::attach(int ifindex, const TapConfig& config) {
+  // By ifindex, not by name: a hotplug script may have renamed it.
+  ifreq byidx{};
+  byidx.ifr_ifindex = ifindex;
+  if (ifindex <= 0 || ifreq_ioctl(SIOCGIFNAME, byidx)) return errno_code(ENODEV);
+  const std::string name(byidx.ifr_name, ::strnlen(byidx.ifr_name, IFNAMSIZ));
+  // Only a persistent TAP may be taken: had it gone meanwhile, TUNSETIFF would make a new one
+  // under that name, which the check below refuses (closing the fd then removes it again).
+  int open_flags = O_RDWR | O_CLOEXEC;
+  if (config.non_blocking) open_flags |= O_NONBLOCK;
+  int tun_flags = IFF_TAP | IFF_NO_PI;
+  if (config.vnet_hdr) tun_flags |= IFF_VNET_HDR;
+  if (config.multi_queue) tun_flags |= IFF_MULTI_QUEUE;
+  std::vector<UniqueFd> fds;
+  for (std::uint32_t i = 0; i < std::max<std::uint32_t>(1, config.queues); ++i) {
+    UniqueFd fd(::open("/dev/net/tun", open_flags));
+    if (!fd) return last_errno();
+    ifreq ifr = make_ifreq(name);
+    ifr.ifr_flags = static_cast<short>(tun_flags);
+    if (::ioctl(fd.get(), TUNSETIFF, &ifr) < 0) return last_errno();
+    if (i == 0) {
+      ifreq got{};
+      if (::ioctl(fd.get(), TUNGETIFF, &got) < 0) return last_errno();
+      ifreq idx = make_ifreq(name);
+      const bool same =
+          ifreq_ioctl(SIOCGIFINDEX, idx) == std::error_code{} && idx.ifr_ifindex == ifindex;
+      // Not persistent: TUNSETIFF just made a new TAP of that name (the old one is gone),
+      // which closing `fd` removes again.
+      if ((got.ifr_flags & IFF_PERSIST) == 0 || !same) return errno_code(ENODEV);
+    }
+    fds.push_back(std::move(fd));
+  }
+  std::size_t hdr_len = 0;
+  if (config.vnet_hdr) {
+    int size = static_cast<int>(kVnetHdrLen);
+    if (::ioctl(fds[0].get(), TUNSETVNETHDRSZ, &size) < 0) return last_errno();
+    hdr_len = kVnetHdrLen;
+  }
+  TapDevice tap(std::move(fds[0]), name, ifindex, hdr_len, config.offloads);
+  tap.persistent_ = true;
+  // Attached again, the TAP is ours to keep or to close: the caller says which.
+  tap.keep_ = true;
+  for (std::size_t i = 1; i < fds.size(); ++i)
+    tap.extra_queues_.push_back(ExtraQueue{std::move(fds[i]), true});
+  if (config.vnet_hdr) {
+    if (::ioctl(tap.fd(), TUNSETOFFLOAD, tun_offload_bits(config.offloads)) < 0)
+      return last_errno();
+  }
+  tap.keep_ = false;
+  return tap;
+}
 
 std::string TapDevice::name() const {
   ifreq ifr{};

@@ -1,8 +1,11 @@
 // TapDevice: one TAP interface (IFF_TAP | IFF_NO_PI, optionally IFF_VNET_HDR with checksum and
 // TSO offloads), owned through its /dev/net/tun file descriptor.
 //
-// RAII, move-only. The destructor closes the fd; a TAP is never made persistent here, so
-// closing the last fd removes the interface (and with it any bridge membership).
+// RAII, move-only. The destructor closes the fd; closing the last fd of a TAP that is not
+// persistent removes the interface (and with it any bridge membership). A TAP made persistent
+// (set_persistent, TUNSETPERSIST) outlives its fds, so a successor daemon can attach() to it
+// again with its ifindex and bridge port; the destructor clears the flag again (nothing is
+// left behind) unless keep_for_successor() was called.
 //
 // The interface lives in the network namespace of the thread that called create(); the
 // ioctls set_up/set_mtu/set_mac and set_alias open a socket in the *calling* thread's
@@ -79,11 +82,26 @@ class TapDevice {
   /// MAC and MTU. The interface is left down: call set_up(true).
   [[nodiscard]] static Result<TapDevice> create(const TapConfig& config);
 
-  TapDevice(TapDevice&&) noexcept = default;
-  TapDevice& operator=(TapDevice&&) noexcept = default;
+  /// Attaches to the persistent TAP that has interface index `ifindex` now (it may have
+  /// been renamed), with every queue of `config` (its name is ignored; vnet_hdr, multi_queue,
+  /// queues and non_blocking must be those it was made with). ENODEV: no such interface, or
+  /// it is not a persistent TAP (nothing is left created then). The attached TAP is persistent():
+  /// keep it or not.
+  [[nodiscard]] static Result<TapDevice> attach(int ifindex, const TapConfig& config);
+
+  TapDevice(TapDevice&& o) noexcept { *this = std::move(o); }
+  TapDevice& operator=(TapDevice&& o) noexcept;
   TapDevice(const TapDevice&) = delete;
   TapDevice& operator=(const TapDevice&) = delete;
-  ~TapDevice() = default;  // UniqueFd closes the fd: the non-persistent TAP disappears
+  /// Clears the persistent flag first (unless keep_for_successor()), then closes the fds:
+  /// the TAP disappears.
+  ~TapDevice();
+
+  /// TUNSETPERSIST: whether the TAP outlives its last fd.
+  [[nodiscard]] std::error_code set_persistent(bool on);
+  [[nodiscard]] bool persistent() const { return persistent_; }
+  /// The destructor leaves a persistent TAP in place (for a successor to attach()).
+  void keep_for_successor() { keep_ = true; }
 
   /// The TAP's current name (TUNGETIFF on our own fd: it follows a rename).
   [[nodiscard]] std::string name() const;
@@ -143,6 +161,8 @@ class TapDevice {
   int ifindex_ = 0;
   std::size_t vnet_hdr_len_ = 0;
   TapOffloads offloads_{};
+  bool persistent_ = false;
+  bool keep_ = false;
 };
 
 }  // namespace unetback::net

@@ -215,6 +215,7 @@ class XlWorld {
         }
     extra_.clear();
     daemon_.reset();
+    predecessors_.clear();
     xensim_.reset();
     for (const auto& ns : namespaces_) (void)run({"ip", "netns", "del", ns}, dir_);
     if (!dir_.empty() && std::getenv("UNETBACK_KEEP_E2E") == nullptr)
@@ -250,6 +251,25 @@ class XlWorld {
     }
     return true;
   }
+  /// Starts another unetbackd with `extra` arguments (e.g. --takeover) while the current one
+  /// may still run; the current one is kept (predecessor()) until the world goes. With
+  /// `env` ("NAME=VALUE" items) in the new daemon's environment.
+  bool start_successor(const std::vector<std::string>& extra,
+                       const std::vector<std::string>& env = {}) {
+    predecessors_.push_back(std::move(daemon_));
+    std::vector<std::string> argv{"ip", "netns", "exec", ns0_, "env"};
+    argv.insert(argv.end(), env.begin(), env.end());
+    argv.insert(argv.end(), {bins_.unetbackd, "--hypervisor", hv::format_sim_spec(world())});
+    argv.insert(argv.end(), daemon_args_.begin(), daemon_args_.end());
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    daemon_ = std::make_unique<Daemon>(
+        argv, dir_ + "/unetbackd-" + std::to_string(++daemon_runs_) + ".log");
+    return true;
+  }
+  /// The daemon start_successor() replaced.
+  [[nodiscard]] Daemon& predecessor() { return *predecessors_.back(); }
+  /// The xensim process.
+  [[nodiscard]] pid_t xensim_pid() const { return xensim_->pid(); }
   /// Ends unetbackd with `signo` (SIGTERM: orderly, SIGKILL: a crash) and waits for it.
   void kill_daemon(int signo) {
     daemon_->signal(signo);
@@ -378,6 +398,7 @@ class XlWorld {
   int daemon_runs_ = 0;
   std::vector<std::string> namespaces_;
   std::unique_ptr<Daemon> xensim_, daemon_;
+  std::vector<std::unique_ptr<Daemon>> predecessors_;
   std::vector<std::unique_ptr<Daemon>> extra_;
   RunResult last_create_;
 };

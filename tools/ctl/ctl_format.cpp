@@ -14,11 +14,12 @@ namespace {
 
 std::string list_table(const JsonValue& reply) {
   std::vector<std::vector<std::string>> rows{
-      {"VIF", "STATE", "FRONTEND", "TAP", "CONNECTED", "CARRIER", "QUEUES"}};
+      {"VIF", "STATE", "FRONTEND", "TAP", "CONNECTED", "CARRIER", "QUEUES", "ADOPTED"}};
   for (const auto& v : array_of(reply, "vifs")) {
     rows.push_back({field(v, "vif"), field(v, "state"), field(v, "frontend_state"), field(v, "tap"),
                     field(v, "connected") == "true" ? "yes" : "no",
-                    field(v, "carrier") == "true" ? "up" : "down", field(v, "queues")});
+                    field(v, "carrier") == "true" ? "up" : "down", field(v, "queues"),
+                    field(v, "adopted")});
   }
   if (rows.size() == 1) return "no vifs\n";
   return format_table(rows);

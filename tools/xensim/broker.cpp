@@ -241,7 +241,10 @@ Broker::Outcome Broker::handle(Client& c, const BrokerRequest& req) {
     case BrokerOp::get_domain_memory: {
       Domain* d = registry_.find(DomId{req.domid});
       if (d == nullptr || d->nr_frames == 0) return fail(errno_code(ESRCH));
+      auto pins = registry_.new_pin_table(d->id, c.id);
+      if (!pins) return fail(pins.error());
       give_domain(*d);
+      out.fds.push_back(*pins);
       return out;
     }
     case BrokerOp::domain_exists: {

@@ -140,11 +140,75 @@ void DomainRegistry::client_closed(ClientId client, std::optional<DomId> ran) {
     if (d != nullptr && d->client == client) release(*ran);
     return;
   }
+  for (auto& [id, d] : domains_) release_pins(d, client);
   Domain* dom0 = find(kDom0);
   std::vector<std::uint32_t> ports;
   for (const auto& [p, ep] : dom0->ports)
     if (ep.owner == client) ports.push_back(p);
   for (const std::uint32_t p : ports) close_port_locked(*dom0, p);
+}
+
+Result<int> DomainRegistry::new_pin_table(DomId id, ClientId client) {
+  Domain* d = find(id);
+  if (d == nullptr || d->nr_grant_entries == 0) return errno_code(ESRCH);
+  const std::string tag = "xensim-dom" + std::to_string(id.value()) + "-pins";
+  auto fd =
+      make_sealed_memfd(tag.c_str(), std::size_t{d->nr_grant_entries} * sizeof(hv::sim::GrantPins));
+  if (!fd) return fd.error();
+  const int raw = fd->get();
+  d->pin_tables.push_back(PinTable{client, std::move(*fd)});
+  return raw;
+}
+
+void DomainRegistry::release_pins(Domain& d, ClientId client) {
+  const std::size_t n = d.nr_grant_entries;
+  const std::size_t size = n * sizeof(hv::sim::GrantPins);
+  std::vector<hv::sim::MappedRegion> others;
+  std::vector<hv::sim::MappedRegion> dead;
+  std::vector<PinTable> kept;
+  for (auto& t : d.pin_tables) {
+    auto m = hv::sim::MappedRegion::map_shared(t.fd.get(), size, PROT_READ);
+    if (t.owner == client) {
+      if (m) dead.push_back(std::move(*m));
+    } else {
+      if (m) others.push_back(std::move(*m));
+      kept.push_back(std::move(t));
+    }
+  }
+  if (dead.empty()) {
+    d.pin_tables = std::move(kept);
+    return;
+  }
+  auto* entries = d.grant_map.as<SharedGrantEntry>();
+  std::uint32_t released = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint32_t users = 0, writers = 0;
+    for (const auto& m : dead) {
+      users += m.as<hv::sim::GrantPins>()[i].users;
+      writers += m.as<hv::sim::GrantPins>()[i].writers;
+    }
+    if (users == 0) continue;
+    // Another live mapper of the same grant keeps what it holds (the limitation of
+    // sim_grant_table.hpp: its count, not ours, decides).
+    std::uint32_t other_users = 0, other_writers = 0;
+    for (const auto& m : others) {
+      other_users += m.as<hv::sim::GrantPins>()[i].users;
+      other_writers += m.as<hv::sim::GrantPins>()[i].writers;
+    }
+    const std::uint16_t clear =
+        static_cast<std::uint16_t>((other_users == 0 ? GTF_reading : 0) |
+                                   (writers != 0 && other_writers == 0 ? GTF_writing : 0));
+    // ORDERING: release, as SimGrantTable::unpin: the granter may reuse the page after this.
+    if (clear != 0)
+      hv::sim::word_of(entries[i])
+          .fetch_and(~static_cast<std::uint32_t>(clear), std::memory_order_release);
+    ++released;
+  }
+  d.pin_tables = std::move(kept);
+  if (released != 0)
+    log::write(log::Level::info, "xensim",
+               "domain " + std::to_string(d.id.value()) + ": released " + std::to_string(released) +
+                   " grant(s) a dead process still held");
 }
 
 void DomainRegistry::bump_gen(Domain& d, std::uint32_t port) {

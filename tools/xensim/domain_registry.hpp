@@ -15,6 +15,7 @@
 #include <string_view>
 #include <sys/types.h>
 #include <unordered_map>
+#include <vector>
 
 #include "common/hv/sim/domain_control.hpp"
 #include "common/hv/sim/mapped_region.hpp"
@@ -53,6 +54,12 @@ struct EventPort {
   std::uint32_t remote_port = 0;  // 0: unbound (ports start at 1)
 };
 
+/// A dom0 process's pin table for one domain (broker_protocol.hpp, GET_DOMAIN_MEMORY).
+struct PinTable {
+  ClientId owner = 0;
+  UniqueFd fd;
+};
+
 struct Domain {
   DomId id;
   std::string name;
@@ -63,6 +70,7 @@ struct Domain {
   std::optional<ClientId> client;  // the process running it (none: created, not running)
   pid_t pid = 0;
   std::map<std::uint32_t, EventPort> ports;
+  std::vector<PinTable> pin_tables;
 
   [[nodiscard]] hv::sim::DomainControl& ctl() const {
     return *control_map.as<hv::sim::DomainControl>();
@@ -96,8 +104,11 @@ class DomainRegistry {
   /// The domain dies: its ports close (peers become unbound), its control page says dead,
   /// the listener hears of it, and it is forgotten.
   void release(DomId id);
-  /// A broker connection closed: the domU it ran dies; dom0 ports it made close.
+  /// A broker connection closed: the domU it ran dies; dom0 ports it made close, and the
+  /// grants it still held (its pin tables) are released as gntdev does at process exit.
   void client_closed(ClientId client, std::optional<DomId> ran);
+  /// A new zeroed pin table of `id`'s grant entries for `client` (its fd stays here).
+  Result<int> new_pin_table(DomId id, ClientId client);
 
   /// EVTCHNOP_alloc_unbound for `self` (port owned by `client`). Returns the port; its
   /// eventfd is `find(self)->ports[port].eventfd`.
@@ -124,6 +135,8 @@ class DomainRegistry {
   Result<Domain> make_domain(DomId id, std::string name, std::uint32_t nr_frames);
   static void bump_gen(Domain& d, std::uint32_t port);
   void close_port_locked(Domain& d, std::uint32_t port);
+  /// Clears the bits `client`'s tables of `d` still hold, unless another table holds them.
+  static void release_pins(Domain& d, ClientId client);
   Result<std::uint32_t> new_port(Domain& d, ClientId client, DomId remote);
 
   DomainListener& listener_;

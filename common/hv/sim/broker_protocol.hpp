@@ -18,7 +18,7 @@ namespace unetback::hv::sim {
 inline constexpr std::uint32_t kBrokerMagic = 0x42534d58;  // "XMSB"
 /// Bumped on any change of a message layout or meaning; the broker rejects other versions
 /// with EPROTO so a stale client fails loudly instead of misreading fields.
-inline constexpr std::uint16_t kBrokerVersion = 1;
+inline constexpr std::uint16_t kBrokerVersion = 2;
 inline constexpr std::string_view kBrokerSocketName = "hv.sock";
 inline constexpr std::size_t kMaxDomainNameLen = 63;  // plus the terminating NUL
 inline constexpr std::size_t kMaxFdsPerMessage = 4;
@@ -36,7 +36,11 @@ enum class BrokerOp : std::uint16_t {
   claim_domain = 4,
   /// dom0: SIGKILL the process running `domid` and release the domain.
   destroy_domain = 5,
-  /// dom0: the memory of `domid`. Reply: sizes, fds [memory, grant table, control page].
+  /// dom0: the memory of `domid`. Reply: sizes, fds [memory, grant table, control page, pin
+  /// table]. The pin table (GrantPins per grant entry, zeroed, this caller's alone) is where
+  /// the caller counts the grants it holds (GTF_reading/GTF_writing set); when the caller's
+  /// connection closes (the process died) the broker clears the bits it still held, as
+  /// gntdev unmaps a dead process's grants on Xen.
   get_domain_memory = 6,
   /// A new local port that `domid` may bind (EVTCHNOP_alloc_unbound). Reply: port, fds
   /// [eventfd of the port].
@@ -65,6 +69,13 @@ enum class BrokerOp : std::uint16_t {
 };
 
 [[nodiscard]] std::string_view broker_op_name(BrokerOp op);
+
+/// One grant entry's holds by one mapping process: copies in flight plus mappings (reading),
+/// and the writable ones among them.
+struct GrantPins {
+  std::uint32_t users;
+  std::uint32_t writers;
+};
 
 struct BrokerRequest {
   std::uint32_t magic = kBrokerMagic;

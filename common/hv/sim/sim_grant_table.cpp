@@ -30,17 +30,14 @@ std::error_code map_error_of(std::int16_t status) {
 }  // namespace
 
 struct SimGrantTable::DomainView {
-  struct Pins {
-    std::uint32_t users = 0;    // copies in flight + mappings (GTF_reading)
-    std::uint32_t writers = 0;  // the writable ones among them (GTF_writing)
-  };
-
   DomId domid;
   UniqueFd memory_fd;
   MappedRegion memory, grants, control;
   std::uint32_t nr_frames = 0;
   std::uint32_t nr_entries = 0;
-  std::vector<Pins> pins;
+  // Our holds per entry, in the broker's pin table (it releases them if we die).
+  MappedRegion pin_table;
+  GrantPins* pins = nullptr;
 
   [[nodiscard]] bool dead() const {
     // ORDERING: pairs with the broker's release store of `dead` when it releases the domain.
@@ -98,7 +95,7 @@ Result<std::shared_ptr<SimGrantTable::DomainView>> SimGrantTable::view_for(DomId
   req.domid = domid.value();
   auto resp = broker_.call(req);
   if (!resp) return resp.error();  // the broker's ESRCH, or ours: EMFILE receiving the fds
-  if (resp->fds.size() != 3) return errno_code(EPROTO);
+  if (resp->fds.size() != 4) return errno_code(EPROTO);
   auto v = std::make_shared<DomainView>();
   v->domid = domid;
   v->nr_frames = resp->reply.nr_frames;
@@ -111,14 +108,19 @@ Result<std::shared_ptr<SimGrantTable::DomainView>> SimGrantTable::view_for(DomId
       PROT_READ | PROT_WRITE);
   auto ctl =
       MappedRegion::map_shared(resp->fds[2].get(), kDomainControlSize, PROT_READ | PROT_WRITE);
+  auto pins = MappedRegion::map_shared(resp->fds[3].get(),
+                                       static_cast<std::size_t>(v->nr_entries) * sizeof(GrantPins),
+                                       PROT_READ | PROT_WRITE);
   if (!mem) return mem.error();
   if (!gnt) return gnt.error();
   if (!ctl) return ctl.error();
+  if (!pins) return pins.error();
   v->memory_fd = std::move(resp->fds[0]);
   v->memory = std::move(*mem);
   v->grants = std::move(*gnt);
   v->control = std::move(*ctl);
-  v->pins.resize(v->nr_entries);
+  v->pin_table = std::move(*pins);
+  v->pins = v->pin_table.as<GrantPins>();
   if (v->dead()) return gone;
   views_.emplace(domid.value(), v);
   return v;
@@ -166,9 +168,10 @@ void SimGrantTable::unpin(DomainView& v, GrantRef ref, bool write) {
       (p.users == 0 ? kReading : 0) | (write && p.writers == 0 ? kWriting : 0);
   // ORDERING: release, so our accesses to the frame happen before the granter can see the
   // bits clear and reuse the page (its revoking CAS is acquire).
-  if (clear != 0)
+  if (clear != 0) {
     word_of(v.entry(ref.value()))
         .fetch_and(~static_cast<std::uint32_t>(clear), std::memory_order_release);
+  }
 }
 
 std::int16_t SimGrantTable::resolve_side(const GrantCopyPtr& side, std::uint16_t len, bool write,
@@ -200,6 +203,9 @@ std::int16_t SimGrantTable::resolve_side(const GrantCopyPtr& side, std::uint16_t
   return GNTST_okay;
 }
 
+// Only std::bad_alloc (the view cache, the keep list) can escape: running out of memory in the
+// data path terminates, by design.
+// NOLINTNEXTLINE(bugprone-exception-escape)
 bool SimGrantTable::copy_call(std::span<GrantCopySegment> segments) noexcept {
   std::vector<std::shared_ptr<DomainView>> keep;
   {

@@ -15,6 +15,10 @@
 // * the bits stay set while a copy is running or a mapping exists, counted per entry in
 //   this process (pins), and are cleared when the last user goes.
 //
+// The counts live in a pin table the broker gave with the domain's memory: when this process
+// dies, the broker clears the bits it still held (gntdev does the same at process exit on Xen),
+// so a successor backend and the granter are not left with grants pinned forever.
+//
 // Limitation: the pins are per process. Two processes mapping the same grant share the
 // bits without sharing the count, so the first to let go clears them. Real Xen keeps the
 // count in the hypervisor; xensim's mappers are normally one backend per domain.
@@ -33,6 +37,7 @@
 
 #include "common/hv/grant_table.hpp"
 #include "common/hv/sim/broker_client.hpp"
+#include "common/hv/sim/broker_protocol.hpp"
 #include "common/hv/sim/mapped_region.hpp"
 #include "common/hv/sim/shared_grant_entry.hpp"
 

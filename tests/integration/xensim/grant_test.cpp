@@ -5,6 +5,7 @@
 
 #include <array>
 #include <chrono>
+#include <csignal>
 #include <gtest/gtest.h>
 #include <memory>
 #include <sstream>
@@ -115,6 +116,41 @@ TEST_F(GrantBetweenProcesses, CopiesGrantedPagesBothWays) {
   EXPECT_EQ(ask("inuse " + std::to_string(rw.refs[0].value())), "unused");
 }
 
+TEST_F(GrantBetweenProcesses, GrantsHeldByABackendThatDiesAreReleasedAsGntdevDoes) {
+  const Shared rw = share(2, "rw");
+  const std::string dir = world_->dir();
+  const std::uint16_t domu = domu_.value();
+  const std::uint32_t mapped = rw.refs[0].value();
+  // A second dom0 process maps one grant read-write and is killed holding it, as a crashed
+  // unetbackd holds its rings.
+  ChildProcess backend([dir, domu, mapped](int ctrl) {
+    hv::HypervisorOptions o;
+    o.role = hv::Role::backend;
+    hv::SimHypervisor hv(dir, o);
+    const GrantRef refs[] = {GrantRef{mapped}};
+    auto m = hv.grant_table().map(DomId{domu}, refs, hv::Access::read_write);
+    send_line(ctrl, m ? "mapped" : "failed " + m.error().message());
+    (void)recv_line(ctrl, std::chrono::seconds(30));  // killed before this returns
+    return 0;
+  });
+  ASSERT_EQ(backend.recv().value_or("(nothing)"), "mapped");
+  const std::string ref = std::to_string(mapped);
+  EXPECT_EQ(ask("inuse " + ref), "in_use");
+  ::kill(backend.pid(), SIGKILL);
+  (void)backend.wait();
+  // The broker notices the closed connection: the grant is free, the other one untouched.
+  std::string use;
+  for (int i = 0; i < 200 && (use = ask("inuse " + ref)) != "unused"; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_EQ(use, "unused");
+  EXPECT_EQ(ask("inuse " + std::to_string(rw.refs[1].value())), "unused");
+  // And it can be mapped again, by the next backend.
+  const GrantRef again[] = {rw.refs[0]};
+  auto m = dom0_->grant_table().map(domu_, again, hv::Access::read_write);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(ask("inuse " + ref), "in_use");
+}
+
 TEST_F(GrantBetweenProcesses, EachFailedCheckHasItsXenStatus) {
   const Shared ok = share(4, "rw");
   const Shared ro = share(1, "ro");
@@ -143,9 +179,10 @@ TEST_F(GrantBetweenProcesses, EachFailedCheckHasItsXenStatus) {
       GNTST_bad_page,          GNTST_bad_domain, GNTST_bad_gntref,
       GNTST_permission_denied, GNTST_okay};
   ASSERT_EQ(segs.size(), want.size());
-  for (std::size_t i = 0; i < segs.size(); ++i)
+  for (std::size_t i = 0; i < segs.size(); ++i) {
     EXPECT_EQ(wire::grant_status_name(segs[i].status), wire::grant_status_name(want[i]))
         << "segment " << i;
+  }
   const auto stats = dom0_->grant_table().copy_stats();
   EXPECT_EQ(stats.calls, 2U);  // 11 segments, batches of 8
   EXPECT_EQ(stats.segments, 11U);

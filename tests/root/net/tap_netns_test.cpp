@@ -21,6 +21,7 @@
 #include <string>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
 #include <vector>
@@ -35,8 +36,8 @@ namespace unetback::net {
 namespace {
 
 constexpr int kPollTimeoutMs = 2000;
-const MacAddress kTapMac{{0x02, 0x00, 0x00, 0x00, 0x00, 0x01}};
-const MacAddress kPeerMac{{0x02, 0x00, 0x00, 0x00, 0x00, 0x02}};
+constexpr MacAddress kTapMac{{0x02, 0x00, 0x00, 0x00, 0x00, 0x01}};
+constexpr MacAddress kPeerMac{{0x02, 0x00, 0x00, 0x00, 0x00, 0x02}};
 
 // Why the test cannot run here, or empty.
 std::string skip_reason() {
@@ -168,6 +169,85 @@ TEST(TapDeviceNetns, NameInUseIsEbusyWithAClearMessage) {
     auto lo = TapDevice::create(offload_config("lo"));
     ASSERT_FALSE(lo);
     EXPECT_EQ(lo.error(), std::errc::device_or_resource_busy);
+  });
+}
+
+// The bridge `dev` is a port of ("" if none), as `ip link` in this thread's namespace says
+// (/sys shows the namespace it was mounted in).
+std::string master_of(const std::string& dev) {
+  FILE* p = ::popen(("ip -o link show dev " + dev + " 2>/dev/null").c_str(), "r");
+  if (p == nullptr) return {};
+  char buf[1024] = {};
+  const std::size_t n = std::fread(buf, 1, sizeof buf - 1, p);
+  ::pclose(p);
+  const std::string out(buf, n);
+  const auto at = out.find(" master ");
+  if (at == std::string::npos) return {};
+  return out.substr(at + 8, out.find(' ', at + 8) - at - 8);
+}
+
+TEST(TapDeviceNetns, PersistentTapOutlivesItsDeadMakerAndIsAttachedAgainWithItsIfindex) {
+  SKIP_UNLESS_ROOT_AND_TUN();
+  IN_NEW_NETNS([] {
+    TapConfig cfg = offload_config("vif7.0");
+    cfg.multi_queue = true;
+    cfg.queues = 2;
+    // The maker makes it persistent, puts it on a bridge (as vif-bridge does), renames it (as
+    // a hotplug script with B:vifname does) and dies without closing anything in order.
+    const pid_t maker = ::fork();
+    ASSERT_GE(maker, 0);
+    if (maker == 0) {
+      auto tap = TapDevice::create(cfg);
+      if (!tap || tap->set_persistent(true)) std::_Exit(1);
+      std::_Exit(0);  // no destructor runs: like SIGKILL, the kernel closes the fds
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(maker, &status, 0), maker);
+    ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    const unsigned idx = ::if_nametoindex("vif7.0");
+    ASSERT_NE(idx, 0u) << "a persistent TAP outlives its maker";
+    ASSERT_TRUE(
+        sh("ip link add br7 type bridge && ip link set vif7.0 master br7 && "
+           "ip link set vif7.0 name guest7"));
+
+    auto again = TapDevice::attach(static_cast<int>(idx), cfg);
+    ASSERT_TRUE(again) << again.error().message();
+    EXPECT_EQ(again->ifindex(), static_cast<int>(idx));
+    EXPECT_EQ(again->name(), "guest7");
+    EXPECT_EQ(again->queue_count(), 2u);
+    EXPECT_EQ(master_of("guest7"), "br7") << "still a port of its bridge";
+    ASSERT_FALSE(again->set_up(true));
+    {
+      auto q1 = again->queue_fd(1);  // every queue is there again
+      ASSERT_TRUE(q1);
+    }
+
+    // Kept for a successor, it survives this owner too; an orderly close removes it.
+    again->keep_for_successor();
+    again = errno_code(EIO);
+    EXPECT_EQ(::if_nametoindex("guest7"), idx);
+    auto last = TapDevice::attach(static_cast<int>(idx), cfg);
+    ASSERT_TRUE(last) << last.error().message();
+    last = errno_code(EIO);
+    EXPECT_EQ(::if_nametoindex("guest7"), 0u) << "an orderly close leaves nothing behind";
+    (void)sh("ip link del br7");
+  });
+}
+
+TEST(TapDeviceNetns, AttachingCreatesNothingWhereNoPersistentTapIs) {
+  SKIP_UNLESS_ROOT_AND_TUN();
+  IN_NEW_NETNS([] {
+    TapConfig cfg = offload_config("vif8.0");
+    EXPECT_EQ(TapDevice::attach(4242, cfg).error(), std::errc::no_such_device);
+    auto plain = TapDevice::create(cfg);  // alive, not persistent
+    ASSERT_TRUE(plain);
+    const int idx = plain->ifindex();
+    plain = errno_code(EIO);  // closed: gone
+    EXPECT_EQ(TapDevice::attach(idx, cfg).error(), std::errc::no_such_device);
+    ASSERT_TRUE(sh("ip link add br8 type bridge"));
+    EXPECT_FALSE(TapDevice::attach(static_cast<int>(::if_nametoindex("br8")), cfg)) << "not a TAP";
+    EXPECT_EQ(::if_nametoindex("vif8.0"), 0u);
+    (void)sh("ip link del br8");
   });
 }
 

@@ -58,17 +58,19 @@ TEST_F(ControlHandlerTest, ListShowsStateTapAndCarrier) {
   EXPECT_EQ(ask("list"),
             R"({"vifs":[{"vif":"5/0","domid":5,"devid":0,"state":"Connected","state_id":4,)"
             R"("frontend_state":"Connected","tap":"vif5.0","connected":true,"carrier":true,)"
-            R"("queues":1}]})");
+            R"("adopted":"fresh","queues":1}]})");
 }
 
 TEST_F(ControlHandlerTest, StatsCarryEveryQueueCounter) {
   connect_vif();
   const std::string all = ask("stats");
   // mapped_grant_pages: this process maps nothing here (the test vif is a fake).
-  EXPECT_EQ(all, R"({"mapped_grant_pages":0,"vifs":[{"vif":"5/0","domid":5,"devid":0,)"
-                 R"("state":"Connected","state_id":4,)"
-                 R"("frontend_state":"Connected","tap":"vif5.0","connected":true,"carrier":true,)"
-                 R"("queues":[{"queue":0,"counters":{"rx_packets":100,"tx_packets":200}}]}]})");
+  EXPECT_EQ(
+      all,
+      R"({"mapped_grant_pages":0,"vifs":[{"vif":"5/0","domid":5,"devid":0,)"
+      R"("state":"Connected","state_id":4,)"
+      R"("frontend_state":"Connected","tap":"vif5.0","connected":true,"carrier":true,)"
+      R"("adopted":"fresh","queues":[{"queue":0,"counters":{"rx_packets":100,"tx_packets":200}}]}]})");
   EXPECT_EQ(ask("stats 5/0"), all);
   EXPECT_EQ(ask("stats 5/1"), R"({"error":"no vif 5/1"})");
 }

@@ -53,13 +53,14 @@ TEST(CtlJson, RefusesMalformedDocuments) {
 TEST(CtlFormat, ListTable) {
   auto v = parse_json(
       R"({"vifs":[{"vif":"5/0","state":"Connected","frontend_state":"Connected","tap":"vif5.0",)"
-      R"("connected":true,"carrier":true,"queues":2},{"vif":"12/1","state":"InitWait",)"
-      R"("frontend_state":null,"tap":"vif12.1","connected":false,"carrier":false,"queues":0}]})");
+      R"("connected":true,"carrier":true,"queues":2,"adopted":"recovered"},{"vif":"12/1",)"
+      R"("state":"InitWait","frontend_state":null,"tap":"vif12.1","connected":false,)"
+      R"("carrier":false,"queues":0,"adopted":"fresh"}]})");
   ASSERT_TRUE(v.has_value());
   EXPECT_EQ(format_reply("list", *v),
-            "VIF   STATE      FRONTEND   TAP      CONNECTED  CARRIER  QUEUES\n"
-            "5/0   Connected  Connected  vif5.0   yes        up       2\n"
-            "12/1  InitWait   -          vif12.1  no         down     0\n");
+            "VIF   STATE      FRONTEND   TAP      CONNECTED  CARRIER  QUEUES  ADOPTED\n"
+            "5/0   Connected  Connected  vif5.0   yes        up       2       recovered\n"
+            "12/1  InitWait   -          vif12.1  no         down     0       fresh\n");
   EXPECT_EQ(format_reply("list", *parse_json(R"({"vifs":[]})")), "no vifs\n");
 }
 

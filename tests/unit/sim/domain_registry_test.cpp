@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <vector>
 
+#include "common/hv/sim/broker_protocol.hpp"
 #include "common/hv/sim/shared_grant_entry.hpp"
 #include "common/wire/grant.hpp"
 
@@ -176,6 +177,61 @@ TEST_F(Registry, GrantFaultsRewriteTheEntryButNotTheHypervisorBits) {
   EXPECT_EQ(table[10].frame, 12345U);
   EXPECT_EQ(reg_.revoke_grant(*d, 64), std::errc::invalid_argument);
   EXPECT_EQ(reg_.revoke_grant(kDom0, 1), std::errc::no_such_process);
+}
+
+TEST_F(Registry, GrantsHeldByADeadMapperAreReleasedAndOnlyTheirs) {
+  auto d = reg_.create("g", 0);
+  ASSERT_TRUE(d);
+  auto* table = reg_.find(*d)->grant_map.as<hv::sim::SharedGrantEntry>();
+  const std::uint16_t held = GTF_permit_access | GTF_reading | GTF_writing;
+  hv::sim::word_of(table[10]).store(hv::sim::entry_word(held, 0));
+  hv::sim::word_of(table[11]).store(hv::sim::entry_word(GTF_permit_access | GTF_reading, 0));
+  hv::sim::word_of(table[12]).store(hv::sim::entry_word(GTF_permit_access | GTF_reading, 0));
+  auto dying = reg_.new_pin_table(*d, 7);
+  auto living = reg_.new_pin_table(*d, 8);
+  ASSERT_TRUE(dying && living);
+  const std::size_t size = 64 * sizeof(hv::sim::GrantPins);
+  auto dm = hv::sim::MappedRegion::map_shared(*dying, size, PROT_READ | PROT_WRITE);
+  auto lm = hv::sim::MappedRegion::map_shared(*living, size, PROT_READ | PROT_WRITE);
+  ASSERT_TRUE(dm && lm);
+  // The dying process maps 10 (writable) and 12; the living one copies from 12 and 11.
+  dm->as<hv::sim::GrantPins>()[10] = {1, 1};
+  dm->as<hv::sim::GrantPins>()[12] = {2, 0};
+  lm->as<hv::sim::GrantPins>()[11] = {1, 0};
+  lm->as<hv::sim::GrantPins>()[12] = {1, 0};
+
+  reg_.client_closed(7, std::nullopt);  // as gntdev at the process's exit
+  EXPECT_EQ(hv::sim::entry_flags(table[10].flags_domid), GTF_permit_access);
+  EXPECT_EQ(hv::sim::entry_flags(table[11].flags_domid), GTF_permit_access | GTF_reading);
+  EXPECT_EQ(hv::sim::entry_flags(table[12].flags_domid), GTF_permit_access | GTF_reading)
+      << "a grant another process still holds stays held";
+  EXPECT_EQ(reg_.find(*d)->pin_tables.size(), 1U) << "the dead process's table is gone";
+  // A grant mapped again later (by a successor) is not touched by the old table any more.
+  hv::sim::word_of(table[10]).store(hv::sim::entry_word(held, 0));
+  reg_.client_closed(7, std::nullopt);
+  EXPECT_EQ(hv::sim::entry_flags(table[10].flags_domid), held);
+  EXPECT_EQ(reg_.new_pin_table(kDom0, 7).error(), std::errc::no_such_process);
+}
+
+TEST_F(Registry, AFrontendsPortOutlivesItsDeadBackendAndOnlyDom0MayBindItAgain) {
+  auto d = reg_.create("g", 0);
+  auto other = reg_.create("h", 0);
+  ASSERT_TRUE(d && other);
+  auto offered = reg_.alloc_unbound(*d, 5, kDom0);  // the frontend's port, for dom0
+  ASSERT_TRUE(offered);
+  auto local = reg_.bind_interdomain(kDom0, 1, *d, *offered);
+  ASSERT_TRUE(local);
+  reg_.client_closed(1, std::nullopt);  // the backend process dies
+  EXPECT_FALSE(reg_.peer(kDom0, *local)) << "its end is closed";
+  auto peer = reg_.peer(*d, *offered);
+  ASSERT_TRUE(peer);
+  EXPECT_FALSE(peer->bound) << "the frontend's end waits, unbound";
+  EXPECT_EQ(reg_.bind_interdomain(*other, 9, *d, *offered).error(), std::errc::invalid_argument)
+      << "still offered to dom0 alone";
+  auto again = reg_.bind_interdomain(kDom0, 2, *d, *offered);  // the successor
+  ASSERT_TRUE(again);
+  EXPECT_TRUE(reg_.peer(*d, *offered)->bound);
+  EXPECT_EQ(reg_.peer(kDom0, *again)->port, *offered);
 }
 
 }  // namespace

@@ -53,6 +53,10 @@ TEST(DatapathAllocations, GuestTxOfSmallCopiedAndMappedPacketsAllocatesNothingPe
   TxConfig cfg;
   cfg.frontend = kFrontend;
   cfg.map_mode = zerocopy::MapMode::always;  // the mapped path on every pass
+  // With the vif's state record written as the ring advances (issue 20): plain stores only.
+  TxRingRecord record{};
+  reset_ring_record(record, back->req_cons());
+  cfg.recorder = TxRecorder(&record);
   TxPath tx(*back, table, sink, cfg, counters);
 
   // 64 B (copied: below goodcopy-len), 1500 B (mapped past its linear header), and a
@@ -114,6 +118,9 @@ TEST(DatapathAllocations, GuestRxOfTapFramesAllocatesNothingPerPacket) {
   QueueCounters counters;
   RxConfig cfg;
   cfg.frontend = kFrontend;
+  RxRingRecord record{};
+  reset_ring_record(record, back->req_cons());
+  cfg.recorder = RxRecorder(&record);
   RxPath rx(*back, table, cfg, counters);
   PacketPool pool(64);
 
@@ -334,6 +341,9 @@ TEST(DatapathAllocations, GuestRxOfToeplitzHashedFramesWithHashExtrasAllocatesNo
   QueueCounters counters;
   RxConfig cfg;
   cfg.frontend = kFrontend;
+  RxRingRecord record{};
+  reset_ring_record(record, back->req_cons());
+  cfg.recorder = RxRecorder(&record);
   RxPath rx(*back, table, cfg, counters);
   PacketPool pool(64);
   HashSettings hs;

@@ -1,0 +1,263 @@
+// A backend killed at any point of a pass leaves rings that its successor settles from the vif's
+// record (vif_record.hpp): every request the frontend posted is answered exactly once, a
+// response the dead backend wrote but did not push is pushed and never read back as a request,
+// and no frame reaches the host twice.
+//
+// The "kill" is a fork(): at the chosen point of the pass the child freezes the ring page and
+// the record exactly as the dead process would leave them (its copy of memory stops changing),
+// recovers them as a successor does, serves the rest with a new TxPath/RxPath and checks what
+// the frontend saw; the parent carries on, and kills again at the next point.
+#include "backend/vif/vif_record.hpp"
+
+#include <array>
+#include <cstring>
+#include <functional>
+#include <gtest/gtest.h>
+#include <map>
+#include <set>
+#include <string>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <vector>
+
+#include "backend/vif/packet_pool.hpp"
+#include "backend/vif/rx_path.hpp"
+#include "backend/vif/tx_path.hpp"
+#include "tests/support/in_memory_grant_table.hpp"
+
+namespace unetback::vif {
+namespace {
+
+constexpr DomId kFrontend{5};
+using test::InMemoryGrantTable;
+using test::Page;
+
+/// Runs `child` in a forked copy of this process; its exit status 0 is success, anything else
+/// (with the message it printed) a failure.
+void in_crashed_copy(const std::string& where, const std::function<std::string()>& child) {
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const std::string why = child();
+    if (!why.empty()) std::fprintf(stderr, "killed %s: %s\n", where.c_str(), why.c_str());
+    std::_Exit(why.empty() ? 0 : 1);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "killed " << where;
+}
+
+class HookSink final : public PacketSink {
+ public:
+  std::error_code deliver(const net::VirtioNetHdr&, std::span<const iovec> frame) override {
+    if (on_deliver) on_deliver();
+    // The fill byte says which packet this is.
+    delivered.push_back(std::to_integer<int>(static_cast<const std::byte*>(frame[0].iov_base)[0]));
+    return {};
+  }
+  std::function<void()> on_deliver;
+  std::vector<int> delivered;
+};
+
+struct TxWorld {
+  InMemoryGrantTable table;
+  Page page{};
+  TxRingRecord rec{};
+  ring::TxFrontRing front = ring::TxFrontRing::init(page.bytes);
+  std::map<std::uint16_t, int> posted;  // request id -> packet number (-1: a frag)
+  int packets = 0;
+  std::uint16_t next_id = 0;
+  std::uint32_t next_ref = 0;
+
+  /// A packet of `len` bytes (2 slots past 4096), filled with its number; `len` < 14 is a runt
+  /// the backend drops (answered ERROR at once, in the middle of a pass).
+  void post(std::uint32_t len) {
+    const int n = packets++;
+    const std::uint32_t first = std::min<std::uint32_t>(len, 4096);
+    wire::TxRequest r{};
+    r.gref = next_ref++;
+    r.size = static_cast<std::uint16_t>(len);
+    r.id = next_id++;
+    r.flags = len > first ? NETTXF_more_data : 0;
+    std::memset(table.page(GrantRef{r.gref}), n, first);
+    front.put_request(r);
+    posted[r.id] = n;
+    if (len > first) {
+      wire::TxRequest f{};
+      f.gref = next_ref++;
+      f.size = static_cast<std::uint16_t>(len - first);
+      f.id = next_id++;
+      std::memset(table.page(GrantRef{f.gref}), n, len - first);
+      front.put_request(f);
+      posted[f.id] = -1;
+    }
+  }
+
+  /// The successor: recovery, then a new TxPath serves what is left. "" when the frontend saw
+  /// every request answered once and no packet delivered twice.
+  std::string recover_and_check(const std::vector<int>& delivered_before) {
+    auto r = recover_tx_ring(page.bytes, rec);
+    if (!r) return "recovery refused: " + r.error().message();
+    auto back = ring::TxBackRing::attach(page.bytes);
+    if (!back) return "attach refused";
+    reset_ring_record(rec, back->req_cons());
+    HookSink sink;
+    QueueCounters counters;
+    TxConfig cfg;
+    cfg.frontend = kFrontend;
+    cfg.map_mode = zerocopy::MapMode::never;
+    cfg.recorder = TxRecorder(&rec);
+    TxPath tx(*back, table, sink, cfg, counters);
+    while (tx.process(std::chrono::steady_clock::now()).more) {
+    }
+    std::multiset<std::uint16_t> answered;
+    while (front.unconsumed_responses() > 0) {
+      const auto rsp = front.take_response();
+      if (rsp.status == NETIF_RSP_NULL) continue;
+      answered.insert(rsp.id);
+    }
+    for (const auto& [id, n] : posted)
+      if (answered.count(id) != 1)
+        return "id " + std::to_string(id) + " answered " + std::to_string(answered.count(id)) +
+               " times";
+    if (answered.size() != posted.size()) return "answers for ids never posted";
+    std::multiset<int> frames(delivered_before.begin(), delivered_before.end());
+    frames.insert(sink.delivered.begin(), sink.delivered.end());
+    for (const int f : frames)
+      if (frames.count(f) != 1) return "packet " + std::to_string(f) + " delivered twice";
+    return {};
+  }
+};
+
+TEST(TxRecovery, ABackendKilledAnywhereInAPassLeavesEveryRequestAnsweredOnce) {
+  // Each kill point is a fresh world: the parent serves a pass and is "killed" at one point.
+  for (int kill_at = 0; kill_at < 40; ++kill_at) {
+    TxWorld w;
+    // Runts among good packets: their ERROR responses are written at once, while the
+    // following packets are still being delivered (written, not pushed).
+    const std::array<std::uint32_t, 6> sizes{1000, 10, 6000, 1500, 10, 64};
+    for (int i = 0; i < 30; ++i) w.post(sizes[i % sizes.size()]);
+    (void)w.front.push_requests();
+    auto back = ring::TxBackRing::attach(w.page.bytes);
+    ASSERT_TRUE(back);
+    reset_ring_record(w.rec, back->req_cons());
+    HookSink sink;
+    QueueCounters counters;
+    TxConfig cfg;
+    cfg.frontend = kFrontend;
+    cfg.map_mode = zerocopy::MapMode::never;
+    cfg.max_packets_per_pass = 8;  // several passes, pushes in between
+    cfg.recorder = TxRecorder(&w.rec);
+    TxPath tx(*back, w.table, sink, cfg, counters);
+    int point = 0;
+    bool killed = false;
+    auto maybe_kill = [&](const std::string& where) {
+      if (killed || point++ != kill_at) return;
+      killed = true;
+      in_crashed_copy(where + " #" + std::to_string(kill_at),
+                      [&] { return w.recover_and_check(sink.delivered); });
+    };
+    sink.on_deliver = [&] { maybe_kill("delivering"); };
+    for (;;) {
+      const auto pass = tx.process(std::chrono::steady_clock::now());
+      maybe_kill("after a pass");
+      if (!pass.more) break;
+    }
+    if (!killed) {
+      maybe_kill("at the end");
+      if (!killed)
+        in_crashed_copy("at the end", [&] { return w.recover_and_check(sink.delivered); });
+      break;  // every point of this traffic was tried
+    }
+  }
+}
+
+TEST(TxRecovery, ARecordThatDoesNotAddUpIsRefusedAndNothingIsWritten) {
+  TxWorld w;
+  w.post(1000);
+  (void)w.front.push_requests();
+  auto back = ring::TxBackRing::attach(w.page.bytes);
+  ASSERT_TRUE(back);
+  reset_ring_record(w.rec, back->req_cons());
+  w.rec.req_cons = 300;  // more consumed than the ring holds past rsp_prod_pvt
+  const Page before = w.page;
+  EXPECT_EQ(recover_tx_ring(w.page.bytes, w.rec).error(), std::errc::protocol_error);
+  EXPECT_EQ(std::memcmp(before.bytes, w.page.bytes, sizeof(Page)), 0);
+  // A slot the record says was consumed at another index (a stale or foreign record).
+  reset_ring_record(w.rec, RingIdx{0});
+  w.rec.req_cons = 1;
+  w.rec.slots[0].idx = 77;
+  EXPECT_EQ(recover_tx_ring(w.page.bytes, w.rec).error(), std::errc::protocol_error);
+}
+
+TEST(RxRecovery, ABackendKilledBeforeItPushedReturnsEveryConsumedBufferOnce) {
+  for (int kill_at = 0; kill_at < 40; ++kill_at) {
+    InMemoryGrantTable table;
+    Page page{};
+    RxRingRecord rec{};
+    auto front = ring::RxFrontRing::init(page.bytes);
+    std::set<std::uint16_t> posted;
+    for (std::uint16_t id = 0; id < 200; ++id) {
+      front.put_request(wire::RxRequest{id, 0, id});
+      posted.insert(id);
+    }
+    (void)front.push_requests();
+    auto back = ring::RxBackRing::attach(page.bytes);
+    ASSERT_TRUE(back);
+    reset_ring_record(rec, back->req_cons());
+    QueueCounters counters;
+    RxConfig cfg;
+    cfg.frontend = kFrontend;
+    cfg.max_packets_per_pass = 8;
+    cfg.recorder = RxRecorder(&rec);
+    RxPath rx(*back, table, cfg, counters);
+    PacketPool pool(64);  // the frames' bytes (never given back: 30 packets)
+    int point = 0;
+    bool killed = false;
+    auto check = [&]() -> std::string {
+      auto r = recover_rx_ring(page.bytes, rec);
+      if (!r) return "recovery refused: " + r.error().message();
+      std::multiset<std::uint16_t> back_ids;
+      while (front.unconsumed_responses() > 0) back_ids.insert(front.take_response().id);
+      // Whatever was consumed came back (data or ERROR); the rest is still posted.
+      auto again = ring::RxBackRing::attach(page.bytes);
+      if (!again) return "attach refused";
+      for (const auto id : back_ids)
+        if (back_ids.count(id) != 1 || !posted.contains(id)) return "id answered twice or unknown";
+      const std::uint32_t outstanding = again->unconsumed_requests();
+      if (back_ids.size() + outstanding != posted.size())
+        return std::to_string(back_ids.size()) + " returned + " + std::to_string(outstanding) +
+               " still posted != " + std::to_string(posted.size());
+      return {};
+    };
+    auto maybe_kill = [&](const std::string& where) {
+      if (killed || point++ != kill_at) return;
+      killed = true;
+      in_crashed_copy(where + " #" + std::to_string(kill_at), check);
+    };
+    // Every release runs after its pass's copies and before the pass's responses are
+    // published: a kill there leaves responses written but not pushed.
+    auto release = [&] { maybe_kill("responses written, not pushed"); };
+    for (int i = 0; i < 30; ++i) {
+      const std::uint32_t len = i % 3 == 0 ? 9000 : 1500;  // 3 slots or 1
+      const int buf = pool.take();
+      ASSERT_GE(buf, 0);
+      std::memset(pool.frame(buf), i, len);
+      RxPacket p;
+      p.frags[0] = RxFrag{hv::GrantCopyPtr::local(pool.frame(buf)), len};
+      p.nr_frags = 1;
+      p.len = len;
+      p.release = RxRelease::calling(&release);
+      ASSERT_TRUE(rx.enqueue(std::move(p), std::chrono::steady_clock::now()));
+    }
+    while (!rx.empty()) {
+      (void)rx.process(std::chrono::steady_clock::now());
+      maybe_kill("after a pass");
+    }
+    if (!killed) break;
+  }
+}
+
+}  // namespace
+}  // namespace unetback::vif
