@@ -1091,13 +1091,21 @@ lifecycle() {
     STREAM=1 saverestore_once "saverestore.$be.1" labu 10.99.0.2
     for n in $(seq 2 "$nsr"); do saverestore_once "saverestore.$be.$n" labu 10.99.0.2; done
     iperf "saverestore.$be" 10.99.0.2 guest_rx
-    [ "$ROUNDS" != 1 ] && migrate_once "migrate.$be.pv" labu 10.99.0.2
+    # The PV guest's refused migration: in the full run, and in a run without HAP (CI's quick
+    # run, XENLAB_CPU qemu64) in place of the PVH one.
+    { [ "$ROUNDS" != 1 ] || ! has_hap; } && migrate_once "migrate.$be.pv" labu 10.99.0.2
     destroy_checked "life.$be" labu
   else
     xl destroy labu >/dev/null 2>&1
   fi
-  check "migrate.$be.hap" "$(has_hap && echo 0 || echo 1)" \
-    "xl info virt_caps: ${VIRT_CAPS:-none} (a PVH guest and its log-dirty mode need hap; QEMU -cpu with svm and npt)"
+  # A full run must have HAP (its default CPU has SVM with nested paging); a quick run without
+  # it has no PVH guest to migrate, and says so.
+  if [ "$ROUNDS" != 1 ] || has_hap; then
+    check "migrate.$be.hap" "$(has_hap && echo 0 || echo 1)" \
+      "xl info virt_caps: ${VIRT_CAPS:-none} (a PVH guest and its log-dirty mode need hap; QEMU -cpu with svm and npt)"
+  else
+    say "no HAP (xl info virt_caps: ${VIRT_CAPS:-none}): no PVH guest, no live migration in this run (XENLAB_CPU=qemu64,+svm,+npt has them)"
+  fi
   if has_hap && xl_create "life.$be.pvh" /tmp/p1.cfg labp 10.99.0.6; then
     if STREAM=1 migrate_once "migrate.$be.1" labp 10.99.0.6; then
       for n in $(seq 2 "$nmig"); do migrate_once "migrate.$be.$n" labp 10.99.0.6 || break; done
