@@ -130,6 +130,16 @@ std::filesystem::path VifRecord::path_for(const std::filesystem::path& dir, DomI
          ("vif-" + std::to_string(domid.value()) + "-" + std::to_string(devid.value()) + ".state");
 }
 
+Result<VifRecord> VifRecord::map(const std::filesystem::path& file, int fd, std::size_t size) {
+  void* m = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (m == MAP_FAILED) return last_errno();
+  VifRecord r;
+  r.path_ = file;
+  r.base_ = static_cast<std::byte*>(m);
+  r.size_ = size;
+  return r;
+}
+
 Result<VifRecord> VifRecord::create(const std::filesystem::path& file, DomId domid, DevId devid,
                                     std::uint32_t nr_queues, int ifindex) {
   if (nr_queues == 0 || nr_queues > kRecordMaxQueues) return errno_code(EINVAL);
@@ -139,12 +149,9 @@ Result<VifRecord> VifRecord::create(const std::filesystem::path& file, DomId dom
   if (!fd) return last_errno();
   const std::size_t size = size_for(nr_queues);
   if (::ftruncate(fd.get(), static_cast<off_t>(size)) != 0) return last_errno();
-  void* m = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
-  if (m == MAP_FAILED) return last_errno();
-  VifRecord r;
-  r.path_ = file;
-  r.base_ = static_cast<std::byte*>(m);
-  r.size_ = size;
+  auto mapped = map(file, fd.get(), size);
+  if (!mapped) return mapped;
+  VifRecord r = std::move(*mapped);
   RecordHeader& h = r.header();
   h.version = kRecordVersion;
   h.state = static_cast<std::uint32_t>(RecordState::live);
@@ -164,12 +171,9 @@ Result<VifRecord> VifRecord::open(const std::filesystem::path& file, DomId domid
   if (::fstat(fd.get(), &st) != 0) return last_errno();
   const auto size = static_cast<std::size_t>(st.st_size);
   if (!S_ISREG(st.st_mode) || size < sizeof(RecordHeader)) return errno_code(EPROTO);
-  void* m = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
-  if (m == MAP_FAILED) return last_errno();
-  VifRecord r;
-  r.path_ = file;
-  r.base_ = static_cast<std::byte*>(m);
-  r.size_ = size;
+  auto mapped = map(file, fd.get(), size);
+  if (!mapped) return mapped;
+  VifRecord r = std::move(*mapped);
   const RecordHeader& h = r.header();
   const bool ok = h.magic == kRecordMagic && h.version == kRecordVersion && h.nr_queues != 0 &&
                   h.nr_queues <= kRecordMaxQueues && size == size_for(h.nr_queues) &&

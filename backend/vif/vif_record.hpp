@@ -228,6 +228,8 @@ class VifRecord {
   void remove();
 
  private:
+  /// Maps `size` bytes of `fd` (the record file `file`) shared and writable.
+  static Result<VifRecord> map(const std::filesystem::path& file, int fd, std::size_t size);
   static std::size_t size_for(std::uint32_t nr_queues) {
     return sizeof(RecordHeader) + std::size_t{nr_queues} * sizeof(QueueRecord);
   }
