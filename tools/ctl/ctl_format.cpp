@@ -5,9 +5,9 @@
 namespace unetback::ctl {
 
 const JsonValue::Array& array_of(const JsonValue& v, std::string_view key) {
-  static const JsonValue::Array kEmpty;
+  static const JsonValue::Array empty;
   const JsonValue* a = v.get(key);
-  return (a != nullptr && a->as_array() != nullptr) ? *a->as_array() : kEmpty;
+  return (a != nullptr && a->as_array() != nullptr) ? *a->as_array() : empty;
 }
 
 namespace {

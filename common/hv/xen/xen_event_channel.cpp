@@ -91,9 +91,10 @@ XenEventChannel::XenEventChannel() : handle_(xenevtchn_open(xen_tool_logger(), 0
   }
   const int fd = xenevtchn_fd(handle_.get());
   const int flags = ::fcntl(fd, F_GETFL);
-  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0)
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) {
     throw SetupError("event channel: cannot make /dev/xen/evtchn non-blocking: " +
                      last_errno().message());
+  }
 }
 
 XenEventChannel::~XenEventChannel() = default;

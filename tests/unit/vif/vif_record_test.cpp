@@ -117,10 +117,12 @@ struct TxWorld {
       if (rsp.status == NETIF_RSP_NULL) continue;
       answered.insert(rsp.id);
     }
-    for (const auto& [id, n] : posted)
-      if (answered.count(id) != 1)
+    for (const auto& [id, n] : posted) {
+      if (answered.count(id) != 1) {
         return "id " + std::to_string(id) + " answered " + std::to_string(answered.count(id)) +
                " times";
+      }
+    }
     if (answered.size() != posted.size()) return "answers for ids never posted";
     std::multiset<int> frames(delivered_before.begin(), delivered_before.end());
     frames.insert(sink.delivered.begin(), sink.delivered.end());
@@ -223,8 +225,9 @@ TEST(RxRecovery, ABackendKilledBeforeItPushedReturnsEveryConsumedBufferOnce) {
       // Whatever was consumed came back (data or ERROR); the rest is still posted.
       auto again = ring::RxBackRing::attach(page.bytes);
       if (!again) return "attach refused";
-      for (const auto id : back_ids)
+      for (const auto id : back_ids) {
         if (back_ids.count(id) != 1 || !posted.contains(id)) return "id answered twice or unknown";
+      }
       const std::uint32_t outstanding = again->unconsumed_requests();
       if (back_ids.size() + outstanding != posted.size())
         return std::to_string(back_ids.size()) + " returned + " + std::to_string(outstanding) +
