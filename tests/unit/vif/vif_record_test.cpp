@@ -229,9 +229,10 @@ TEST(RxRecovery, ABackendKilledBeforeItPushedReturnsEveryConsumedBufferOnce) {
         if (back_ids.count(id) != 1 || !posted.contains(id)) return "id answered twice or unknown";
       }
       const std::uint32_t outstanding = again->unconsumed_requests();
-      if (back_ids.size() + outstanding != posted.size())
+      if (back_ids.size() + outstanding != posted.size()) {
         return std::to_string(back_ids.size()) + " returned + " + std::to_string(outstanding) +
                " still posted != " + std::to_string(posted.size());
+      }
       return {};
     };
     auto maybe_kill = [&](const std::string& where) {
