@@ -35,6 +35,17 @@ HOST_IP = "10.98.0.1"
 STREAMS = {1: ("g1->host", []), 2: ("host->g2", ["-R"]), 3: ("g3 bidir", ["--bidir"])}
 
 
+def fd_targets(pid):
+    """fd number -> what it refers to (readlink of /proc/PID/fd/N), for naming a leak."""
+    out = {}
+    for n in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            out[int(n)] = os.readlink(f"/proc/{pid}/fd/{n}")
+        except OSError:
+            pass
+    return out
+
+
 def sample(w):
     """(rss_kib, fds, grant_pages, view_pages) of unetbackd: RSS and fds from /proc; grant
     pages mapped (rings, in-flight zerocopy TX) as the daemon counts them (`stats`:
@@ -169,6 +180,7 @@ def soak(w, args, duration, interval, churn_out):
     w.say(f"3 guests up, vifs: {vif_count(w)}")
     time.sleep(1)
     b_rss, b_fds, b_pages, b_views = sample(w)
+    b_fd_targets = fd_targets(w.daemon.pid)
     w.say(f"baseline (3 guests, idle): RSS {b_rss} KiB, {b_fds} fds, {b_pages} grant pages "
           f"mapped, {b_views} view pages")
 
@@ -222,6 +234,12 @@ def soak(w, args, duration, interval, churn_out):
         results[i] = w.log(f"iperf-{i}.json", tail=10 ** 8)
     time.sleep(2)  # the servers exit after their one test; the daemon settles
     e_rss, e_fds, e_pages, e_views = sample(w)
+    # A vif the churn detached last may still be closing its descriptors: a leak stays, so
+    # look again for up to 5 s before calling a difference one.
+    settle_until = time.monotonic() + 5
+    while (e_fds, e_pages) != (b_fds, b_pages) and time.monotonic() < settle_until:
+        time.sleep(0.5)
+        e_rss, e_fds, e_pages, e_views = sample(w)
     vifs = vif_count(w)
 
     lines, problems = traffic_report(results)
@@ -239,7 +257,11 @@ def soak(w, args, duration, interval, churn_out):
     print("%-28s %s" % ("churn", churn.last), flush=True)
 
     if e_fds != b_fds:
-        w.say(f"fds did not return to the baseline ({b_fds} -> {e_fds})")
+        e_fd_targets = fd_targets(w.daemon.pid)
+        more = sorted(set(e_fd_targets.items()) - set(b_fd_targets.items()))
+        gone = sorted(set(b_fd_targets.items()) - set(e_fd_targets.items()))
+        w.say(f"fds did not return to the baseline ({b_fds} -> {e_fds}); new or changed: "
+              f"{more[:10]}; gone: {gone[:10]}")
         rc = 1
     if e_pages != b_pages:
         w.say(f"mapped grant pages did not return to the baseline ({b_pages} -> {e_pages})")
