@@ -15,6 +15,17 @@ def fd_count(pid):
     return len(os.listdir(f"/proc/{pid}/fd"))
 
 
+def fd_targets(pid):
+    """fd number -> what it refers to (readlink of /proc/PID/fd/N), for naming a leak."""
+    out = {}
+    for n in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            out[int(n)] = os.readlink(f"/proc/{pid}/fd/{n}")
+        except OSError:
+            pass
+    return out
+
+
 def view_pages(pid, maps_text=None):
     """4 KiB pages of the guests' whole-memory views (xensim's "xensim-dom<N>-memory" memfds)
     mapped by pid; maps_text: a /proc/PID/maps text instead of the live one."""

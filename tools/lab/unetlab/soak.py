@@ -35,17 +35,6 @@ HOST_IP = "10.98.0.1"
 STREAMS = {1: ("g1->host", []), 2: ("host->g2", ["-R"]), 3: ("g3 bidir", ["--bidir"])}
 
 
-def fd_targets(pid):
-    """fd number -> what it refers to (readlink of /proc/PID/fd/N), for naming a leak."""
-    out = {}
-    for n in os.listdir(f"/proc/{pid}/fd"):
-        try:
-            out[int(n)] = os.readlink(f"/proc/{pid}/fd/{n}")
-        except OSError:
-            pass
-    return out
-
-
 def sample(w):
     """(rss_kib, fds, grant_pages, view_pages) of unetbackd: RSS and fds from /proc; grant
     pages mapped (rings, in-flight zerocopy TX) as the daemon counts them (`stats`:
@@ -180,7 +169,7 @@ def soak(w, args, duration, interval, churn_out):
     w.say(f"3 guests up, vifs: {vif_count(w)}")
     time.sleep(1)
     b_rss, b_fds, b_pages, b_views = sample(w)
-    b_fd_targets = fd_targets(w.daemon.pid)
+    b_fd_targets = procfs.fd_targets(w.daemon.pid)
     w.say(f"baseline (3 guests, idle): RSS {b_rss} KiB, {b_fds} fds, {b_pages} grant pages "
           f"mapped, {b_views} view pages")
 
@@ -257,7 +246,7 @@ def soak(w, args, duration, interval, churn_out):
     print("%-28s %s" % ("churn", churn.last), flush=True)
 
     if e_fds != b_fds:
-        e_fd_targets = fd_targets(w.daemon.pid)
+        e_fd_targets = procfs.fd_targets(w.daemon.pid)
         more = sorted(set(e_fd_targets.items()) - set(b_fd_targets.items()))
         gone = sorted(set(b_fd_targets.items()) - set(e_fd_targets.items()))
         w.say(f"fds did not return to the baseline ({b_fds} -> {e_fds}); new or changed: "
