@@ -393,6 +393,10 @@ iperf_d2d() {
 # strace -c -f when perf cannot count here (strace stops the daemon at every syscall: its run
 # is far slower, so fewer packets are left per pass). Records TAG.DIRECTION.syscalls_per_packet
 # and the method (TAG.syscalls_method). The run's throughput is logged, not a figure.
+SYSCALL_NAMES="read write readv writev pread64 pwrite64 preadv2 ioctl io_uring_enter epoll_wait epoll_pwait epoll_ctl
+  poll ppoll futex mmap munmap madvise mprotect brk recvmsg sendmsg recvmmsg sendmmsg recvfrom sendto clock_nanosleep
+  nanosleep timerfd_settime timerfd_gettime eventfd2 sched_yield rt_sigprocmask rt_sigtimedwait getpid gettid tgkill
+  lseek fcntl dup close openat newfstatat statx getrandom getrusage clock_gettime times prctl socket connect accept4"
 syscall_window() {
   local tag=$1 ip=$2 dir=$3 args=(-c "$2" -f m -t "$SECS") method tracer p0 p1 n
   [ "$dir" = guest_tx ] && args+=(-R)
@@ -411,7 +415,14 @@ syscall_window() {
   [ "$method" = none ] && return 0
   rm -f /tmp/sys-count
   if [ "$method" = perf ]; then
-    perf stat -x, -e raw_syscalls:sys_enter -p "$UNETBACKD_PID" -o /tmp/sys-count &
+    # The total, and the calls a pass of the data path may make, one by one (where this
+    # kernel has their tracepoints): which of them the per-packet figure is made of.
+    local ev=raw_syscalls:sys_enter s
+    for s in $SYSCALL_NAMES; do
+      [ -d "/sys/kernel/tracing/events/syscalls/sys_enter_$s" ] || [ -d "/sys/kernel/debug/tracing/events/syscalls/sys_enter_$s" ] &&
+        ev+=",syscalls:sys_enter_$s"
+    done
+    perf stat -x, -e "$ev" -p "$UNETBACKD_PID" -o /tmp/sys-count &
   else
     strace -c -f -q -p "$UNETBACKD_PID" -o /tmp/sys-count &
   fi
@@ -430,6 +441,10 @@ syscall_window() {
   cp /tmp/sys-count "$OUT/syscalls-$tag.$dir.txt" 2>/dev/null
   if [ -n "$n" ] && [ $((p1 - p0)) -gt 0 ]; then
     fig "$tag.$dir.syscalls_per_packet" "$(per_packet "$n" $((p1 - p0)))"
+    if [ "$method" = perf ]; then
+      awk -F, '$3 ~ /^syscalls:sys_enter_/ && $1 + 0 > 0 {sub(/^syscalls:sys_enter_/, "", $3); print $3, $1}' /tmp/sys-count |
+        while read -r s c; do fig "$tag.$dir.syscalls.$s" "$(per_packet "$c" $((p1 - p0)))"; done
+    fi
     check "$tag.syscalls.$dir" 0 "$n syscalls ($method) for $((p1 - p0)) packets"
   else
     check "$tag.syscalls.$dir" 1 "no count from $method (syscalls ${n:-none}, packets $((p1 - p0)))"
