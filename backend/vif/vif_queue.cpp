@@ -7,6 +7,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <future>
+#include <string_view>
 #include <thread>
 #include <unistd.h>
 
@@ -35,6 +36,21 @@ bool io_uring_wanted() {
   return wanted;
 }
 
+/// How guest-RX frames are read from the TAP (UNETBACK_TAP_READS, read as each queue
+/// starts): `batch` (the default) tries reads that must not wait and keeps reads posted where
+/// the kernel refuses those; `posted` keeps reads posted from the start (the lab's A/B, and
+/// the tests of that path on kernels that take both); `read` one read() per frame.
+VifQueue::TapReads tap_reads_from_env() {
+  using enum VifQueue::TapReads;
+  if (!io_uring_wanted()) return read;
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): nothing sets the environment while queues start.
+  const char* v = std::getenv("UNETBACK_TAP_READS");
+  const std::string_view m = v == nullptr ? "batch" : v;
+  if (m == "posted") return posted;
+  if (m == "read") return read;
+  return batch;
+}
+
 /// Makes `sd` wait on a duplicate of `fd` (the queue keeps `fd`; `sd` closes its duplicate).
 /// Throws SetupError with the errno (EMFILE, or epoll_ctl's ENOMEM/ENOSPC); nothing leaks.
 void watch_duplicate(boost::asio::posix::stream_descriptor& sd, int fd) {
@@ -60,10 +76,12 @@ VifQueue::VifQueue(boost::asio::io_context& io, QueueResources res, std::string 
       on_carrier_(std::move(on_carrier)),
       counters_(std::make_unique<QueueCounters>()),
       sink_(res_.tap_fd.get(), io_uring_wanted()),
-      tap_reader_(res_.tap_fd.get(), kTapReadBatch, io_uring_wanted()),
+      tap_reads_(tap_reads_from_env()),
+      tap_reader_(res_.tap_fd.get(), kTapReadBatch, tap_reads_ != TapReads::read),
       rx_pool_(kRxPoolBuffers),
       evtchn_sd_(io),
       tap_sd_(io),
+      tap_ring_sd_(io),
       housekeeping_(io),
       tx_retry_(io),
       rx_poll_(io) {
@@ -108,6 +126,7 @@ void VifQueue::start() {
     // Work may have been queued before we bound (netfront transmits at once): look now.
     run_tx();
     run_rx();
+    if (tap_reads_ == TapReads::posted) (void)start_posted_reads();
   });
 }
 
@@ -161,9 +180,12 @@ QueueReport VifQueue::report() {
     r.counters.emplace_back("tx_tap_io_uring",
                             sink_.writer().mode() == net::FrameBatchWriter::Mode::io_uring ? 1 : 0);
     r.counters.emplace_back("tx_tap_syscalls", sink_.writer().syscalls());
-    r.counters.emplace_back("rx_tap_io_uring",
-                            tap_reader_.mode() == net::FrameBatchReader::Mode::io_uring ? 1 : 0);
-    r.counters.emplace_back("rx_tap_syscalls", tap_reader_.syscalls());
+    r.counters.emplace_back(
+        "rx_tap_io_uring",
+        tap_reader_.mode() == net::FrameBatchReader::Mode::io_uring || tap_posted_ ? 1 : 0);
+    r.counters.emplace_back("rx_tap_posted_reads", tap_posted_ ? 1 : 0);
+    r.counters.emplace_back("rx_tap_syscalls", tap_reader_.syscalls() + tap_posted_syscalls_ +
+                                                   (tap_posted_ ? tap_posted_->syscalls() : 0));
     r.counters.emplace_back("rx_tap_parked_reads", tap_reader_.parked_reads());
     done.set_value(std::move(r));
   });
@@ -277,7 +299,11 @@ void VifQueue::run_rx() {
   // on a timer while the head packet waits for them.
   if (pass.waiting_for_slots && res_.rx.poll_interval) arm_rx_poll();
   // Room again (buffers back, queue under its cap): take frames from the TAP again.
-  if (!tap_waiting_ && tap_has_room()) do_wait_tap();
+  if (tap_posted_) {
+    post_tap_reads();
+  } else if (!tap_waiting_ && tap_has_room()) {
+    do_wait_tap();
+  }
 }
 
 std::size_t VifQueue::tap_room() const {
@@ -285,10 +311,107 @@ std::size_t VifQueue::tap_room() const {
   const std::uint32_t cap = res_.rx.queue_bytes;
   std::size_t frames = queued < cap ? (cap - queued) / PacketPool::kMaxFrame : 0;
   if (queued == 0) frames = std::max<std::size_t>(frames, 1);
+  // Posted reads may each bring a frame of the largest size: they count as queued.
+  const std::size_t posted = tap_posted_ ? tap_posted_->in_flight() : 0;
+  frames = frames > posted ? frames - posted : 0;
   return std::min(frames, rx_pool_.free_count());
 }
 
+bool VifQueue::start_posted_reads() {
+  if (stopped_ || tap_posted_) return static_cast<bool>(tap_posted_);
+  tap_posted_.emplace(res_.tap_fd.get(), kTapReadBatch);
+  if (!tap_posted_->is_open()) {
+    tap_posted_.reset();
+    return false;
+  }
+  try {
+    watch_duplicate(tap_ring_sd_, tap_posted_->ring_fd());
+  } catch (const SetupError& e) {
+    log::write(log::Level::warn, prefix_,
+               std::string("TAP reads: no posted reads (") + e.what() + "): one read per frame");
+    tap_posted_.reset();
+    return false;
+  }
+  // From now on the frames come as completions: the TAP's readiness is not waited for.
+  boost::system::error_code ignored;
+  tap_sd_.cancel(ignored);
+  log::write(log::Level::info, prefix_,
+             "TAP reads: kept posted in io_uring (the TAP refuses reads that must not wait)");
+  post_tap_reads();
+  do_wait_tap_ring();
+  return true;
+}
+
+void VifQueue::post_tap_reads() {
+  if (stopped_ || !tap_posted_) return;
+  const std::size_t depth = tap_posted_->depth();
+  std::size_t in = tap_posted_->in_flight();
+  // Each top-up is an io_uring_enter: wait until half the depth can go at once, unless
+  // nothing is posted (then nothing would ever wake the queue for a frame).
+  if (in != 0 && depth - in < depth / 2) return;
+  std::size_t want = std::min(tap_room(), depth - in);
+  if (want == 0) return;
+  for (; want > 0; --want) {
+    const int buf = rx_pool_.take();  // there are `want` free buffers (tap_room)
+    (void)tap_posted_->post(std::span(rx_pool_.frame(buf) - net::kVnetHdrLen,
+                                      net::kVnetHdrLen + PacketPool::kMaxFrame),
+                            static_cast<std::uint32_t>(buf));
+  }
+  tap_posted_frames_ = false;
+  if (tap_posted_->submit([this](std::uint32_t b, std::size_t len) { take_posted(b, len); })) {
+    log::write(log::Level::warn, prefix_, "TAP reads: io_uring_enter failed: one read per frame");
+    stop_posted_reads();
+  }
+  // Frames that were waiting completed inside the call: serve them after this handler.
+  if (tap_posted_frames_) {
+    post([this] { run_rx(); });
+  }
+}
+
+void VifQueue::take_posted(std::uint32_t buf, std::size_t len) {
+  const int b = static_cast<int>(buf);
+  if (len <= net::kVnetHdrLen || stopped_) {
+    rx_pool_.give_back(b);  // nothing read (a wakeup another read took, a cancel), or an empty frame
+    return;
+  }
+  take_tap_frame(b, len - net::kVnetHdrLen, Clock::now());
+  tap_posted_frames_ = true;
+}
+
+void VifQueue::do_wait_tap_ring() {
+  if (stopped_ || tap_ring_waiting_ || !tap_posted_) return;
+  tap_ring_waiting_ = true;
+  tap_ring_sd_.async_wait(boost::asio::posix::stream_descriptor::wait_read,
+                          [this, t = op()](const boost::system::error_code& ec) {
+                            guarded([&] { on_tap_ring_readable(ec); });
+                          });
+}
+
+void VifQueue::on_tap_ring_readable(const boost::system::error_code& ec) {
+  tap_ring_waiting_ = false;
+  if (stopped_ || ec || !tap_posted_) return;
+  refresh_hash();
+  (void)tap_posted_->reap([this](std::uint32_t b, std::size_t len) { take_posted(b, len); });
+  run_rx();  // which posts the buffers again (post_tap_reads) as room allows
+  do_wait_tap_ring();
+}
+
+void VifQueue::stop_posted_reads() {
+  if (!tap_posted_) return;
+  boost::system::error_code ignored;
+  tap_ring_sd_.cancel(ignored);
+  tap_ring_sd_.close(ignored);
+  tap_posted_->cancel_all([this](std::uint32_t b, std::size_t) { rx_pool_.give_back(static_cast<int>(b)); });
+  tap_posted_syscalls_ += tap_posted_->syscalls();
+  tap_posted_.reset();
+  if (!stopped_) do_wait_tap();
+}
+
 void VifQueue::do_wait_tap() {
+  if (tap_posted_) {
+    post_tap_reads();
+    return;
+  }
   if (stopped_ || tap_waiting_) return;
   tap_waiting_ = true;
   tap_sd_.async_wait(boost::asio::posix::stream_descriptor::wait_read,
@@ -299,9 +422,13 @@ void VifQueue::do_wait_tap() {
 
 void VifQueue::on_tap_readable(const boost::system::error_code& ec) {
   tap_waiting_ = false;
-  if (stopped_ || ec) return;
+  if (stopped_ || ec || tap_posted_) return;
   read_tap_frames();
   run_rx();
+  // The kernel refused the batch's reads (or parked one): keep reads posted instead.
+  if (tap_reads_ == TapReads::batch && tap_reader_.gave_up() && !tap_posted_) {
+    (void)start_posted_reads();
+  }
 }
 
 void VifQueue::refresh_hash() {
@@ -488,6 +615,9 @@ void VifQueue::cancel_all() {
   boost::system::error_code ignored;
   evtchn_sd_.cancel(ignored);
   tap_sd_.cancel(ignored);
+  // Posted reads hold pool buffers: back before the pool or the TAP fd may go (a frame one
+  // of them read meanwhile is dropped, as a frame the TAP held at a stop is).
+  stop_posted_reads();
   housekeeping_.cancel();
   tx_retry_.cancel();
   rx_poll_.cancel();

@@ -30,6 +30,7 @@
 #include "common/hv/event_channel.hpp"
 #include "common/net/frame_batch_reader.hpp"
 #include "common/net/frame_batch_writer.hpp"
+#include "common/net/frame_posted_reader.hpp"
 #include "common/util/unique_fd.hpp"
 
 namespace unetback::vif {
@@ -84,6 +85,9 @@ class VifQueue {
   /// Counters and ring indices, read on the queue's thread. Any thread.
   [[nodiscard]] QueueReport report();
 
+  /// How the TAP's frames are read (vif_queue.cpp, UNETBACK_TAP_READS).
+  enum class TapReads : std::uint8_t { batch, posted, read };
+
  private:
   /// A pass's frames to the TAP in one io_uring_enter (writev each where io_uring is not
   /// available).
@@ -112,6 +116,19 @@ class VifQueue {
   void do_wait_tap();
   void on_tap_readable(const boost::system::error_code& ec);
   void read_tap_frames();
+  /// Where the TAP refuses reads that must not wait (Linux 6.1), keeps reads posted in an
+  /// io_uring instead (FramePostedReader) and waits on its completions; false where it
+  /// cannot (no io_uring, or no descriptor for the loop), and the plain reads go on.
+  bool start_posted_reads();
+  /// Posts a read for each buffer the queue has room for (one io_uring_enter), when at least
+  /// half the reader's depth is free or none is posted.
+  void post_tap_reads();
+  void do_wait_tap_ring();
+  void on_tap_ring_readable(const boost::system::error_code& ec);
+  /// A posted read's completion: the frame into the queue, or the buffer back.
+  void take_posted(std::uint32_t buf, std::size_t len);
+  /// The posted reads are cancelled (their buffers back) and the TAP is read as before.
+  void stop_posted_reads();
   /// A frame read into pool buffer `buf`: offloads mapped, queued for the guest.
   void take_tap_frame(int buf, std::size_t len, std::chrono::steady_clock::time_point now);
   /// Picks up the control ring's newest hash settings (one relaxed load when unchanged).
@@ -153,12 +170,20 @@ class VifQueue {
   std::function<void(bool)> on_carrier_;
   std::unique_ptr<QueueCounters> counters_;
   TapSink sink_;
+  const TapReads tap_reads_;
   net::FrameBatchReader tap_reader_;  // the TAP's frames, a batch per io_uring_enter
+  /// Reads kept posted (Linux 6.1's TAP): set once the batch reader gave up, or by
+  /// UNETBACK_TAP_READS=posted; the TAP's readiness is then not waited for.
+  std::optional<net::FramePostedReader> tap_posted_;
+  std::uint64_t tap_posted_syscalls_ = 0;  // of readers given up
   std::optional<TxPath> tx_;
   std::optional<RxPath> rx_;
   PacketPool rx_pool_;
   boost::asio::posix::stream_descriptor evtchn_sd_;
   boost::asio::posix::stream_descriptor tap_sd_;
+  boost::asio::posix::stream_descriptor tap_ring_sd_;  // tap_posted_'s ring
+  bool tap_ring_waiting_ = false;
+  bool tap_posted_frames_ = false;  // take_posted queued a frame since the flag was cleared
   boost::asio::steady_timer housekeeping_;
   boost::asio::steady_timer tx_retry_;
   boost::asio::steady_timer rx_poll_;  // RxConfig::poll_interval (no feature-rx-notify)

@@ -78,6 +78,7 @@ std::size_t FrameBatchReader::read_uring(std::span<const std::span<std::byte>> b
   } else if (refused) {
     // Nothing was read by the refused reads, and none can be: read() from now on, starting
     // with this batch's remaining buffers (those before the first refusal hold frames).
+    refused_ = true;
     ring_.close();
     std::size_t first = 0;
     while (first < n && sizes[first] != 0) ++first;

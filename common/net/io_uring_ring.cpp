@@ -29,12 +29,12 @@ IoUringRing::~IoUringRing() {
   close();
 }
 
-bool IoUringRing::open(std::size_t entries) {
+bool IoUringRing::open(std::size_t entries, bool cooperative) {
   close();
   io_uring_params p{};
   // SUBMIT_ALL (5.18): one bad SQE does not stop the rest of the batch; COOP_TASKRUN (5.19):
   // no IPI to this thread for completions it waits for anyway. Older kernels: plain setup.
-  p.flags = IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN;
+  p.flags = IORING_SETUP_SUBMIT_ALL | (cooperative ? IORING_SETUP_COOP_TASKRUN : 0U);
   int rfd = uring_setup(static_cast<unsigned>(entries), &p);
   if (rfd < 0 && errno == EINVAL) {
     p = io_uring_params{};

@@ -25,7 +25,11 @@ class IoUringRing {
   IoUringRing& operator=(const IoUringRing&) = delete;
 
   /// Sets up a ring of at least `entries` SQEs. False (and closed) if io_uring is unavailable.
-  bool open(std::size_t entries);
+  /// `cooperative` (COOP_TASKRUN, where the kernel has it) suits a thread that waits for its
+  /// completions in io_uring_enter; a ring whose completions are waited for elsewhere (its fd
+  /// in an epoll set) needs them run without that wait, so it opens with `cooperative` false.
+  bool open(std::size_t entries, bool cooperative = true);
+  [[nodiscard]] int fd() const { return fd_.get(); }
   void close();
   [[nodiscard]] bool is_open() const { return fd_.valid(); }
   [[nodiscard]] std::size_t entries() const { return entries_; }
@@ -42,11 +46,12 @@ class IoUringRing {
   /// calls. An error of io_uring_enter itself is returned (the ring stays open).
   template <typename OnCqe>
   std::error_code submit_and_reap(std::size_t min_complete, OnCqe&& on_cqe, std::size_t& calls);
+  /// Calls on_cqe for every completion posted by now, without a syscall; returns how many.
+  template <typename OnCqe>
+  std::size_t reap(OnCqe&& on_cqe);
 
  private:
   std::error_code enter(std::size_t to_submit, std::size_t min_complete, std::size_t& taken);
-  template <typename OnCqe>
-  std::size_t reap(OnCqe&& on_cqe);
   std::uint32_t cq_tail_acquire() const;
   void cq_head_release(std::uint32_t head);
 
