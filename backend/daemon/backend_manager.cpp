@@ -4,6 +4,7 @@
 #include <exception>
 #include <utility>
 
+#include "backend/daemon/milestone.hpp"
 #include "common/xenbus/xenbus_state.hpp"
 
 namespace unetback::daemon {
@@ -202,6 +203,11 @@ void BackendManager::add_vif(const VifId& id, bool adopt) {
     if (auto ec = xenbus.adopt()) {
       log::write(log::Level::warn, kLog,
                  "vif " + format_vif_id(id) + ": not adopted: " + ec.message());
+    } else {
+      // Rings mapped, ports bound and notified (or, without them, the reconnect begun).
+      log_milestone(xenbus.view().rings == xenbus::RingsState::up ? "vif_adopted"
+                                                                  : "vif_reconnecting",
+                    "vif=" + format_vif_id(id));
     }
   }
 }
