@@ -24,7 +24,6 @@
 #include "backend/daemon/instance_lock.hpp"
 #include "backend/daemon/kernel_netback.hpp"
 #include "backend/daemon/manager_loop.hpp"
-#include "backend/daemon/milestone.hpp"
 #include "backend/daemon/service_notifier.hpp"
 #include "backend/daemon/systemd_job.hpp"
 #include "backend/daemon/tunables.hpp"
@@ -33,6 +32,7 @@
 #include "common/hv/hypervisor.hpp"
 #include "common/util/fd_reserve.hpp"
 #include "common/util/log.hpp"
+#include "common/util/milestone.hpp"
 #include "common/util/result.hpp"
 #include "common/xenbus/xenbus_state.hpp"
 
@@ -182,6 +182,9 @@ int run(const DaemonOptions& opts) {
     xenstored_path = *world + "/dom" + std::to_string(self.value()) + ".sock";
   HotplugLauncher hotplug(xenstored_path);
   manager.set_hotplug_launcher(&hotplug);
+  log_milestone("setup_done");
+  // The vifs an earlier daemon served first: their guests wait for us.
+  manager.adopt_found();
   ManagerLoop loop(io, manager, xs->watch_fd());
   bool xenstore_lost = false;
   loop.set_lost_handler([&](std::error_code ec) {
@@ -245,7 +248,6 @@ int run(const DaemonOptions& opts) {
   boost::asio::signal_set operator_signals(io, SIGHUP, SIGUSR1);
   serve_operator_signals(operator_signals, tunables, manager, self);
 
-  log_milestone("setup_done");
   loop.start();
   io.run();
   if (xenstore_lost) return kExitXenstoreLost;

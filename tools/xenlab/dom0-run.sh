@@ -856,14 +856,14 @@ adopt_states_start() { # TAG DOMID: the frontend's and the backend's state every
   ) &
   ADOPT_STATES_PID=$!
 }
-adopt_states_end() { # TAG: stops the watcher; prints the states it saw, in order
+adopt_states_end() { # TAG: stops the watcher (its states, in order: /tmp/adopt-states-TAG)
   touch "/tmp/adopt-stop-$1"
   wait "$ADOPT_STATES_PID" 2>/dev/null
-  tr '\n' ' ' <"/tmp/adopt-states-$1"
 }
 adopt_states_stop() { # TAG: checks TAG.states_stayed_4
   local seen
-  seen=$(adopt_states_end "$1" | tr ' ' '\n' | sort -u | tr '\n' ' ')
+  adopt_states_end "$1"
+  seen=$(sort -u "/tmp/adopt-states-$1" | tr '\n' ' ')
   check "$1.states_stayed_4" "$([ "$seen" = "4/4 " ] && echo 0 || echo 1)" "frontend/backend states seen every 20 ms: $seen"
 }
 adopt_step() { # TAG KIND(crash|takeover) DOMID IP
@@ -902,6 +902,10 @@ adopt_step() { # TAG KIND(crash|takeover) DOMID IP
 adopt_ms() {
   sed -n "s/.*milestone $1 realtime=\([0-9.]*\) pid=$2\b.*/\1/p" "$ADOPT_JOURNAL" | head -1
 }
+# adopt_vif_ms NAME PID DOMID: the same for a milestone of vif DOMID/0 ("... vif=DOMID/0").
+adopt_vif_ms() {
+  sed -n "s/.*milestone $1 realtime=\([0-9.]*\) pid=$2 vif=$3\/0.*/\1/p" "$ADOPT_JOURNAL" | head -1
+}
 # adopt_fig TAG.NAME FROM TO: TO - FROM (realtime seconds) in ms as a figure, if both are known.
 adopt_fig() {
   [ -n "$2" ] && [ -n "$3" ] && fig "$1" "$(awk -v a="$2" -v b="$3" 'BEGIN{printf "%.1f", (b - a) * 1000}')"
@@ -918,12 +922,16 @@ adopt_fig() {
 #   fork_to_main_ms        systemd's ExecMainStartTimestamp to main() (exec, dynamic linking)
 #   exec_to_xenstore_ms    main() to the xenstore connection (hypervisor opened)
 #   exec_to_setup_ms       main() to setup_done (lock, tunables, threads, watches: the loop starts)
-#   setup_to_adopted_ms    setup_done to the vif's adoption (rings mapped, ports bound, notified)
+#   setup_to_adopted_ms    setup_done to the vif's adoption (rings mapped, ports bound, notified),
+#                          in three: setup_to_config_ms (the scan, the backend's and frontend's
+#                          keys read), config_to_rings_ms (the record, rings mapped, ports bound,
+#                          TAP attached, queues started), rings_to_adopted_ms (the vif's watches)
 #   adopted_to_reply_ms    the adoption to the first ping reply after the gap
 #   gap_after_start_ms     the part of the longest ping gap after the new process's main()
 #   gap_before_start_ms    the part before it
 adopt_split() {
   local tag=$1 kind=$2 t0=$3 old=$4 new=$5 d=$6 sig req hov oexit nmain nxs nsetup nadopt exec_at gap a b
+  local ncfg nrings
   ADOPT_JOURNAL=$OUT/journal-$tag.txt
   journalctl -u "$UNIT" --since "@${t0%.*}" -o cat >"$ADOPT_JOURNAL" 2>&1
   sig=$(adopt_ms signal_seen "$old")
@@ -933,7 +941,9 @@ adopt_split() {
   nmain=$(adopt_ms main_entered "$new")
   nxs=$(adopt_ms xenstore_connected "$new")
   nsetup=$(adopt_ms setup_done "$new")
-  nadopt=$(sed -n "s/.*milestone vif_adopted realtime=\([0-9.]*\) pid=$new vif=$d\/0.*/\1/p" "$ADOPT_JOURNAL" | head -1)
+  nadopt=$(adopt_vif_ms vif_adopted "$new" "$d")
+  ncfg=$(adopt_vif_ms vif_config_read "$new" "$d")
+  nrings=$(adopt_vif_ms vif_rings_taken "$new" "$d")
   check "$tag.milestones" "$([ -n "$nmain" ] && [ -n "$nsetup" ] && [ -n "$nadopt" ] &&
     { [ "$kind" = crash ] || [ -n "$hov" ]; } && echo 0 || echo 1)" \
     "old pid $old: signal_seen=${sig:--} handover_requested=${req:--} handed_over=${hov:--} exit=${oexit:--}; new pid $new: main_entered=${nmain:--} xenstore_connected=${nxs:--} setup_done=${nsetup:--} vif_adopted=${nadopt:--}; T0=$t0"
@@ -952,6 +962,9 @@ adopt_split() {
   adopt_fig "$tag.exec_to_xenstore_ms" "$nmain" "$nxs"
   adopt_fig "$tag.exec_to_setup_ms" "$nmain" "$nsetup"
   adopt_fig "$tag.setup_to_adopted_ms" "$nsetup" "$nadopt"
+  adopt_fig "$tag.setup_to_config_ms" "$nsetup" "$ncfg"
+  adopt_fig "$tag.config_to_rings_ms" "$ncfg" "$nrings"
+  adopt_fig "$tag.rings_to_adopted_ms" "$nrings" "$nadopt"
   # The longest gap between ping replies (as outage_stop), by its ends A and B.
   gap=$(awk -F'[][]' '/bytes from/ {t = $2 + 0; if (n++ && t - p > m) {m = t - p; a = p; b = t}; p = t}
     END {if (n >= 2) printf "%.6f %.6f", a, b}' "$OUTAGE_LOG")
@@ -964,10 +977,16 @@ adopt_split() {
   fig "$tag.gap_before_start_ms" "$(awk -v a="$a" -v b="$b" -v m="$nmain" 'BEGIN{e = (m < b) ? m : b; d = e - a; printf "%.1f", (d > 0 ? d : 0) * 1000}')"
 }
 # The baseline (issue 20): the same guest on the kernel's xen-netback across a reload of the
-# module (rmmod xen-netback with the vif live, then modprobe). Whatever the guest does is the
+# module. Linux refuses `rmmod xen-netback` while a vif is live (each holds a reference: "in
+# use"), so the reload is what an operator can do: the vif unbound from the driver (sysfs
+# /sys/bus/xen-backend/drivers/vif/unbind: the driver's remove, as its module exit would do),
+# rmmod, modprobe (the driver probes the device again). Whatever the guest does is the
 # result: the checks pass once the reload was made and watched for ADOPT_KERNEL_WINDOW seconds;
-# only a failure to measure (no domU, no pings before) fails them. Figures:
-#   adopt.kernel.reload.rmmod_rc     rmmod's status with the vif live (0: the module went)
+# only a failure to measure (no domU, no pings before, the module not reloaded) fails them.
+# Figures:
+#   adopt.kernel.reload.rmmod_live_rc  rmmod's status with the vif live (1: refused, in use)
+#   adopt.kernel.reload.unbind_rc      the unbind's status
+#   adopt.kernel.reload.rmmod_rc       rmmod's status after the unbind (0: the module went)
 #   adopt.kernel.reload.guest_lost   1 if no ping reply came in the window after the reload
 #   adopt.kernel.reload.outage_ms    the longest gap between replies, if replies came again
 #   adopt.kernel.reload.window_ms    the time watched after the reload began
@@ -981,7 +1000,7 @@ adopt_kernel_reload() {
     check "$tag.measured" 1 "xen-netback did not load (modprobe -i xen-netback)"
     return 1
   fi
-  if ! xl_create "$tag" /tmp/u1.cfg labu 10.99.0.2; then
+  if ! xl_create adopt.kernel /tmp/u1.cfg labu 10.99.0.2; then
     check "$tag.measured" 1 "the domU did not come up on the kernel netback"
     xl destroy labu >/dev/null 2>&1
     wait_for 20 rmmod xen-netback
@@ -991,18 +1010,27 @@ adopt_kernel_reload() {
   outage_start "$tag" 10.99.0.2
   adopt_states_start "$tag" "$d"
   sleep 1
-  t0=$(now)
-  out=$(rmmod xen-netback 2>&1)
+  out=$(timeout 30 rmmod xen-netback 2>&1)
   rc=$?
-  fig "$tag.rmmod_rc" "$rc"
-  [ $rc = 0 ] || say "rmmod xen-netback with a live vif: rc=$rc: $out"
+  fig "$tag.rmmod_live_rc" "$rc"
+  say "rmmod xen-netback with the vif live: rc=$rc${out:+: $out}"
+  t0=$(now)
+  if [ $rc != 0 ]; then
+    timeout 30 sh -c "echo vif-$d-0 >/sys/bus/xen-backend/drivers/vif/unbind"
+    fig "$tag.unbind_rc" $?
+    out=$(timeout 30 rmmod xen-netback 2>&1)
+    rc=$?
+    fig "$tag.rmmod_rc" "$rc"
+  fi
   modprobe -i xen-netback
+  fig "$tag.modprobe_rc" $?
   t1=$(now)
   fig "$tag.rmmod_modprobe_ms" "$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f", (b - a) * 1000}')"
   sleep "$ADOPT_KERNEL_WINDOW"
   kill -INT "$OUTAGE_PID" 2>/dev/null
   wait "$OUTAGE_PID" 2>/dev/null
-  states=$(adopt_states_end "$tag" | sed 's/ $//; s/ /,/g')
+  adopt_states_end "$tag"
+  states=$(paste -sd, "/tmp/adopt-states-$tag")
   fig "$tag.window_ms" "$(awk -v a="$t0" -v b="$(now)" 'BEGIN{printf "%d", (b - a) * 1000}')"
   # Replies after the reload began (t1: the module back), and the longest gap across it.
   after=$(awk -F'[][]' -v t="$t1" '/bytes from/ && $2 + 0 > t {n++} END {print n + 0}' "$OUTAGE_LOG")
@@ -1014,8 +1042,8 @@ adopt_kernel_reload() {
   fig "$tag.states_seen" "${states:-none}"
   local before
   before=$(awk -F'[][]' -v t="$t0" '/bytes from/ && $2 + 0 < t {n++} END {print n + 0}' "$OUTAGE_LOG")
-  check "$tag.measured" "$([ "$before" -gt 0 ] && [ -n "$states" ] && echo 0 || echo 1)" \
-    "rmmod rc=$rc${out:+ ($out)}, modprobe; $before ping replies before, $after in the ${ADOPT_KERNEL_WINDOW} s after; guest $([ "$lost" = 1 ] && echo lost || echo "answered again, longest gap ${ms:-?} ms"); states (frontend/backend): ${states:-none}; backend now $(xenstore-read "$BE/$d/0/state" 2>&1), frontend $(xenstore-read "/local/domain/$d/device/vif/0/state" 2>&1)"
+  check "$tag.measured" "$([ "$before" -gt 0 ] && [ -n "$states" ] && [ "$rc" = 0 ] && echo 0 || echo 1)" \
+    "unbind, rmmod rc=$rc${out:+ ($out)}, modprobe; $before ping replies before, $after in the ${ADOPT_KERNEL_WINDOW} s after; guest $([ "$lost" = 1 ] && echo lost || echo "answered again, longest gap ${ms:-?} ms"); states (frontend/backend): ${states:-none}; backend now $(xenstore-read "$BE/$d/0/state" 2>&1), frontend $(xenstore-read "/local/domain/$d/device/vif/0/state" 2>&1)"
   xl destroy labu >/dev/null 2>&1
   wait_for 20 rmmod xen-netback
   check "$tag.rmmod" $? "xen-netback unloaded after the baseline"

@@ -2,13 +2,13 @@
 // wall clock (CLOCK_REALTIME) in the line itself, so that they line up with other tools'
 // clocks (ping -D, date +%s.%N) whatever delay the journal adds before it stamps the line.
 // Form: "milestone <name> realtime=<seconds>.<microseconds> pid=<pid>[ <detail>]"; the lab
-// (tools/xenlab/dom0-run.sh, adopt_step) turns them into the parts of a restart's gap.
+// (tools/xenlab/dom0-run.sh, adopt_split) turns them into the parts of a restart's gap.
 #pragma once
 
 #include <string>
 #include <string_view>
 
-namespace unetback::daemon {
+namespace unetback {
 
 /// CLOCK_REALTIME now, as "<seconds>.<microseconds>" (six digits).
 [[nodiscard]] std::string realtime_stamp();
@@ -22,4 +22,4 @@ namespace unetback::daemon {
 void log_milestone(std::string_view name, std::string_view detail = {},
                    std::string_view stamp = {});
 
-}  // namespace unetback::daemon
+}  // namespace unetback

@@ -1,4 +1,4 @@
-#include "backend/daemon/milestone.hpp"
+#include "common/util/milestone.hpp"
 
 #include <cstdio>
 #include <ctime>
@@ -6,7 +6,7 @@
 
 #include "common/util/log.hpp"
 
-namespace unetback::daemon {
+namespace unetback {
 
 std::string realtime_stamp() {
   timespec ts{};
@@ -36,4 +36,4 @@ void log_milestone(std::string_view name, std::string_view detail, std::string_v
   log::write(log::Level::info, "unetbackd", milestone_line(name, now, ::getpid(), detail));
 }
 
-}  // namespace unetback::daemon
+}  // namespace unetback

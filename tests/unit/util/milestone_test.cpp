@@ -1,6 +1,6 @@
 // The milestone lines the real-Xen lab splits a restart's gap with (dom0-run.sh, adopt_split
 // parses "milestone NAME realtime=S.US pid=PID[ DETAIL]"): their form and their clock.
-#include "backend/daemon/milestone.hpp"
+#include "common/util/milestone.hpp"
 
 #include <chrono>
 #include <gtest/gtest.h>
@@ -9,13 +9,14 @@
 
 #include "common/util/log.hpp"
 
-namespace unetback::daemon {
+namespace unetback {
 namespace {
 
 TEST(Milestone, LineHasTheFormTheLabParses) {
   EXPECT_EQ(milestone_line("vif_adopted", "1764650000.012345", 42, "vif=5/0"),
             "milestone vif_adopted realtime=1764650000.012345 pid=42 vif=5/0");
-  EXPECT_EQ(milestone_line("setup_done", "1.000001", 7), "milestone setup_done realtime=1.000001 pid=7");
+  EXPECT_EQ(milestone_line("setup_done", "1.000001", 7),
+            "milestone setup_done realtime=1.000001 pid=7");
 }
 
 TEST(Milestone, StampIsTheWallClockInMicroseconds) {
@@ -44,8 +45,9 @@ TEST(Milestone, LoggedAtInfoWithTheDaemonsPid) {
   log::set_sink({});
   EXPECT_EQ(seen_level, log::Level::info);
   EXPECT_EQ(seen_prefix, "unetbackd");
-  EXPECT_EQ(seen_msg, "milestone main_entered realtime=12.000003 pid=" + std::to_string(::getpid()));
+  EXPECT_EQ(seen_msg,
+            "milestone main_entered realtime=12.000003 pid=" + std::to_string(::getpid()));
 }
 
 }  // namespace
-}  // namespace unetback::daemon
+}  // namespace unetback
