@@ -4,6 +4,7 @@
 #include <exception>
 #include <utility>
 
+#include "common/util/milestone.hpp"
 #include "common/xenbus/xenbus_state.hpp"
 
 namespace unetback::daemon {
@@ -70,6 +71,11 @@ std::error_code BackendManager::start() {
   if (!r) return r.error();
   release_watch_ = std::move(*r);
   return {};
+}
+
+void BackendManager::adopt_found() {
+  if (initial_scan_done_ || shut_down_) return;
+  scan_backends();
 }
 
 bool BackendManager::process_events(std::size_t max_events) {
@@ -202,6 +208,11 @@ void BackendManager::add_vif(const VifId& id, bool adopt) {
     if (auto ec = xenbus.adopt()) {
       log::write(log::Level::warn, kLog,
                  "vif " + format_vif_id(id) + ": not adopted: " + ec.message());
+    } else {
+      // Rings mapped, ports bound and notified (or, without them, the reconnect begun).
+      log_milestone(
+          xenbus.view().rings == xenbus::RingsState::up ? "vif_adopted" : "vif_reconnecting",
+          "vif=" + format_vif_id(id));
     }
   }
 }

@@ -65,6 +65,12 @@ class BackendManager {
   /// still online and past state 1 were served by an earlier daemon and are adopted
   /// (BackendXenbus::adopt), with their hotplug script re-run through `hotplug` if set.
   std::error_code start();
+  /// Scans the backend tree now, before any watch event is handled (after start() and
+  /// set_hotplug_launcher()): the devices an earlier daemon served are adopted at once instead
+  /// of behind the first round's other initial events (the tunables' re-read: a dozen xenstore
+  /// round trips, each milliseconds in a loaded dom0). The backends watch's initial event then
+  /// finds them served. A no-op once the first scan is done.
+  void adopt_found();
   /// Where adopted devices' hotplug scripts run (must outlive the manager); without one they
   /// wait for someone else to run the script.
   void set_hotplug_launcher(HotplugLauncher* launcher) { hotplug_ = launcher; }

@@ -32,6 +32,7 @@
 #include "common/hv/hypervisor.hpp"
 #include "common/util/fd_reserve.hpp"
 #include "common/util/log.hpp"
+#include "common/util/milestone.hpp"
 #include "common/util/result.hpp"
 #include "common/xenbus/xenbus_state.hpp"
 
@@ -131,10 +132,12 @@ int run(const DaemonOptions& opts) {
   auto hypervisor = hv::open_hypervisor(opts.hypervisor, hv_opts);
   const DomId self = hypervisor->self();
   auto xs = hypervisor->open_xenstore();
+  log_milestone("xenstore_connected");
   // One daemon per backend domain, claimed before anything reads or writes a vif. A takeover
   // has everything opened before it asks the old daemon to go: the gap is only the handover.
   const InstanceLock lock = opts.takeover ? InstanceLock::take_over(opts.lock_path, 30000)
                                           : InstanceLock::acquire(opts.lock_path);
+  log_milestone("lock_taken");
   if (!opts.state_dir.empty()) {
     std::error_code mk;
     std::filesystem::create_directories(opts.state_dir, mk);
@@ -179,6 +182,9 @@ int run(const DaemonOptions& opts) {
     xenstored_path = *world + "/dom" + std::to_string(self.value()) + ".sock";
   HotplugLauncher hotplug(xenstored_path);
   manager.set_hotplug_launcher(&hotplug);
+  log_milestone("setup_done");
+  // The vifs an earlier daemon served first: their guests wait for us.
+  manager.adopt_found();
   ManagerLoop loop(io, manager, xs->watch_fd());
   bool xenstore_lost = false;
   loop.set_lost_handler([&](std::error_code ec) {
@@ -200,6 +206,7 @@ int run(const DaemonOptions& opts) {
                                 std::to_string(self.value()) + ", control socket " +
                                 control.path() + ", lock " + lock.path();
     log::write(log::Level::info, kLog, serving);
+    log_milestone("serving");
     // What no vif of this daemon claims (a guest gone while no daemon ran) goes now.
     if (!opts.state_dir.empty()) {
       (void)vif::release_left_behind(opts.state_dir, [&manager](DomId d, DevId v) {
@@ -213,6 +220,9 @@ int run(const DaemonOptions& opts) {
   boost::asio::signal_set signals(io, SIGTERM, SIGINT, SIGUSR2);
   signals.async_wait([&](const boost::system::error_code& ec, int signo) {
     if (ec) return;
+    log_milestone("signal_seen", signo == SIGUSR2   ? "signal=USR2"
+                                 : signo == SIGTERM ? "signal=TERM"
+                                                    : "signal=INT");
     // SIGUSR2 (--takeover, `systemctl kill -s USR2`), or SIGTERM while systemd restarts the
     // unit: hand over. Any other SIGTERM or SIGINT is an orderly stop.
     const bool restart = signo == SIGUSR2 ||
@@ -223,7 +233,9 @@ int run(const DaemonOptions& opts) {
       log::write(log::Level::info, kLog,
                  std::string(signo == SIGUSR2 ? "SIGUSR2" : "SIGTERM (unit restarting)") +
                      ": handing every vif over to a successor");
+      log_milestone("handover_requested");
       manager.hand_over(die_at_handover_step);
+      log_milestone("handed_over");
       handed_over = true;
     } else {
       log::write(log::Level::info, kLog,
@@ -274,6 +286,8 @@ void install_crash_handler() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The process's start as the lab lines it up with a guest's pings (logged once the log is set).
+  const std::string entered = realtime_stamp();
   ignore_stray_signals();
   die_at_handover_step(0);  // reads its variable now, before any thread
   install_crash_handler();
@@ -293,12 +307,16 @@ int main(int argc, char** argv) {
   log::set_level(opts.log_level);
   // Under systemd stderr is the journal: each line then carries its syslog priority.
   log::use_journal_if_connected();
+  log_milestone("main_entered", {}, entered);
   // Every guest's connect costs descriptors: use what the hard limit allows (systemd starts
   // services at a soft 1024; LimitNOFILE= in the unit sets the hard one).
   if (auto lim = raise_fd_limit(); !lim)
     log::write(log::Level::warn, kLog, "cannot raise RLIMIT_NOFILE: " + lim.error().message());
   try {
-    return run(opts);
+    const int status = run(opts);
+    // After every destructor of run(): the vifs, the data-path threads, the lock released.
+    log_milestone("exit", "status=" + std::to_string(status));
+    return status;
   } catch (const SetupError& e) {
     log::write(log::Level::error, kLog, e.what());
     return kExitSetup;

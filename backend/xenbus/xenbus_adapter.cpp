@@ -4,6 +4,8 @@
 #include <deque>
 #include <type_traits>
 
+#include "common/util/milestone.hpp"
+
 namespace unetback::xenbus {
 namespace {
 
@@ -265,11 +267,17 @@ bool BackendXenbus::adopt_rings() {
   if (!fe) return false;
   Rate rate;
   if (auto r = read_rate(reader_for(backend_path_))) rate = *r;
+  // Where an adoption's time goes (the lab splits a restart's gap by these): the xenstore
+  // reads above, the vif's take-over (record, rings, ports, TAP), the watches below.
+  const std::string which =
+      "vif=" + std::to_string(frontend_.value()) + "/" + std::to_string(devid_.value());
+  log_milestone("vif_config_read", which);
   if (auto ec = vif_.adopt(*fe, *config_, rate)) {
     log::write(log::Level::info, log_prefix_,
                "cannot take the rings over (" + ec.message() + "): the frontend reconnects");
     return false;
   }
+  log_milestone("vif_rings_taken", which);
   watch_connection(*fe, rate);
   return true;
 }

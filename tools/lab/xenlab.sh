@@ -23,7 +23,10 @@
 #   adopt (issue 20): labu's Linux netfront across a SIGKILL of unetbackd (systemd restarts it,
 #      the new process adopts the vif from its state record) and a planned takeover (systemctl
 #      restart): both states stay 4 (sampled every 20 ms), a TCP stream survives, the outage of a
-#      50 ms pinger (adopt.unetbackd.{crash,takeover}.outage_ms), the same TAP on xenbr0
+#      50 ms pinger (adopt.unetbackd.{crash,takeover}.outage_ms) split by the daemons' milestones
+#      (kill_to_exec_ms, exec_to_setup_ms, setup_to_adopted_ms, handover_ms, gap_after_start_ms...),
+#      the same TAP on xenbr0; first the baseline, the kernel netback reloaded under the same
+#      guest (vif unbound, rmmod, modprobe: adopt.kernel.reload.{guest_lost,states_seen,...})
 #   libvirt: virsh -c xen:/// create of a PV domain with <interface type='bridge'> on xenbr0,
 #      served by unetbackd (ping, iperf3 both ways), virsh destroy with the checks of 1; then
 #      journalctl -u unetbackd (the daemon's lines; -p warning shows a rejected tunable only)

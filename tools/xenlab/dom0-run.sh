@@ -871,10 +871,13 @@ adopt_states_start() { # TAG DOMID: the frontend's and the backend's state every
   ) &
   ADOPT_STATES_PID=$!
 }
-adopt_states_stop() { # TAG: checks TAG.states_stayed_4
+adopt_states_end() { # TAG: stops the watcher (its states, in order: /tmp/adopt-states-TAG)
   touch "/tmp/adopt-stop-$1"
   wait "$ADOPT_STATES_PID" 2>/dev/null
+}
+adopt_states_stop() { # TAG: checks TAG.states_stayed_4
   local seen
+  adopt_states_end "$1"
   seen=$(sort -u "/tmp/adopt-states-$1" | tr '\n' ' ')
   check "$1.states_stayed_4" "$([ "$seen" = "4/4 " ] && echo 0 || echo 1)" "frontend/backend states seen every 20 ms: $seen"
 }
@@ -899,6 +902,7 @@ adopt_step() { # TAG KIND(crash|takeover) DOMID IP
   check "$tag.adopted" $rc "pid $old -> $UNETBACKD_PID ($kind), unetback-ctl list: $("$CTL" list 2>&1 | tail -n +2 | tr -s ' ' | tr '\n' ';')"
   stream_stop "$tag"
   outage_stop "$tag"
+  adopt_split "$tag" "$kind" "$t0" "$old" "$UNETBACKD_PID" "$d"
   adopt_states_stop "$tag"
   ifi1=$(cat "/sys/class/net/vif$d.0/ifindex" 2>/dev/null)
   master=$(basename "$(readlink "/sys/class/net/vif$d.0/master" 2>/dev/null)" 2>/dev/null)
@@ -907,8 +911,163 @@ adopt_step() { # TAG KIND(crash|takeover) DOMID IP
   ping -c1 -W2 "$ip" >/dev/null 2>&1
   check "$tag.ping" $? "$ip answers after the $kind"
 }
+# adopt_ms NAME PID: the realtime (s) of unetbackd's milestone NAME logged by process PID
+# ("milestone NAME realtime=S.US pid=PID ...", backend/daemon/milestone.hpp), from the journal
+# lines adopt_split saved; empty if not logged.
+adopt_ms() {
+  sed -n "s/.*milestone $1 realtime=\([0-9.]*\) pid=$2\b.*/\1/p" "$ADOPT_JOURNAL" | head -1
+}
+# adopt_vif_ms NAME PID DOMID: the same for a milestone of vif DOMID/0 ("... vif=DOMID/0").
+adopt_vif_ms() {
+  sed -n "s/.*milestone $1 realtime=\([0-9.]*\) pid=$2 vif=$3\/0.*/\1/p" "$ADOPT_JOURNAL" | head -1
+}
+# adopt_fig TAG.NAME FROM TO: TO - FROM (realtime seconds) in ms as a figure, if both are known.
+adopt_fig() {
+  [ -n "$2" ] && [ -n "$3" ] && fig "$1" "$(awk -v a="$2" -v b="$3" 'BEGIN{printf "%.1f", (b - a) * 1000}')"
+}
+# adopt_split TAG KIND T0 OLD_PID NEW_PID DOMID: where the ping gap of the step went. T0 is when
+# the lab killed the daemon or ran systemctl restart (date +%s.%N, the clock of ping -D and of
+# the daemon's milestones). Figures (ms):
+#   request_to_signal_ms   T0 to the old daemon's SIGTERM (takeover: systemctl and systemd)
+#   restart_query_ms       SIGTERM to handover_requested (the sd-bus question: a restart job?)
+#   handover_ms            SIGTERM to handed_over (every vif stopped at a pass boundary)
+#   handed_over_to_exit_ms handed_over to the end of main (destructors: vifs, threads, lock)
+#   exit_to_exec_ms        the old process's exit to the new one's main() (systemd, exec)
+#   kill_to_exec_ms        T0 to the new process's main()
+#   fork_to_main_ms        systemd's ExecMainStartTimestamp to main() (exec, dynamic linking)
+#   exec_to_xenstore_ms    main() to the xenstore connection (hypervisor opened)
+#   exec_to_setup_ms       main() to setup_done (lock, tunables, threads, watches: the loop starts)
+#   setup_to_adopted_ms    setup_done to the vif's adoption (rings mapped, ports bound, notified),
+#                          in three: setup_to_config_ms (the scan, the backend's and frontend's
+#                          keys read), config_to_rings_ms (the record, rings mapped, ports bound,
+#                          TAP attached, queues started), rings_to_adopted_ms (the vif's watches)
+#   adopted_to_reply_ms    the adoption to the first ping reply after the gap
+#   gap_after_start_ms     the part of the longest ping gap after the new process's main()
+#   gap_before_start_ms    the part before it
+adopt_split() {
+  local tag=$1 kind=$2 t0=$3 old=$4 new=$5 d=$6 sig req hov oexit nmain nxs nsetup nadopt exec_at gap a b
+  local ncfg nrings
+  ADOPT_JOURNAL=$OUT/journal-$tag.txt
+  journalctl -u "$UNIT" --since "@${t0%.*}" -o cat >"$ADOPT_JOURNAL" 2>&1
+  sig=$(adopt_ms signal_seen "$old")
+  req=$(adopt_ms handover_requested "$old")
+  hov=$(adopt_ms handed_over "$old")
+  oexit=$(adopt_ms exit "$old")
+  nmain=$(adopt_ms main_entered "$new")
+  nxs=$(adopt_ms xenstore_connected "$new")
+  nsetup=$(adopt_ms setup_done "$new")
+  nadopt=$(adopt_vif_ms vif_adopted "$new" "$d")
+  ncfg=$(adopt_vif_ms vif_config_read "$new" "$d")
+  nrings=$(adopt_vif_ms vif_rings_taken "$new" "$d")
+  check "$tag.milestones" "$([ -n "$nmain" ] && [ -n "$nsetup" ] && [ -n "$nadopt" ] &&
+    { [ "$kind" = crash ] || [ -n "$hov" ]; } && echo 0 || echo 1)" \
+    "old pid $old: signal_seen=${sig:--} handover_requested=${req:--} handed_over=${hov:--} exit=${oexit:--}; new pid $new: main_entered=${nmain:--} xenstore_connected=${nxs:--} setup_done=${nsetup:--} vif_adopted=${nadopt:--}; T0=$t0"
+  if [ "$kind" = takeover ]; then
+    adopt_fig "$tag.request_to_signal_ms" "$t0" "$sig"
+    adopt_fig "$tag.restart_query_ms" "$sig" "$req"
+    adopt_fig "$tag.handover_ms" "$sig" "$hov"
+    adopt_fig "$tag.handed_over_to_exit_ms" "$hov" "$oexit"
+    adopt_fig "$tag.exit_to_exec_ms" "$oexit" "$nmain"
+  fi
+  adopt_fig "$tag.kill_to_exec_ms" "$t0" "$nmain"
+  # systemd's fork of the main process, in microseconds (systemctl show --timestamp=us).
+  exec_at=$(systemctl show --timestamp=us -p ExecMainStartTimestamp --value "$UNIT" 2>/dev/null)
+  [ -n "$exec_at" ] && exec_at=$(date -d "$exec_at" +%s.%N 2>/dev/null)
+  adopt_fig "$tag.fork_to_main_ms" "$exec_at" "$nmain"
+  adopt_fig "$tag.exec_to_xenstore_ms" "$nmain" "$nxs"
+  adopt_fig "$tag.exec_to_setup_ms" "$nmain" "$nsetup"
+  adopt_fig "$tag.setup_to_adopted_ms" "$nsetup" "$nadopt"
+  adopt_fig "$tag.setup_to_config_ms" "$nsetup" "$ncfg"
+  adopt_fig "$tag.config_to_rings_ms" "$ncfg" "$nrings"
+  adopt_fig "$tag.rings_to_adopted_ms" "$nrings" "$nadopt"
+  # The longest gap between ping replies (as outage_stop), by its ends A and B.
+  gap=$(awk -F'[][]' '/bytes from/ {t = $2 + 0; if (n++ && t - p > m) {m = t - p; a = p; b = t}; p = t}
+    END {if (n >= 2) printf "%.6f %.6f", a, b}' "$OUTAGE_LOG")
+  a=${gap% *} b=${gap#* }
+  [ -n "$gap" ] || return 0
+  adopt_fig "$tag.adopted_to_reply_ms" "$nadopt" "$b"
+  [ -n "$nmain" ] || return 0
+  # The part of the gap after main(): from whichever is later, main() or the last reply.
+  fig "$tag.gap_after_start_ms" "$(awk -v a="$a" -v b="$b" -v m="$nmain" 'BEGIN{s = (m > a) ? m : a; printf "%.1f", (b - s) * 1000}')"
+  fig "$tag.gap_before_start_ms" "$(awk -v a="$a" -v b="$b" -v m="$nmain" 'BEGIN{e = (m < b) ? m : b; d = e - a; printf "%.1f", (d > 0 ? d : 0) * 1000}')"
+}
+# The baseline (issue 20): the same guest on the kernel's xen-netback across a reload of the
+# module. Linux refuses `rmmod xen-netback` while a vif is live (each holds a reference: "in
+# use"), so the reload is what an operator can do: the vif unbound from the driver (sysfs
+# /sys/bus/xen-backend/drivers/vif/unbind: the driver's remove, as its module exit would do),
+# rmmod, modprobe (the driver probes the device again). Whatever the guest does is the
+# result: the checks pass once the reload was made and watched for ADOPT_KERNEL_WINDOW seconds;
+# only a failure to measure (no domU, no pings before, the module not reloaded) fails them.
+# Figures:
+#   adopt.kernel.reload.rmmod_live_rc  rmmod's status with the vif live (1: refused, in use)
+#   adopt.kernel.reload.unbind_rc      the unbind's status
+#   adopt.kernel.reload.rmmod_rc       rmmod's status after the unbind (0: the module went)
+#   adopt.kernel.reload.guest_lost   1 if no ping reply came in the window after the reload
+#   adopt.kernel.reload.outage_ms    the longest gap between replies, if replies came again
+#   adopt.kernel.reload.window_ms    the time watched after the reload began
+#   adopt.kernel.reload.states_seen  frontend/backend states seen every 20 ms, in order
+ADOPT_KERNEL_WINDOW=20
+adopt_kernel_reload() {
+  local tag=adopt.kernel.reload d t0 t1 rc out after lost ms states
+  say "=== the baseline: the kernel's xen-netback reloaded under a running guest"
+  kernel_netback_load
+  if ! lsmod | grep -q '^xen_netback'; then
+    check "$tag.measured" 1 "xen-netback did not load (modprobe -i xen-netback)"
+    return 1
+  fi
+  if ! xl_create adopt.kernel /tmp/u1.cfg labu 10.99.0.2; then
+    check "$tag.measured" 1 "the domU did not come up on the kernel netback"
+    xl destroy labu >/dev/null 2>&1
+    wait_for 20 rmmod xen-netback
+    return 1
+  fi
+  d=$(xl domid labu)
+  outage_start "$tag" 10.99.0.2
+  adopt_states_start "$tag" "$d"
+  sleep 1
+  out=$(timeout 30 rmmod xen-netback 2>&1)
+  rc=$?
+  fig "$tag.rmmod_live_rc" "$rc"
+  say "rmmod xen-netback with the vif live: rc=$rc${out:+: $out}"
+  t0=$(now)
+  if [ $rc != 0 ]; then
+    timeout 30 sh -c "echo vif-$d-0 >/sys/bus/xen-backend/drivers/vif/unbind"
+    fig "$tag.unbind_rc" $?
+    out=$(timeout 30 rmmod xen-netback 2>&1)
+    rc=$?
+    fig "$tag.rmmod_rc" "$rc"
+  fi
+  modprobe -i xen-netback
+  fig "$tag.modprobe_rc" $?
+  t1=$(now)
+  fig "$tag.rmmod_modprobe_ms" "$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f", (b - a) * 1000}')"
+  sleep "$ADOPT_KERNEL_WINDOW"
+  kill -INT "$OUTAGE_PID" 2>/dev/null
+  wait "$OUTAGE_PID" 2>/dev/null
+  adopt_states_end "$tag"
+  states=$(paste -sd, "/tmp/adopt-states-$tag")
+  fig "$tag.window_ms" "$(awk -v a="$t0" -v b="$(now)" 'BEGIN{printf "%d", (b - a) * 1000}')"
+  # Replies after the reload began (t1: the module back), and the longest gap across it.
+  after=$(awk -F'[][]' -v t="$t1" '/bytes from/ && $2 + 0 > t {n++} END {print n + 0}' "$OUTAGE_LOG")
+  lost=$([ "$after" = 0 ] && echo 1 || echo 0)
+  fig "$tag.guest_lost" "$lost"
+  ms=$(awk -F'[][]' '/bytes from/ {t = $2 + 0; if (n++) { g = t - p; if (g > m) m = g }; p = t}
+    END {if (n >= 2) printf "%d", m * 1000}' "$OUTAGE_LOG")
+  [ "$lost" = 0 ] && [ -n "$ms" ] && fig "$tag.outage_ms" "$ms"
+  fig "$tag.states_seen" "${states:-none}"
+  local before
+  before=$(awk -F'[][]' -v t="$t0" '/bytes from/ && $2 + 0 < t {n++} END {print n + 0}' "$OUTAGE_LOG")
+  check "$tag.measured" "$([ "$before" -gt 0 ] && [ -n "$states" ] && [ "$rc" = 0 ] && echo 0 || echo 1)" \
+    "unbind, rmmod rc=$rc${out:+ ($out)}, modprobe; $before ping replies before, $after in the ${ADOPT_KERNEL_WINDOW} s after; guest $([ "$lost" = 1 ] && echo lost || echo "answered again, longest gap ${ms:-?} ms"); states (frontend/backend): ${states:-none}; backend now $(xenstore-read "$BE/$d/0/state" 2>&1), frontend $(xenstore-read "/local/domain/$d/device/vif/0/state" 2>&1)"
+  xl destroy labu >/dev/null 2>&1
+  wait_for 20 rmmod xen-netback
+  check "$tag.rmmod" $? "xen-netback unloaded after the baseline"
+  integrity "$tag"
+}
 adopt_part() {
   local tag=adopt.unetbackd d
+  # The kernel netback's reload first, as the baseline (where the module exists).
+  modinfo xen-netback >/dev/null 2>&1 && adopt_kernel_reload
   say "=== unetbackd: SIGKILL and a planned takeover under a running guest (issue 20)"
   start_unetbackd || return
   if xl_create "$tag" /tmp/u1.cfg labu 10.99.0.2; then

@@ -190,6 +190,45 @@ TEST_F(BackendManagerTest, ExistingDevicesArePickedUpAtStart) {
   EXPECT_EQ(*xs.read(be(7, 2) + "/state"), "2");
 }
 
+// A daemon restarted under a running guest adopts its vif before it handles any watch event
+// (the tunables' initial event re-reads a dozen keys: milliseconds each in a loaded dom0).
+TEST_F(BackendManagerTest, ConnectedDevicesFoundAtStartAreAdoptedBeforeAnyWatchEvent) {
+  testing::SpecialWatchXenStore xs;
+  testing::FakeVifFactory factory;
+  const std::pair<std::string, std::string> keys[] = {
+      {be(7, 2) + "/online", "1"},
+      {be(7, 2) + "/state", "4"},
+      {be(7, 2) + "/frontend", fe(7, 2)},
+      {be(7, 2) + "/frontend-id", "7"},
+      {be(7, 2) + "/hotplug-status", "connected"},
+      {fe(7, 2) + "/state", "4"},
+      {fe(7, 2) + "/tx-ring-ref", "8"},
+      {fe(7, 2) + "/rx-ring-ref", "9"},
+      {fe(7, 2) + "/event-channel-tx", "11"},
+      {fe(7, 2) + "/event-channel-rx", "12"},
+      {fe(7, 2) + "/request-rx-copy", "1"},
+  };
+  for (const auto& [k, v] : keys) ASSERT_FALSE(xs.write(k, v));
+  TunableStore tunables(xs, DomId{0}, vif::Tunables{});
+  ASSERT_FALSE(tunables.start());
+  BackendManager m(xs, DomId{0}, factory, tunables, [](DomId) { return true; });
+  ASSERT_FALSE(m.start());
+  m.adopt_found();
+  // Not one watch event handled yet, and the vif is served: rings taken over, nothing written.
+  ASSERT_EQ(m.vif_count(), 1U);
+  EXPECT_TRUE(m.initial_scan_done());
+  EXPECT_NE(std::find(factory.journal.begin(), factory.journal.end(), "7/2 adopt 1"),
+            factory.journal.end());
+  // The backends watch's initial event finds it served: no second vif, no reconnect.
+  while (m.process_events()) {
+  }
+  EXPECT_EQ(m.vif_count(), 1U);
+  EXPECT_EQ(*xs.read(be(7, 2) + "/state"), "4");
+  EXPECT_EQ(std::count_if(factory.journal.begin(), factory.journal.end(),
+                          [](const std::string& e) { return e.starts_with("7/2 adopt"); }),
+            1);
+}
+
 TEST_F(BackendManagerTest, JunkDirectoryNamesAreIgnored) {
   const std::string root = "/local/domain/0/backend/vif";
   for (const char* bad : {"/foo/0", "/-5/0", "/+5/0", "/5x/0", "/65535/0", "/32752/0", "/ 5/0",

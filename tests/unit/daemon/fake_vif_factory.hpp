@@ -32,10 +32,12 @@ class FakeVif final : public vif::VifHandle {
   }
   std::error_code connect(const xenbus::FrontendConfig& fe, const xenbus::BackendConfig&,
                           const xenbus::Rate&) override {
-    note("connect " + std::to_string(fe.queues.size()));
-    queues = static_cast<std::uint32_t>(fe.queues.size());
-    connected = true;
-    return {};
+    return rings_up("connect", fe);
+  }
+  // Takes any device over (the real vif checks its state record): the rings are up at once.
+  std::error_code adopt(const xenbus::FrontendConfig& fe, const xenbus::BackendConfig&,
+                        const xenbus::Rate&) override {
+    return rings_up("adopt", fe);
   }
   void disconnect() override {
     note("disconnect");
@@ -74,6 +76,12 @@ class FakeVif final : public vif::VifHandle {
 
  private:
   void note(const std::string& what);
+  std::error_code rings_up(const std::string& how, const xenbus::FrontendConfig& fe) {
+    note(how + " " + std::to_string(fe.queues.size()));
+    queues = static_cast<std::uint32_t>(fe.queues.size());
+    connected = true;
+    return {};
+  }
   FakeVifFactory& factory_;
   DomId frontend_;
   DevId devid_;

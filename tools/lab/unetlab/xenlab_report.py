@@ -47,13 +47,51 @@ def adoption_summary(figs):
     """A daemon restart under a running guest (dom0-run.sh adopt_part, issue 20):
     adopt.BE.KIND.outage_ms (the 50 ms pinger's longest gap), .stall_ms (the TCP stream's longest
     run of empty 100 ms intervals) and .adopted_s (until unetback-ctl list showed the vif taken
-    over), per kind (crash: SIGKILL and systemd's restart; takeover: systemctl restart)."""
+    over), per kind (crash: SIGKILL and systemd's restart; takeover: systemctl restart), with the
+    gap's split from the daemons' milestones (adopt_split: every .*_ms, e.g. kill_to_exec_ms,
+    exec_to_setup_ms, setup_to_adopted_ms, handover_ms, gap_after_start_ms); and the kernel
+    netback's reload, the baseline (adopt.kernel.reload.*: guest_lost, outage_ms, window_ms,
+    rmmod_rc, states_seen) as kind "kernel_reload"."""
     out = {}
     for key, v in figs.items():
-        m = re.fullmatch(r"adopt\.(unetbackd)\.(crash|takeover)\.(outage_ms|stall_ms|adopted_s)", key)
+        m = re.fullmatch(r"adopt\.(unetbackd)\.(crash|takeover)\.(\w+_ms|adopted_s)", key)
         if m and isinstance(v, float):
             out.setdefault(m.group(2), {})[m.group(3)] = v
+        m = re.fullmatch(r"adopt\.kernel\.reload\.(\w+)", key)
+        if m:
+            out.setdefault("kernel_reload", {})[m.group(1)] = v
     return out
+
+
+# The parts of a restart's gap, in the order they happen (adopt_split in dom0-run.sh).
+ADOPTION_SPLIT = ("request_to_signal_ms", "restart_query_ms", "handover_ms", "handed_over_to_exit_ms",
+                  "exit_to_exec_ms", "kill_to_exec_ms", "fork_to_main_ms", "exec_to_xenstore_ms",
+                  "exec_to_setup_ms", "setup_to_adopted_ms", "setup_to_config_ms", "config_to_rings_ms",
+                  "rings_to_adopted_ms", "adopted_to_reply_ms", "gap_before_start_ms",
+                  "gap_after_start_ms")
+
+
+def adoption_lines(adoption):
+    """The report's lines for adoption_summary's result."""
+    lines = []
+    kinds = {k: e for k, e in sorted(adoption.items()) if k != "kernel_reload"}
+    if kinds:
+        lines.append("unetbackd restarted under a running guest (its vif adopted, no reconnect): "
+                     + "; ".join(f"{kind}: outage {e.get('outage_ms', float('nan')):.0f} ms, stream stall "
+                                 f"{e.get('stall_ms', float('nan')):.0f} ms, adopted after {e.get('adopted_s', float('nan')):.1f} s"
+                                 for kind, e in kinds.items()))
+        for kind, e in kinds.items():
+            parts = [f"{k[:-3]} {e[k]:.0f}" for k in ADOPTION_SPLIT if k in e]
+            if parts:
+                lines.append(f"  {kind}, ms: " + ", ".join(parts))
+    k = adoption.get("kernel_reload")
+    if k:
+        fmt = lambda v: f"{v:g}" if isinstance(v, float) else str(v)
+        lost = k.get("guest_lost")
+        lines.append("kernel netback reloaded under a running guest (the baseline): "
+                     + ("guest lost" if lost == 1.0 else "guest answered again" if lost == 0.0 else "not measured")
+                     + ", " + ", ".join(f"{n} {fmt(v)}" for n, v in sorted(k.items()) if n != "guest_lost"))
+    return lines
 
 
 def migration_summary(checks):
@@ -223,11 +261,8 @@ def main(argv):
         for step, per_be in lifecycle.items():
             cell = lambda e: "-" if not e else f"{e['median']:.0f} (max {e['max']:.0f}, n={e['n']})"
             print(f"  {step:36} {cell(per_be.get('kernel')):>22} {cell(per_be.get('unetbackd')):>22}")
-    if adoption:
-        print("unetbackd restarted under a running guest (its vif adopted, no reconnect): "
-              + "; ".join(f"{kind}: outage {e.get('outage_ms', float('nan')):.0f} ms, stream stall "
-                          f"{e.get('stall_ms', float('nan')):.0f} ms, adopted after {e.get('adopted_s', float('nan')):.1f} s"
-                          for kind, e in sorted(adoption.items())))
+    for line in adoption_lines(adoption):
+        print(line)
     if migrations:
         print("live migrations (xl migrate to this host, every check passed): "
               + ", ".join(f"{be} {e['clean']} of {e['attempted']}" for be, e in migrations.items()))

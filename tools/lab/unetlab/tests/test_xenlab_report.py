@@ -87,6 +87,32 @@ class XenlabReportTest(unittest.TestCase):
         self.assertEqual(d["adoption"]["takeover"], {"outage_ms": 120.0})
         self.assertIn("crash: outage 850 ms, stream stall 900 ms, adopted after 2.4 s", text)
 
+    def test_the_split_of_a_restarts_gap_and_the_kernel_reload_baseline_are_reported(self):
+        with open(self.results, "a") as f:
+            f.write("FIG adopt.unetbackd.takeover.outage_ms 2140\n"
+                    "FIG adopt.unetbackd.takeover.handover_ms 12.5\n"
+                    "FIG adopt.unetbackd.takeover.exit_to_exec_ms 900\n"
+                    "FIG adopt.unetbackd.takeover.exec_to_setup_ms 400\n"
+                    "FIG adopt.unetbackd.takeover.setup_to_adopted_ms 30\n"
+                    "FIG adopt.unetbackd.takeover.gap_after_start_ms 480\n"
+                    "FIG adopt.kernel.reload.guest_lost 1\n"
+                    "FIG adopt.kernel.reload.rmmod_rc 0\n"
+                    "FIG adopt.kernel.reload.window_ms 20400\n"
+                    "FIG adopt.kernel.reload.states_seen 4/4,4/6,6/6\n"
+                    "CHECK adopt.kernel.reload.measured PASS rmmod rc=0\n")
+        rc, d, text = self.report()
+        self.assertEqual(rc, 0)
+        self.assertEqual(d["adoption"]["takeover"]["exit_to_exec_ms"], 900.0)
+        self.assertEqual(d["adoption"]["takeover"]["gap_after_start_ms"], 480.0)
+        self.assertEqual(d["adoption"]["kernel_reload"]["guest_lost"], 1.0)
+        self.assertEqual(d["adoption"]["kernel_reload"]["states_seen"], "4/4,4/6,6/6")
+        # In the order the parts happen: the handover, then the restart, then the new process.
+        self.assertIn("takeover, ms: handover 12, exit_to_exec 900, exec_to_setup 400, setup_to_adopted 30, "
+                      "gap_after_start 480", text)
+        self.assertIn("kernel netback reloaded under a running guest (the baseline): guest lost, rmmod_rc 0, "
+                      "states_seen 4/4,4/6,6/6, window_ms 20400", text)
+        self.assertNotIn("kernel_reload: outage", text)
+
     def test_a_failed_check_fails_the_run(self):
         with open(self.results, "a") as f:
             f.write("CHECK unetbackd.r1.no_tap FAIL vif5.0 still there\n")
