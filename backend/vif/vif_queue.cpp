@@ -353,9 +353,9 @@ void VifQueue::post_tap_reads() {
   if (want == 0) return;
   for (; want > 0; --want) {
     const int buf = rx_pool_.take();  // there are `want` free buffers (tap_room)
-    (void)tap_posted_->post(std::span(rx_pool_.frame(buf) - net::kVnetHdrLen,
-                                      net::kVnetHdrLen + PacketPool::kMaxFrame),
-                            static_cast<std::uint32_t>(buf));
+    (void)tap_posted_->post(
+        std::span(rx_pool_.frame(buf) - net::kVnetHdrLen, net::kVnetHdrLen + PacketPool::kMaxFrame),
+        static_cast<std::uint32_t>(buf));
   }
   tap_posted_frames_ = false;
   if (tap_posted_->submit([this](std::uint32_t b, std::size_t len) { take_posted(b, len); })) {
@@ -371,7 +371,8 @@ void VifQueue::post_tap_reads() {
 void VifQueue::take_posted(std::uint32_t buf, std::size_t len) {
   const int b = static_cast<int>(buf);
   if (len <= net::kVnetHdrLen || stopped_) {
-    rx_pool_.give_back(b);  // nothing read (a wakeup another read took, a cancel), or an empty frame
+    rx_pool_.give_back(
+        b);  // nothing read (a wakeup another read took, a cancel), or an empty frame
     return;
   }
   take_tap_frame(b, len - net::kVnetHdrLen, Clock::now());
@@ -401,7 +402,8 @@ void VifQueue::stop_posted_reads() {
   boost::system::error_code ignored;
   tap_ring_sd_.cancel(ignored);
   tap_ring_sd_.close(ignored);
-  tap_posted_->cancel_all([this](std::uint32_t b, std::size_t) { rx_pool_.give_back(static_cast<int>(b)); });
+  tap_posted_->cancel_all(
+      [this](std::uint32_t b, std::size_t) { rx_pool_.give_back(static_cast<int>(b)); });
   tap_posted_syscalls_ += tap_posted_->syscalls();
   tap_posted_.reset();
   if (!stopped_) do_wait_tap();

@@ -74,21 +74,22 @@ class TapReads : public BackendEndToEnd {
  protected:
   void expect_host_burst_in_order(int burst) {
     auto& t = *this;
-  for (int i = 0; i < burst; ++i)
-    t.host_send(tcp_frame(300 + static_cast<std::size_t>(i), static_cast<std::uint8_t>(i)));
-  std::vector<netfront::RxPacket> got;
-  const auto deadline = std::chrono::steady_clock::now() + 5s;
-  while (got.size() < static_cast<std::size_t>(burst) && std::chrono::steady_clock::now() < deadline) {
-    t.guest().netfront->handle_event();
-    (void)t.guest().netfront->poll(got);
-    std::this_thread::sleep_for(1ms);
-  }
-  ASSERT_EQ(got.size(), static_cast<std::size_t>(burst));
-  for (int i = 0; i < burst; ++i) {
-    const auto want = tcp_frame(300 + static_cast<std::size_t>(i), static_cast<std::uint8_t>(i));
-    ASSERT_EQ(got[static_cast<std::size_t>(i)].bytes, want)
-        << "frame " << i << " out of order or damaged";
-  }
+    for (int i = 0; i < burst; ++i)
+      t.host_send(tcp_frame(300 + static_cast<std::size_t>(i), static_cast<std::uint8_t>(i)));
+    std::vector<netfront::RxPacket> got;
+    const auto deadline = std::chrono::steady_clock::now() + 5s;
+    while (got.size() < static_cast<std::size_t>(burst) &&
+           std::chrono::steady_clock::now() < deadline) {
+      t.guest().netfront->handle_event();
+      (void)t.guest().netfront->poll(got);
+      std::this_thread::sleep_for(1ms);
+    }
+    ASSERT_EQ(got.size(), static_cast<std::size_t>(burst));
+    for (int i = 0; i < burst; ++i) {
+      const auto want = tcp_frame(300 + static_cast<std::size_t>(i), static_cast<std::uint8_t>(i));
+      ASSERT_EQ(got[static_cast<std::size_t>(i)].bytes, want)
+          << "frame " << i << " out of order or damaged";
+    }
   }
 };
 
@@ -103,8 +104,8 @@ TEST_F(TapReads, AHostBurstReachesTheGuestInOrderThroughBatchedReads) {
   const std::uint64_t syscalls = counter("rx_tap_syscalls");
   std::cout << "[ tap reads ] " << kBurst << " frames in " << syscalls << " TAP syscalls ("
             << (counter("rx_tap_posted_reads") != 0 ? "posted reads"
-                : counter("rx_tap_io_uring") != 0  ? "io_uring"
-                                                   : "read()")
+                : counter("rx_tap_io_uring") != 0   ? "io_uring"
+                                                    : "read()")
             << ")\n";
   if (counter("rx_tap_io_uring") != 0) {
     EXPECT_LE(syscalls, static_cast<std::uint64_t>(kBurst));

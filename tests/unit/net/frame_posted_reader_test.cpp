@@ -12,8 +12,8 @@
 #include <poll.h>
 #include <string>
 #include <sys/epoll.h>
-#include <thread>
 #include <sys/socket.h>
+#include <thread>
 #include <unistd.h>
 #include <utility>
 #include <vector>
@@ -81,8 +81,9 @@ TEST(FramePostedReader, FramesThatComeAfterThePostCompleteTheParkedReadsWithoutA
   ASSERT_EQ(got.size(), 3U);
   for (int i = 0; i < 3; ++i) {
     ASSERT_EQ(got[static_cast<std::size_t>(i)].second, frame(i).size());
-    EXPECT_EQ(b.text(got[static_cast<std::size_t>(i)].first, got[static_cast<std::size_t>(i)].second),
-              frame(i))
+    EXPECT_EQ(
+        b.text(got[static_cast<std::size_t>(i)].first, got[static_cast<std::size_t>(i)].second),
+        frame(i))
         << "frames are reported in the order they came";
   }
   EXPECT_EQ(r.in_flight(), 1U);
