@@ -116,9 +116,12 @@ class VifQueue {
   void do_wait_tap();
   void on_tap_readable(const boost::system::error_code& ec);
   void read_tap_frames();
-  /// Where the TAP refuses reads that must not wait (Linux 6.1), keeps reads posted in an
-  /// io_uring instead (FramePostedReader) and waits on its completions; false where it
-  /// cannot (no io_uring, or no descriptor for the loop), and the plain reads go on.
+  /// The frames waiting in the TAP into the queue, then an RX pass.
+  void take_tap();
+  /// UNETBACK_TAP_READS=posted: keeps reads posted in an io_uring (FramePostedReader), the
+  /// way to batch where the TAP refuses reads that must not wait (Linux 6.1), and waits on
+  /// its completions; false where it cannot (no io_uring, or no descriptor for the loop),
+  /// and the plain reads go on.
   bool start_posted_reads();
   /// Posts a read for each buffer the queue has room for (one io_uring_enter), when at least
   /// half the reader's depth is free or none is posted.
@@ -126,7 +129,7 @@ class VifQueue {
   void do_wait_tap_ring();
   void on_tap_ring_readable(const boost::system::error_code& ec);
   /// A posted read's completion: the frame into the queue, or the buffer back.
-  void take_posted(std::uint32_t buf, std::size_t len);
+  void take_posted(std::uint32_t buf, std::size_t len, std::chrono::steady_clock::time_point now);
   /// The posted reads are cancelled (their buffers back) and the TAP is read as before.
   void stop_posted_reads();
   /// A frame read into pool buffer `buf`: offloads mapped, queued for the guest.
@@ -172,8 +175,8 @@ class VifQueue {
   TapSink sink_;
   const TapReads tap_reads_;
   net::FrameBatchReader tap_reader_;  // the TAP's frames, a batch per io_uring_enter
-  /// Reads kept posted (Linux 6.1's TAP): set once the batch reader gave up, or by
-  /// UNETBACK_TAP_READS=posted; the TAP's readiness is then not waited for.
+  /// Reads kept posted (UNETBACK_TAP_READS=posted); the TAP's readiness is then not waited
+  /// for.
   std::optional<net::FramePostedReader> tap_posted_;
   std::uint64_t tap_posted_syscalls_ = 0;  // of readers given up
   std::optional<TxPath> tx_;

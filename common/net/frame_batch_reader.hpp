@@ -50,9 +50,9 @@ class FrameBatchReader {
   [[nodiscard]] std::uint64_t syscalls() const { return syscalls_; }
   /// Reads io_uring left pending (kernel did not honour O_NONBLOCK): then mode() is read.
   [[nodiscard]] std::uint64_t parked_reads() const { return parked_; }
-  /// The ring was given up: the kernel refused RWF_NOWAIT reads (Linux 6.1's TAP) or parked
-  /// one. Then reads that may wait (FramePostedReader) are the way to batch.
-  [[nodiscard]] bool gave_up() const { return refused_ || parked_ != 0; }
+  /// The kernel refused RWF_NOWAIT reads (Linux 6.1's TAP): then mode() is read, and reads
+  /// that may wait (FramePostedReader) are the way to batch.
+  [[nodiscard]] bool refused() const { return refused_; }
 
  private:
   std::size_t read_plain(std::span<const std::span<std::byte>> bufs, std::span<std::size_t> sizes);
