@@ -9,6 +9,7 @@
 #include <array>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <optional>
 #include <poll.h>
 #include <string>
 #include <sys/epoll.h>
@@ -63,56 +64,70 @@ struct Buffers {
   }
 };
 
-TEST(FramePostedReader, FramesThatComeAfterThePostCompleteTheParkedReadsWithoutASyscall) {
-  Pair p;
-  FramePostedReader r(p.receiver.get(), 8);
-  if (!r.is_open()) GTEST_SKIP() << "io_uring unavailable here";
-  Buffers b(8);
-  for (std::uint32_t i = 0; i < 4; ++i) ASSERT_TRUE(r.post(b[i], i));
-  std::vector<std::pair<std::uint32_t, std::size_t>> got;
-  const auto on_frame = [&](std::uint32_t tag, std::size_t len) { got.emplace_back(tag, len); };
-  ASSERT_FALSE(r.submit(on_frame));
-  EXPECT_TRUE(got.empty()) << "nothing to read yet: the reads wait in the kernel";
-  EXPECT_EQ(r.in_flight(), 4U);
-  EXPECT_FALSE(ring_readable(r, 0));
-  for (int i = 0; i < 3; ++i) p.send(frame(i));
-  ASSERT_TRUE(ring_readable(r, 2000)) << "each frame completes a parked read";
-  EXPECT_EQ(r.reap(on_frame), 3U);
-  ASSERT_EQ(got.size(), 3U);
-  for (int i = 0; i < 3; ++i) {
-    ASSERT_EQ(got[static_cast<std::size_t>(i)].second, frame(i).size());
-    EXPECT_EQ(
-        b.text(got[static_cast<std::size_t>(i)].first, got[static_cast<std::size_t>(i)].second),
-        frame(i))
-        << "frames are reported in the order they came";
+/// A reader of `depth` on a fresh pair with `buffers` buffers; every completion lands in
+/// `got` (tag, length), in order.
+class PostedReads : public ::testing::Test {
+ protected:
+  void open(std::size_t depth, std::size_t buffers) {
+    r_.emplace(p_.receiver.get(), depth);
+    b_.emplace(buffers);
   }
-  EXPECT_EQ(r.in_flight(), 1U);
-  EXPECT_EQ(r.syscalls(), 1U) << "one io_uring_enter posted the reads; the frames cost none";
-  r.cancel_all(on_frame);
+  FramePostedReader& r() { return *r_; }
+  auto on_frame() {
+    return [this](std::uint32_t tag, std::size_t len) { got_.emplace_back(tag, len); };
+  }
+  /// Posts buffers 0..n-1 (tag: the index) and submits them in one call.
+  void post_and_submit(std::uint32_t n) {
+    for (std::uint32_t i = 0; i < n; ++i) ASSERT_TRUE(r().post((*b_)[i], i));
+    ASSERT_FALSE(r().submit(on_frame()));
+  }
+  /// The frames completed so far, as text, in order.
+  std::vector<std::string> frames() const {
+    std::vector<std::string> out;
+    for (const auto& [tag, len] : got_) {
+      if (len != 0) out.push_back(b_->text(tag, len));
+    }
+    return out;
+  }
+
+  Pair p_;
+  std::optional<FramePostedReader> r_;
+  std::optional<Buffers> b_;
+  std::vector<std::pair<std::uint32_t, std::size_t>> got_;
+};
+
+TEST_F(PostedReads, FramesThatComeAfterThePostCompleteTheParkedReadsWithoutASyscall) {
+  open(8, 8);
+  if (!r().is_open()) GTEST_SKIP() << "io_uring unavailable here";
+  post_and_submit(4);
+  EXPECT_TRUE(got_.empty()) << "nothing to read yet: the reads wait in the kernel";
+  EXPECT_EQ(r().in_flight(), 4U);
+  EXPECT_FALSE(ring_readable(r(), 0));
+  for (int i = 0; i < 3; ++i) p_.send(frame(i));
+  ASSERT_TRUE(ring_readable(r(), 2000)) << "each frame completes a parked read";
+  EXPECT_EQ(r().reap(on_frame()), 3U);
+  EXPECT_EQ(frames(), (std::vector<std::string>{frame(0), frame(1), frame(2)}))
+      << "frames are reported whole, in the order they came";
+  EXPECT_EQ(r().in_flight(), 1U);
+  EXPECT_EQ(r().syscalls(), 1U) << "one io_uring_enter posted the reads; the frames cost none";
+  r().cancel_all(on_frame());
 }
 
-TEST(FramePostedReader, AFrameFromAnotherThreadWakesTheReaderAsleepInEpollOnTheRing) {
+TEST_F(PostedReads, AFrameFromAnotherThreadWakesTheReaderAsleepInEpollOnTheRing) {
   // The daemon's queue thread sleeps in epoll_wait with the ring's fd in its set: a frame
   // written by another thread must wake it (the parked read's completion runs as this
   // thread's task work, which interrupts the wait), or guest RX would stall until some
   // other event came.
-  Pair p;
-  FramePostedReader r(p.receiver.get(), 4);
-  if (!r.is_open()) GTEST_SKIP() << "io_uring unavailable here";
-  Buffers b(4);
-  for (std::uint32_t i = 0; i < 4; ++i) ASSERT_TRUE(r.post(b[i], i));
-  std::vector<std::string> got;
-  const auto on_frame = [&](std::uint32_t tag, std::size_t len) {
-    if (len != 0) got.push_back(b.text(tag, len));
-  };
-  ASSERT_FALSE(r.submit(on_frame));
+  open(4, 4);
+  if (!r().is_open()) GTEST_SKIP() << "io_uring unavailable here";
+  post_and_submit(4);
   UniqueFd ep(::epoll_create1(EPOLL_CLOEXEC));
   epoll_event ev{};
   ev.events = EPOLLIN;
-  ASSERT_EQ(::epoll_ctl(ep.get(), EPOLL_CTL_ADD, r.ring_fd(), &ev), 0);
+  ASSERT_EQ(::epoll_ctl(ep.get(), EPOLL_CTL_ADD, r().ring_fd(), &ev), 0);
   std::thread sender([&] {
     ::usleep(50000);
-    p.send(frame(42));
+    p_.send(frame(42));
   });
   int n = 0;
   for (int tries = 0; tries < 20 && n <= 0; ++tries) {
@@ -123,28 +138,21 @@ TEST(FramePostedReader, AFrameFromAnotherThreadWakesTheReaderAsleepInEpollOnTheR
   }
   sender.join();
   ASSERT_EQ(n, 1) << "the ring's fd turned readable while this thread slept";
-  (void)r.reap(on_frame);
-  EXPECT_EQ(got, std::vector<std::string>{frame(42)});
-  r.cancel_all(on_frame);
+  (void)r().reap(on_frame());
+  EXPECT_EQ(frames(), std::vector<std::string>{frame(42)});
+  r().cancel_all(on_frame());
 }
 
-TEST(FramePostedReader, FramesAlreadyWaitingCompleteInsideTheSubmittingCall) {
-  Pair p;
-  FramePostedReader r(p.receiver.get(), 8);
-  if (!r.is_open()) GTEST_SKIP() << "io_uring unavailable here";
-  p.send(frame(7));
-  p.send(frame(8));
-  Buffers b(4);
-  for (std::uint32_t i = 0; i < 4; ++i) ASSERT_TRUE(r.post(b[i], i));
-  std::vector<std::string> got;
-  const auto on_frame = [&](std::uint32_t tag, std::size_t len) {
-    if (len != 0) got.push_back(b.text(tag, len));
-  };
-  ASSERT_FALSE(r.submit(on_frame));
-  (void)r.reap(on_frame);
-  EXPECT_EQ(got, (std::vector<std::string>{frame(7), frame(8)}));
-  EXPECT_EQ(r.in_flight(), 2U) << "the other two wait for frames";
-  r.cancel_all(on_frame);
+TEST_F(PostedReads, FramesAlreadyWaitingCompleteInsideTheSubmittingCall) {
+  open(8, 4);
+  if (!r().is_open()) GTEST_SKIP() << "io_uring unavailable here";
+  p_.send(frame(7));
+  p_.send(frame(8));
+  post_and_submit(4);
+  (void)r().reap(on_frame());
+  EXPECT_EQ(frames(), (std::vector<std::string>{frame(7), frame(8)}));
+  EXPECT_EQ(r().in_flight(), 2U) << "the other two wait for frames";
+  r().cancel_all(on_frame());
 }
 
 TEST(FramePostedReader, NoMoreThanDepthReadsArePosted) {
@@ -160,25 +168,19 @@ TEST(FramePostedReader, NoMoreThanDepthReadsArePosted) {
   EXPECT_EQ(back, 2U) << "queued reads, never submitted, come back too";
 }
 
-TEST(FramePostedReader, CancelReturnsEveryBufferAndNoneIsWrittenAfterwards) {
-  Pair p;
-  FramePostedReader r(p.receiver.get(), 8);
-  if (!r.is_open()) GTEST_SKIP() << "io_uring unavailable here";
-  Buffers b(8);
-  for (std::uint32_t i = 0; i < 8; ++i) ASSERT_TRUE(r.post(b[i], i));
-  std::vector<std::uint32_t> back;
-  ASSERT_FALSE(r.submit([&](std::uint32_t t, std::size_t) { back.push_back(t); }));
-  r.cancel_all([&](std::uint32_t t, std::size_t len) {
-    EXPECT_EQ(len, 0U);
-    back.push_back(t);
-  });
-  EXPECT_EQ(back.size(), 8U);
-  EXPECT_EQ(r.in_flight(), 0U);
-  p.send(frame(1));
+TEST_F(PostedReads, CancelReturnsEveryBufferAndNoneIsWrittenAfterwards) {
+  open(8, 8);
+  if (!r().is_open()) GTEST_SKIP() << "io_uring unavailable here";
+  post_and_submit(8);
+  r().cancel_all(on_frame());
+  EXPECT_EQ(got_.size(), 8U);
+  EXPECT_TRUE(frames().empty());
+  EXPECT_EQ(r().in_flight(), 0U);
+  p_.send(frame(1));
   ::usleep(20000);
-  for (std::size_t i = 0; i < 8; ++i) EXPECT_TRUE(b.untouched(i)) << "buffer " << i;
+  for (std::size_t i = 0; i < 8; ++i) EXPECT_TRUE(b_->untouched(i)) << "buffer " << i;
   char c[256];
-  EXPECT_EQ(::recv(p.receiver.get(), c, sizeof c, 0), static_cast<ssize_t>(frame(1).size()))
+  EXPECT_EQ(::recv(p_.receiver.get(), c, sizeof c, 0), static_cast<ssize_t>(frame(1).size()))
       << "the frame is still the fd's: no cancelled read took it";
 }
 
