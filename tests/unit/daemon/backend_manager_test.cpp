@@ -195,6 +195,7 @@ TEST_F(BackendManagerTest, ExistingDevicesArePickedUpAtStart) {
 TEST_F(BackendManagerTest, ConnectedDevicesFoundAtStartAreAdoptedBeforeAnyWatchEvent) {
   testing::SpecialWatchXenStore xs;
   testing::FakeVifFactory factory;
+  factory.adopts = true;  // the vif's state record validates
   const std::pair<std::string, std::string> keys[] = {
       {be(7, 2) + "/online", "1"},
       {be(7, 2) + "/state", "4"},

@@ -34,11 +34,11 @@ class FakeVif final : public vif::VifHandle {
                           const xenbus::Rate&) override {
     return rings_up("connect", fe);
   }
-  // Takes any device over (the real vif checks its state record): the rings are up at once.
-  std::error_code adopt(const xenbus::FrontendConfig& fe, const xenbus::BackendConfig&,
-                        const xenbus::Rate&) override {
-    return rings_up("adopt", fe);
-  }
+  // With the factory's `adopts` set, takes any device over (the real vif checks its state
+  // record): the rings are up at once. Otherwise refuses as a vif without a record does, and
+  // the device reconnects (the script runs again).
+  std::error_code adopt(const xenbus::FrontendConfig& fe, const xenbus::BackendConfig& be,
+                        const xenbus::Rate& rate) override;
   void disconnect() override {
     note("disconnect");
     connected = false;
@@ -104,6 +104,7 @@ class FakeVifFactory final : public vif::VifFactory {
 
   std::map<daemon::VifId, FakeVif*> live;
   std::vector<std::string> journal;
+  bool adopts = false;  // FakeVif::adopt takes the rings over (else: operation_not_supported)
   int made = 0;
   int destroyed = 0;
 };
@@ -111,6 +112,12 @@ class FakeVifFactory final : public vif::VifFactory {
 inline FakeVif::FakeVif(FakeVifFactory& factory, DomId frontend, DevId devid, vif::Tunables t)
     : tunables(t), factory_(factory), frontend_(frontend), devid_(devid) {
   factory_.live[{frontend, devid}] = this;
+}
+
+inline std::error_code FakeVif::adopt(const xenbus::FrontendConfig& fe,
+                                      const xenbus::BackendConfig& be, const xenbus::Rate& rate) {
+  if (!factory_.adopts) return vif::VifHandle::adopt(fe, be, rate);
+  return rings_up("adopt", fe);
 }
 
 inline FakeVif::~FakeVif() {
