@@ -360,10 +360,10 @@ bool VifQueue::start_posted_reads() {
 void VifQueue::post_tap_reads() {
   if (stopped_ || !tap_posted_) return;
   const std::size_t depth = tap_posted_->depth();
-  std::size_t in = tap_posted_->in_flight();
-  // Each top-up is an io_uring_enter: wait until half the depth can go at once, unless
-  // nothing is posted (then nothing would ever wake the queue for a frame).
-  if (in != 0 && depth - in < depth / 2) return;
+  const std::size_t in = tap_posted_->in_flight();
+  // A new chain once the last one has ended (one parked read at a time: see
+  // FramePostedReader); frames that came meanwhile complete inside the submitting call.
+  if (in != 0) return;
   std::size_t want = std::min(tap_room(), depth - in);
   if (want == 0) return;
   for (; want > 0; --want) {
