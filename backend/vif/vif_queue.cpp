@@ -40,8 +40,8 @@ bool io_uring_wanted() {
 /// starts): `batch` (the default) reads that must not wait, a batch per io_uring_enter, and
 /// one read() per frame where the kernel refuses those (Linux 6.1's TAP); `posted` keeps
 /// reads posted in io_uring (FramePostedReader), the way to batch on 6.1, not the default
-/// yet: in its one lab A/B it carried guest RX 12% faster but domU -> domU through the bridge
-/// 4.7 times slower (README); `read` one read() per frame.
+/// yet: in the lab's A/B (one boot) it carried guest RX 27% faster but domU -> domU through
+/// the bridge 2.2-2.9 times slower (README); `read` one read() per frame.
 VifQueue::TapReads tap_reads_from_env() {
   using enum VifQueue::TapReads;
   if (!io_uring_wanted()) return read;
