@@ -40,8 +40,8 @@ bool io_uring_wanted() {
 /// starts): `batch` (the default) reads that must not wait, a batch per io_uring_enter, and
 /// one read() per frame where the kernel refuses those (Linux 6.1's TAP); `posted` keeps
 /// reads posted in io_uring (FramePostedReader), the way to batch on 6.1, not the default
-/// yet: in its one lab A/B it carried guest RX 12% faster but domU -> domU through the bridge
-/// 4.7 times slower (README); `read` one read() per frame.
+/// yet: in the lab's A/B (one boot) it carried guest RX 27% faster but domU -> domU through
+/// the bridge 2.2-2.9 times slower (README); `read` one read() per frame.
 VifQueue::TapReads tap_reads_from_env() {
   using enum VifQueue::TapReads;
   if (!io_uring_wanted()) return read;
@@ -360,10 +360,10 @@ bool VifQueue::start_posted_reads() {
 void VifQueue::post_tap_reads() {
   if (stopped_ || !tap_posted_) return;
   const std::size_t depth = tap_posted_->depth();
-  std::size_t in = tap_posted_->in_flight();
-  // Each top-up is an io_uring_enter: wait until half the depth can go at once, unless
-  // nothing is posted (then nothing would ever wake the queue for a frame).
-  if (in != 0 && depth - in < depth / 2) return;
+  const std::size_t in = tap_posted_->in_flight();
+  // A new chain once the last one has ended (one parked read at a time: see
+  // FramePostedReader); frames that came meanwhile complete inside the submitting call.
+  if (in != 0) return;
   std::size_t want = std::min(tap_room(), depth - in);
   if (want == 0) return;
   for (; want > 0; --want) {

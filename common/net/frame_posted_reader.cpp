@@ -29,6 +29,9 @@ bool FramePostedReader::post(std::span<std::byte> buf, std::uint32_t tag) {
   e->len = static_cast<std::uint32_t>(buf.size());
   e->off = static_cast<std::uint64_t>(-1);  // the fd's position: a TAP has none
   e->user_data = tag;
+  // Each read after the previous one of the batch (see the header: one parked read at a time).
+  if (chain_tail_ != nullptr) chain_tail_->flags |= IOSQE_IO_HARDLINK;
+  chain_tail_ = e;
   pending_.push_back(tag);
   ++queued_;
   return true;

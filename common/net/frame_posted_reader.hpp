@@ -9,6 +9,12 @@
 // shared memory in one go. k frames cost the epoll wakeup and one io_uring_enter to post
 // their buffers again, instead of k reads plus the empty one.
 //
+// The reads of one submit form a chain (IOSQE_IO_HARDLINK: a read starts once the one before
+// it completed, whatever its result; a plain link would end at the first frame shorter than
+// its buffer): only the chain's first unfinished read is ever parked. Reads parked side by
+// side would all wake for each frame, and on Linux 6.1 each one that then finds the TAP empty
+// is handed to an io-wq worker to fail with EAGAIN. Post the next chain once one has ended.
+//
 // Frames complete in the order they were read: every read runs in the owner thread's
 // context (inline in io_uring_enter, or as task work when a parked read's fd wakes), one at
 // a time, so the completion order is the fd's frame order.
@@ -78,6 +84,7 @@ class FramePostedReader {
   std::size_t depth_;
   std::vector<std::uint32_t> pending_;  // tags of the reads in flight (at most depth_)
   std::size_t queued_ = 0;              // posted since the last submit
+  io_uring_sqe* chain_tail_ = nullptr;  // the last read queued since the last submit
   std::uint64_t syscalls_ = 0;
   IoUringRing ring_;
 };
@@ -106,6 +113,7 @@ template <typename OnFrame>
 std::error_code FramePostedReader::submit(OnFrame&& on_frame) {
   if (queued_ == 0 || !ring_.is_open()) return {};
   queued_ = 0;
+  chain_tail_ = nullptr;
   std::size_t calls = 0;
   // Submits them all and waits for none; reads of frames already there complete inside the
   // call and are reported at once.
@@ -121,19 +129,32 @@ std::error_code FramePostedReader::submit(OnFrame&& on_frame) {
 template <typename OnFrame>
 void FramePostedReader::cancel_all(OnFrame&& on_frame) {
   if (!ring_.is_open()) return;
-  // One cancel for every read on our fd (IORING_ASYNC_CANCEL_FD | _ALL, Linux 5.19; 6.1 is
-  // the oldest kernel this serves). Reads queued and not submitted yet go in first.
-  if (io_uring_sqe* e = ring_.next_sqe()) {
-    e->opcode = IORING_OP_ASYNC_CANCEL;
-    e->fd = fd_;
-    e->cancel_flags = IORING_ASYNC_CANCEL_FD | IORING_ASYNC_CANCEL_ALL;
-    e->user_data = kCancelTag;
-  }
   queued_ = 0;
+  chain_tail_ = nullptr;  // queued reads go in first, the cancel after them, unlinked
   std::size_t calls = 0;
-  // Wait for every read: cancelled, or completed with a frame before the cancel reached it.
   bool by_tag = false;
-  while (!pending_.empty()) {
+  // A cancel finds only the chain's started read: the next one then starts (a hard link) and
+  // is cancelled in the next round. Each round waits for a completion: a read cancelled, one
+  // that took a frame first, or the cancel's own.
+  for (std::size_t round = 0; !pending_.empty() && round < 4 * depth_ + 4; ++round) {
+    if (!by_tag) {
+      // Every read on our fd (IORING_ASYNC_CANCEL_FD | _ALL, Linux 5.19; 6.1 is the oldest
+      // kernel this serves).
+      if (io_uring_sqe* e = ring_.next_sqe()) {
+        e->opcode = IORING_OP_ASYNC_CANCEL;
+        e->fd = fd_;
+        e->cancel_flags = IORING_ASYNC_CANCEL_FD | IORING_ASYNC_CANCEL_ALL;
+        e->user_data = kCancelTag;
+      }
+    } else {
+      for (const std::uint32_t t : pending_) {  // one cancel per read, by its user_data
+        io_uring_sqe* c = ring_.next_sqe();
+        if (c == nullptr) break;
+        c->opcode = IORING_OP_ASYNC_CANCEL;
+        c->addr = t;
+        c->user_data = kCancelTag | t;
+      }
+    }
     bool refused = false;
     const auto ec = ring_.submit_and_reap(
         1,
@@ -143,16 +164,7 @@ void FramePostedReader::cancel_all(OnFrame&& on_frame) {
         },
         calls);
     if (ec && ec != std::errc::interrupted) break;
-    if (refused && !by_tag) {
-      by_tag = true;  // one cancel per read, by its user_data
-      for (const std::uint32_t t : pending_) {
-        io_uring_sqe* c = ring_.next_sqe();
-        if (c == nullptr) break;
-        c->opcode = IORING_OP_ASYNC_CANCEL;
-        c->addr = t;
-        c->user_data = kCancelTag | t;
-      }
-    }
+    if (refused) by_tag = true;
   }
   syscalls_ += calls;
   // Only if io_uring_enter failed above are reads left: closing the ring makes the kernel
