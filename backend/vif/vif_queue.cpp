@@ -314,11 +314,8 @@ void VifQueue::run_rx() {
   // on a timer while the head packet waits for them.
   if (pass.waiting_for_slots && res_.rx.poll_interval) arm_rx_poll();
   // Room again (buffers back, queue under its cap): take frames from the TAP again.
-  if (tap_posted_) {
-    post_tap_reads();
-  } else if (!tap_waiting_ && tap_has_room()) {
-    do_wait_tap();
-  }
+  // (With posted reads, do_wait_tap posts the buffers again.)
+  if (!tap_waiting_ && tap_has_room()) do_wait_tap();
 }
 
 std::size_t VifQueue::tap_room() const {
@@ -330,6 +327,10 @@ std::size_t VifQueue::tap_room() const {
   const std::size_t posted = tap_posted_ ? tap_posted_->in_flight() : 0;
   frames = frames > posted ? frames - posted : 0;
   return std::min(frames, rx_pool_.free_count());
+}
+
+std::span<std::byte> VifQueue::tap_read_span(int buf) const {
+  return {rx_pool_.frame(buf) - net::kVnetHdrLen, net::kVnetHdrLen + PacketPool::kMaxFrame};
 }
 
 bool VifQueue::start_posted_reads() {
@@ -350,6 +351,7 @@ bool VifQueue::start_posted_reads() {
   // From now on the frames come as completions: the TAP's readiness is not waited for.
   boost::system::error_code ignored;
   tap_sd_.cancel(ignored);
+  tap_waiting_ = false;  // its cancelled handler returns at once; do_wait_tap posts from now on
   log::write(log::Level::info, prefix_,
              "TAP reads: kept posted in io_uring (the TAP refuses reads that must not wait)");
   post_tap_reads();
@@ -359,18 +361,14 @@ bool VifQueue::start_posted_reads() {
 
 void VifQueue::post_tap_reads() {
   if (stopped_ || !tap_posted_) return;
-  const std::size_t depth = tap_posted_->depth();
-  const std::size_t in = tap_posted_->in_flight();
   // A new chain once the last one has ended (one parked read at a time: see
   // FramePostedReader); frames that came meanwhile complete inside the submitting call.
-  if (in != 0) return;
-  std::size_t want = std::min(tap_room(), depth - in);
+  if (tap_posted_->in_flight() != 0) return;
+  std::size_t want = std::min(tap_room(), tap_posted_->depth());
   if (want == 0) return;
   for (; want > 0; --want) {
     const int buf = rx_pool_.take();  // there are `want` free buffers (tap_room)
-    (void)tap_posted_->post(
-        std::span(rx_pool_.frame(buf) - net::kVnetHdrLen, net::kVnetHdrLen + PacketPool::kMaxFrame),
-        static_cast<std::uint32_t>(buf));
+    (void)tap_posted_->post(tap_read_span(buf), static_cast<std::uint32_t>(buf));
   }
   tap_posted_frames_ = false;
   const auto now = Clock::now();
@@ -509,8 +507,7 @@ void VifQueue::read_tap_frames() {
     if (want == 0) return;
     for (std::size_t i = 0; i < want; ++i) {
       tap_bufs_[i] = rx_pool_.take();  // there are `want` free buffers (tap_room)
-      tap_spans_[i] = std::span(rx_pool_.frame(tap_bufs_[i]) - net::kVnetHdrLen,
-                                net::kVnetHdrLen + PacketPool::kMaxFrame);
+      tap_spans_[i] = tap_read_span(tap_bufs_[i]);
     }
     const std::size_t tried =
         tap_reader_.read(std::span(tap_spans_).first(want), std::span(tap_sizes_).first(want));

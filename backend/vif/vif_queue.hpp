@@ -116,6 +116,8 @@ class VifQueue {
   void do_wait_tap();
   void on_tap_readable(const boost::system::error_code& ec);
   void read_tap_frames();
+  /// Where a TAP read into pool buffer `buf` goes: its virtio_net_hdr, then the frame.
+  [[nodiscard]] std::span<std::byte> tap_read_span(int buf) const;
   /// The frames waiting in the TAP into the queue, then an RX pass.
   void take_tap();
   /// UNETBACK_TAP_READS=posted: keeps reads posted in an io_uring (FramePostedReader), the
