@@ -55,7 +55,7 @@ struct TxConfig {
   /// To a TAP: map the packets the limiter lets go zerocopy (always), copy them (never), or
   /// whichever each pass measures cheaper (auto). Not used on a switch (no mapping there).
   zerocopy::MapMode map_mode = zerocopy::MapMode::auto_choice;
-  /// What times a pass for the chooser (read once per pass); empty: the steady clock. Tests
+  /// What times a pass for the chooser (read twice per timed pass); empty: the steady clock. Tests
   /// give a clock that only their grant table's simulated costs move.
   std::function<std::chrono::steady_clock::time_point()> pass_clock;
   std::uint32_t max_packets_per_pass = 64;  // NAPI budget
@@ -144,6 +144,9 @@ class TxCore {
   void set_rate(std::uint64_t bytes, std::uint64_t usecs, Clock::time_point now) {
     credit_.set_rate(bytes, usecs, now);
   }
+  /// A `rate` holds TX back: passes need the precise clock (their retry deadlines are waited
+  /// for); otherwise the coarse one does (see coarse_clock.hpp).
+  [[nodiscard]] bool rate_limited() const { return !credit_.unlimited(); }
   [[nodiscard]] ring::TxBackRing& ring() { return ring_; }
   [[nodiscard]] const ring::TxBackRing& ring() const { return ring_; }
   [[nodiscard]] hv::GrantTable& table() { return table_; }

@@ -28,7 +28,7 @@ TxPath::Pass TxPath::process(Clock::time_point now) {
   while ((next = core_.next_packet(pass, now, pkt)) == TxCore::Next::packet)
     tap_->stage(core_, pkt);
   tap_->finish(core_, pass);
-  if (next != TxCore::Next::fatal) tap_->record_cost(core_, now);
+  if (next != TxCore::Next::fatal) tap_->record_cost(core_);
   return pass;
 }
 

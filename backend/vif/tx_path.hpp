@@ -37,6 +37,7 @@ class TxPath {
   void set_rate(std::uint64_t bytes, std::uint64_t usecs, Clock::time_point now) {
     core_.set_rate(bytes, usecs, now);
   }
+  [[nodiscard]] bool rate_limited() const { return core_.rate_limited(); }
   /// RING_FINAL_CHECK_FOR_REQUESTS: true if requests arrived after all (call process()
   /// again); otherwise the frontend will notify on its next request.
   [[nodiscard]] bool final_check() { return core_.ring().final_check_for_requests(); }

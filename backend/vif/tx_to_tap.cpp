@@ -17,6 +17,7 @@ void TxToTap::begin_pass() {
   refs_.clear();
   parts_.clear();
   pass_maps_.reset();
+  pass_started_.reset();
   pass_mappable_bytes_ = 0;
 }
 
@@ -27,7 +28,10 @@ void TxToTap::stage(TxCore& core, const TxPacket& pkt) {
   const auto verdict = limiter.decide(p.pkt.total_len);
   core.count_copy_reason(verdict.reason);
   if (verdict.decision == zerocopy::Decision::zerocopy) {
-    if (!pass_maps_) pass_maps_ = core.map_chooser().map_this_pass();
+    if (!pass_maps_) {
+      pass_maps_ = core.map_chooser().map_this_pass();
+      if (core.map_chooser().time_this_pass()) pass_started_ = pass_clock(core);
+    }
     pass_mappable_bytes_ += p.pkt.total_len;
     if (!*pass_maps_) {
       QueueCounters::add(core.counters().tx_copy_for_cost);
@@ -90,11 +94,15 @@ void TxToTap::finish(TxCore& core, TxPass& pass) {
   core.push_and_recycle(pass);
 }
 
-void TxToTap::record_cost(TxCore& core, TxCore::Clock::time_point started) {
-  if (!pass_maps_ || pass_mappable_bytes_ == 0) return;
+TxCore::Clock::time_point TxToTap::pass_clock(const TxCore& core) {
   const auto& clock = core.config().pass_clock;
-  const auto ended = clock ? clock() : TxCore::Clock::now();
-  const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(ended - started);
+  return clock ? clock() : TxCore::Clock::now();
+}
+
+void TxToTap::record_cost(TxCore& core) {
+  if (!pass_maps_ || !pass_started_ || pass_mappable_bytes_ == 0) return;
+  const auto ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(pass_clock(core) - *pass_started_);
   core.map_chooser().record(*pass_maps_, pass_mappable_bytes_,
                             static_cast<std::uint64_t>(std::max<std::int64_t>(ns.count(), 0)));
 }

@@ -25,9 +25,9 @@ class TxToTap {
   void stage(TxCore& core, const TxPacket& pkt);
   /// Copies and maps the pass, hands its frames to the sink, answers every packet.
   void finish(TxCore& core, TxPass& pass);
-  /// The pass's cost, from the caller's `started` (taken just before the pass) to now: what
-  /// the chooser compares between mapping and copying.
-  void record_cost(TxCore& core, TxCore::Clock::time_point started);
+  /// The pass's cost, from its first packet that could be mapped to now, if the chooser asked
+  /// for this pass to be timed: what it compares between mapping and copying.
+  void record_cost(TxCore& core);
 
  private:
   struct SlotPart {           // a piece of a data slot that is mapped (zerocopy)
@@ -42,12 +42,14 @@ class TxToTap {
     bool in_sink = false;  // taken by the sink: its outcome comes with the sink's flush
   };
 
+  static TxCore::Clock::time_point pass_clock(const TxCore& core);
   void deliver(TxCore& core, TxPending& p, Packet& t, const hv::MappedGrants* mapped);
   /// Completes the frames the sink took this pass and counts each one sent or dropped.
   void flush_sink(TxCore& core);
 
   PacketSink& sink_;
-  std::optional<bool> pass_maps_;          // this pass's MapChooser answer, once asked
+  std::optional<bool> pass_maps_;  // this pass's MapChooser answer, once asked
+  std::optional<TxCore::Clock::time_point> pass_started_;  // a timed pass: when it was asked
   std::uint64_t pass_mappable_bytes_ = 0;  // bytes of this pass's packets that could be mapped
   std::vector<Packet> packets_;            // per pending packet of the pass
   std::vector<GrantRef> refs_;

@@ -11,6 +11,7 @@
 #include <thread>
 #include <unistd.h>
 
+#include "common/util/coarse_clock.hpp"
 #include "common/util/log.hpp"
 
 namespace unetback::vif {
@@ -34,6 +35,14 @@ bool io_uring_wanted() {
   // NOLINTNEXTLINE(concurrency-mt-unsafe): the daemon never changes its environment.
   static const bool wanted = std::getenv("UNETBACK_NO_IO_URING") == nullptr;
   return wanted;
+}
+
+/// The clock of a pass: coarse (no syscall, see coarse_clock.hpp) unless UNETBACK_PRECISE_CLOCK
+/// is set (steady_clock, as before: the way to compare the two in the lab, --b-env).
+Clock::time_point pass_now() {
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): nothing sets the environment while queues run.
+  static const bool coarse = std::getenv("UNETBACK_PRECISE_CLOCK") == nullptr;
+  return coarse ? coarse_now() : Clock::now();
 }
 
 /// How guest-RX frames are read from the TAP (UNETBACK_TAP_READS, read as each queue
@@ -245,10 +254,10 @@ void VifQueue::on_event(const boost::system::error_code& ec) {
 
 void VifQueue::run_tx() {
   if (stopped_) return;
-  // One clock read for the rounds (back to back): in a PV dom0 without a vDSO clock (Xen
-  // under QEMU: no stable TSC) each clock_gettime is a syscall, once counted at ~0.8 per
-  // packet, a third of unetbackd's syscalls.
-  const auto now = Clock::now();
+  // One clock read for the rounds (back to back), and the coarse clock unless a `rate` must
+  // set a retry deadline: in a PV dom0 without a vDSO clock (Xen under QEMU: no stable TSC)
+  // each precise read is a syscall (coarse_clock.hpp).
+  const auto now = tx_->rate_limited() ? Clock::now() : pass_now();
   for (int round = 0; round < 4; ++round) {
     const auto pass = tx_->process(now);
     if (pass.notify) (void)res_.tx_port.notify();
@@ -279,7 +288,7 @@ void VifQueue::drain_switch() {
     if (tx_stalled_) run_tx();
   }
   if (!switch_rx_.empty()) {
-    const auto now = Clock::now();
+    const auto now = pass_now();
     for (auto& p : switch_rx_) {
       QueueCounters::add(counters_->rx_switch_packets);
       (void)rx_->enqueue(std::move(p), now);
@@ -291,7 +300,7 @@ void VifQueue::drain_switch() {
 
 void VifQueue::run_rx() {
   if (stopped_) return;
-  const auto now = Clock::now();  // one clock read per pass (see run_tx)
+  const auto now = pass_now();  // one clock read per pass, and no syscall (see run_tx)
   const auto pass = rx_->process(now);
   if (pass.notify) {
     if (res_.rx_port.bound()) {
@@ -371,7 +380,7 @@ void VifQueue::post_tap_reads() {
     (void)tap_posted_->post(tap_read_span(buf), static_cast<std::uint32_t>(buf));
   }
   tap_posted_frames_ = false;
-  const auto now = Clock::now();
+  const auto now = pass_now();
   if (tap_posted_->submit(
           [this, now](std::uint32_t b, std::size_t len) { take_posted(b, len, now); })) {
     log::write(log::Level::warn, prefix_, "TAP reads: io_uring_enter failed: one read per frame");
@@ -407,7 +416,7 @@ void VifQueue::on_tap_ring_readable(const boost::system::error_code& ec) {
   tap_ring_waiting_ = false;
   if (stopped_ || ec || !tap_posted_) return;
   refresh_hash();
-  const auto now = Clock::now();
+  const auto now = pass_now();
   (void)tap_posted_->reap(
       [this, now](std::uint32_t b, std::size_t len) { take_posted(b, len, now); });
   run_rx();  // which posts the buffers again (post_tap_reads) as room allows
@@ -463,7 +472,7 @@ void VifQueue::drain_steered() {
   (*res_.steer)[res_.id.value()]->take(steer_rx_, steer_done_);
   steer_done_.clear();  // steering sends no completions
   if (steer_rx_.empty()) return;
-  const auto now = Clock::now();
+  const auto now = pass_now();
   for (auto& p : steer_rx_) {
     QueueCounters::add(counters_->rx_steered_in);
     (void)rx_->enqueue(std::move(p), now);
@@ -496,7 +505,7 @@ bool VifQueue::steer_frame(std::uint32_t to, RxPacket& p, std::span<const std::b
 
 void VifQueue::read_tap_frames() {
   if (tap_posted_) return;  // the posted reads take the frames
-  const auto now = Clock::now();
+  const auto now = pass_now();
   refresh_hash();
   std::size_t budget = kTapReadBudget;
   while (budget > 0) {

@@ -21,18 +21,22 @@ std::optional<MapMode> parse_map_mode(std::string_view s) {
 
 bool MapChooser::map_this_pass() {
   switch (mode_) {
-    case MapMode::always: return true;
-    case MapMode::never: return false;
+    case MapMode::always: time_pass_ = timed_in_turn(); return true;
+    case MapMode::never: time_pass_ = timed_in_turn(); return false;
     case MapMode::auto_choice: break;
   }
   // Until both ways have their samples: the one with fewer goes next.
-  if (map_.samples < kWarmupSamples || copy_.samples < kWarmupSamples)
+  if (map_.samples < kWarmupSamples || copy_.samples < kWarmupSamples) {
+    time_pass_ = true;
     return map_.samples <= copy_.samples;
+  }
   const bool map_cheaper = map_.ns_per_byte <= copy_.ns_per_byte;
   if (++since_explore_ >= kExploreEvery) {
     since_explore_ = 0;
+    time_pass_ = true;
     return !map_cheaper;
   }
+  time_pass_ = timed_in_turn();
   return map_cheaper;
 }
 

@@ -12,6 +12,10 @@
 // `kExploreEvery`, which goes the other way so its figure stays current (a host whose load
 // changes flips the choice within a few hundred passes).
 //
+// Timing a pass costs two clock reads, and in a PV dom0 without a vDSO clock each is a syscall
+// through Xen: so not every pass is timed (time_this_pass). Warm-up and exploring passes are;
+// of the others, one in kTimeEvery, enough for averages that move by 1/kWeight a sample.
+//
 // `always` and `never` fix the choice (the tunable tx-map). The packets a pass copies anyway
 // (shorter than goodcopy-len, PendingLimiter) are the caller's business: only a pass that
 // carried bytes that could have been mapped is a sample.
@@ -38,6 +42,9 @@ class MapChooser {
   static constexpr std::uint32_t kWarmupSamples = 8;
   /// The averages' weight of a new sample: 1/kWeight.
   static constexpr std::uint32_t kWeight = 16;
+  /// Of the passes that go the cheaper way (or the fixed way of `always` / `never`), one in
+  /// this many is timed.
+  static constexpr std::uint32_t kTimeEvery = 8;
   /// A sample counts at most this many times the way's average (a pass that was preempted
   /// or met a page fault must not decide for the next few hundred).
   static constexpr std::uint32_t kOutlierFactor = 4;
@@ -49,6 +56,10 @@ class MapChooser {
   /// Whether the pass under way maps its big packets (true) or copies them. Ask once per pass,
   /// at its first packet that could be mapped, and record() that pass.
   [[nodiscard]] bool map_this_pass();
+
+  /// Whether the pass map_this_pass() last chose is to be timed and record()ed (the others
+  /// are not samples: record() only the timed ones).
+  [[nodiscard]] bool time_this_pass() const { return time_pass_; }
 
   /// The pass ran (`mapped`: the way map_this_pass() chose); it carried `bytes` that could have
   /// been mapped and took `ns` in all. Passes with bytes == 0 are not samples.
@@ -67,6 +78,12 @@ class MapChooser {
     std::uint64_t passes = 0;
     double ns_per_byte = 0;  // weighted average
   };
+  /// One pass more of the kind that is timed one in kTimeEvery: is it that one?
+  bool timed_in_turn() {
+    if (++since_timed_ < kTimeEvery) return false;
+    since_timed_ = 0;
+    return true;
+  }
   static std::uint64_t ns_per_kib(const Way& w) {
     return static_cast<std::uint64_t>(w.ns_per_byte * 1024.0 + 0.5);
   }
@@ -74,6 +91,8 @@ class MapChooser {
   MapMode mode_;
   Way map_, copy_;
   std::uint32_t since_explore_ = 0;
+  std::uint32_t since_timed_ = 0;
+  bool time_pass_ = false;
 };
 
 }  // namespace unetback::zerocopy

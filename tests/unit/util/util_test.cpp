@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include "common/util/coarse_clock.hpp"
 #include "common/util/fd_reserve.hpp"
 #include "common/util/log.hpp"
 #include "common/util/result.hpp"
@@ -54,6 +55,19 @@ TEST(Log, JournalStreamMatchesOnlyTheFileItNames) {
                                 "x:" + ino, dev + ": " + ino})
     EXPECT_FALSE(log::journal_stream_matches(bad, fd.get())) << bad;
   EXPECT_FALSE(log::journal_stream_matches(dev + ":" + ino, -1));
+}
+
+// The queues stamp packets with the coarse clock and compare the stamps with deadlines that
+// may come from steady_clock: both must be one time line, the coarse one behind by a tick.
+TEST(CoarseClock, IsSteadyClocksTimeLineAtMostATickBehind) {
+  for (int i = 0; i < 1000; ++i) {
+    const auto before = std::chrono::steady_clock::now();
+    const auto coarse = coarse_now();
+    const auto after = std::chrono::steady_clock::now();
+    ASSERT_LE(coarse, after) << "the coarse clock never runs ahead";
+    // A tick is 1-10 ms (CONFIG_HZ 1000-100); a second allows for a preempted test thread.
+    ASSERT_GT(coarse, before - std::chrono::seconds(1)) << "the same epoch as CLOCK_MONOTONIC";
+  }
 }
 
 TEST(UniqueFd, ClosesOnDestruction) {

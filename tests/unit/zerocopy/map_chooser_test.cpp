@@ -40,6 +40,36 @@ TEST(MapChooser, GoesTheCheaperWayAndExploresTheOtherOnePassIn32) {
   EXPECT_EQ(run(d, 32 * 10, 1.0, 10.0), 32 * 10 - 10);
 }
 
+// Each timed pass costs two clock reads (syscalls in a PV dom0 without a vDSO clock).
+TEST(MapChooser, TimesWarmUpAndExploringPassesAndOneInEightOfTheRest) {
+  MapChooser c;
+  for (std::uint32_t i = 0; i < 2 * MapChooser::kWarmupSamples; ++i) {
+    const bool m = c.map_this_pass();
+    EXPECT_TRUE(c.time_this_pass()) << "warm-up pass " << i;
+    c.record(m, 12000, m ? 12000 : 24000);
+  }
+  int timed = 0, timed_exploring = 0;
+  for (std::uint32_t i = 0; i < 32 * MapChooser::kExploreEvery; ++i) {
+    const bool m = c.map_this_pass();  // mapping is the cheaper way
+    if (!c.time_this_pass()) continue;
+    ++timed;
+    if (!m) ++timed_exploring;
+    c.record(m, 12000, m ? 12000 : 24000);
+  }
+  EXPECT_EQ(timed_exploring, 32) << "every exploring pass is timed";
+  const int cheaper = 32 * static_cast<int>(MapChooser::kExploreEvery) - 32;
+  EXPECT_EQ(timed - timed_exploring, cheaper / static_cast<int>(MapChooser::kTimeEvery));
+  EXPECT_LT(c.map_ns_per_kib(), c.copy_ns_per_kib());
+
+  MapChooser always(MapMode::always);
+  int always_timed = 0;
+  for (std::uint32_t i = 0; i < 10 * MapChooser::kTimeEvery; ++i) {
+    (void)always.map_this_pass();
+    always_timed += always.time_this_pass() ? 1 : 0;
+  }
+  EXPECT_EQ(always_timed, 10) << "a fixed way is timed too, for its counter";
+}
+
 TEST(MapChooser, OneSlowPassDoesNotTurnTheChoice) {
   MapChooser c;
   run(c, 16, 1.0, 2.0);
