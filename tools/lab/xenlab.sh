@@ -60,7 +60,8 @@
 # host load.
 # Debugging: --only kernel|unetbackd|switch|adopt|shim|libvirt|life|mq|umq|kmq|dd runs one part (mq: 3 on both
 # backends; umq: 3 on unetbackd; kmq: 3 on the kernel netback, three times, with detach/attach;
-# dd: the driver domain);
+# dd: the driver domain); --skip PARTS (comma list) leaves those parts out of a run, e.g. a full
+# run of the datapath's parts alone: --skip life,adopt,libvirt,shim,dd;
 # --daemon-arg ARG adds ARG (a word) to unetbackd's command line (repeat it); --daemon-wrap CMD
 # runs unetbackd under CMD (words, e.g. "strace -f -o /host/out/strace.txt"); both through a
 # runtime drop-in for unetbackd.service; --programs-from-share runs the build dir's unetbackd
@@ -81,7 +82,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=$(cd "${1:?usage: xenlab.sh BUILD_DIR [--quick] [--json FILE] [--no-shim]}" && pwd)
 shift
-QUICK=0 JSON='' SHIM=1 ONLY='' DAEMON_ARGS='' DAEMON_WRAP='' FROM_SHARE=0 B_ARGS='' B_ENV='' HOST_HOG=0 PROFILE=0 DEBS=
+QUICK=0 JSON='' SHIM=1 ONLY='' SKIP='' DAEMON_ARGS='' DAEMON_WRAP='' FROM_SHARE=0 B_ARGS='' B_ENV='' HOST_HOG=0 PROFILE=0 DEBS=
 while (($#)); do
   case $1 in
     --host-hog)
@@ -98,6 +99,11 @@ while (($#)); do
       B_ENV+="$2 "; shift ;;
     --quick) QUICK=1 ;;
     --only) ONLY=${2:?--only needs kernel, unetbackd, switch, adopt, shim, libvirt, life, mq, umq, kmq or dd}; shift ;;
+    --skip)
+      SKIP=${2:?--skip needs parts, e.g. life,adopt}
+      [[ $SKIP =~ ^(kernel|unetbackd|switch|adopt|shim|libvirt|life|mq|dd)(,(kernel|unetbackd|switch|adopt|shim|libvirt|life|mq|dd))*$ ]] ||
+        { echo "xenlab: --skip takes a comma list of kernel, unetbackd, switch, adopt, shim, libvirt, life, mq, dd" >&2; exit 2; }
+      shift ;;
     --json) JSON=${2:?--json needs a file}; shift ;;
     --no-shim) SHIM=0 ;;
     --profile) PROFILE=1 ;;
@@ -184,8 +190,8 @@ fi
 # dom0's own limit for the scenarios (xenlab-init): it stops them a little before this host
 # stops QEMU, so the journal and the logs still reach the share.
 DOM0_LIMIT=$((LIMIT > 240 ? LIMIT - 90 : LIMIT))
-printf 'ROUNDS=%s\nSECS=%s\nSHIM=%s\nONLY=%s\nDAEMON_ARGS="%s"\nDAEMON_WRAP="%s"\nFROM_SHARE=%s\nB_ARGS="%s"\nB_ENV="%s"\nPROFILE=%s\nDOM0_LIMIT=%s\n' \
-  "$ROUNDS" "$SECS" "$SHIM" "$ONLY" "$DAEMON_ARGS" "$DAEMON_WRAP" "$FROM_SHARE" "$B_ARGS" "$B_ENV" "$PROFILE" "$DOM0_LIMIT" >"$SHARE/lab.conf"
+printf 'ROUNDS=%s\nSECS=%s\nSHIM=%s\nONLY=%s\nSKIP=%s\nDAEMON_ARGS="%s"\nDAEMON_WRAP="%s"\nFROM_SHARE=%s\nB_ARGS="%s"\nB_ENV="%s"\nPROFILE=%s\nDOM0_LIMIT=%s\n' \
+  "$ROUNDS" "$SECS" "$SHIM" "$ONLY" "$SKIP" "$DAEMON_ARGS" "$DAEMON_WRAP" "$FROM_SHARE" "$B_ARGS" "$B_ENV" "$PROFILE" "$DOM0_LIMIT" >"$SHARE/lab.conf"
 
 # Boot. -nic none: all traffic stays on xenbr0 inside the emulated machine. smap=0: Xen's
 # 64-bit PV guests die at their first instruction under QEMU 7.2 TCG's SMAP emulation (-cpu max).

@@ -17,7 +17,7 @@ OUT=$H/out
 mkdir -p "$OUT"
 RES=$OUT/results.txt
 : >"$RES"
-ROUNDS=1 SECS=3 SHIM=1 ONLY= DAEMON_ARGS= DAEMON_WRAP= FROM_SHARE=0 B_ARGS= B_ENV= PROFILE=0
+ROUNDS=1 SECS=3 SHIM=1 ONLY= SKIP= DAEMON_ARGS= DAEMON_WRAP= FROM_SHARE=0 B_ARGS= B_ENV= PROFILE=0
 . "$H/lab.conf"
 
 up() { cut -d' ' -f1 /proc/uptime; }
@@ -1699,11 +1699,14 @@ dd_part() {
 # emulated machine a 2-vCPU PV domU makes dom0 processes die of memory corruption now and then,
 # with the kernel netback alone as well (README, "The lab"): whatever happens there cannot
 # spoil the rounds' figures.
-want() { [ -z "$ONLY" ] || [ "$ONLY" = "$1" ]; }
+# --skip: parts left out whatever else asks for them (a comma list).
+skipped() { case ",$SKIP," in *",$1,"*) return 0 ;; esac; return 1; }
+want() { ! skipped "$1" && { [ -z "$ONLY" ] || [ "$ONLY" = "$1" ]; }; }
+[ -n "$SKIP" ] && say "parts skipped (--skip): $SKIP"
 for r in $(seq 1 "$ROUNDS"); do
   want kernel && kernel_round "$r"
   want unetbackd && unetbackd_round "$r"
-  { want unetbackd || want switch; } && switch_d2d_round "$r"
+  ! skipped switch && { want unetbackd || want switch; } && switch_d2d_round "$r"
   want unetbackd && [ -n "$B_ARGS$B_ENV" ] && unetbackd_round "$r" b
 done
 if [ "$SHIM" = 1 ] && want shim; then
@@ -1712,14 +1715,14 @@ if [ "$SHIM" = 1 ] && want shim; then
 fi
 # Guest lifecycle: save/restore and migration, the kernel netback first (the baseline; in the
 # full run only, so that CI's quick run keeps to its time).
-if want life || want unetbackd; then
+if ! skipped life && { want life || want unetbackd; }; then
   [ "$ROUNDS" != 1 ] && lifecycle kernel
   lifecycle unetbackd
 fi
 # A daemon restart the guest does not notice (issue 20): in every run, the quick one too.
-{ want unetbackd || want adopt; } && adopt_part
+! skipped adopt && { want unetbackd || want adopt; } && adopt_part
 # libvirt (and the journal's lines from everything unetbackd served so far).
-if want unetbackd || want libvirt; then
+if ! skipped libvirt && { want unetbackd || want libvirt; }; then
   start_unetbackd && {
     libvirt_round
     journal_checks
@@ -1733,14 +1736,14 @@ if [ "$ONLY" = kmq ]; then # the kernel netback's 2-vCPU scenario, three times (
   kernel_mq long
   kernel_mq long
 else
-  { want kernel || want mq; } && kernel_mq
-  { want unetbackd || want mq || [ "$ONLY" = umq ]; } && start_unetbackd && {
+  ! skipped mq && { want kernel || want mq; } && kernel_mq
+  ! skipped mq && { want unetbackd || want mq || [ "$ONLY" = umq ]; } && start_unetbackd && {
     unetbackd_extras
     stop_unetbackd
   }
   # The 2-vCPU domU's save/restore and migration (full run only): last, with the other
   # 2-vCPU scenarios.
-  if [ "$ROUNDS" != 1 ] && { want life || want mq; }; then
+  if [ "$ROUNDS" != 1 ] && ! skipped life && { want life || want mq; }; then
     lifecycle_mq kernel
     lifecycle_mq unetbackd
   fi
