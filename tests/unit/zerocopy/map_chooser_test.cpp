@@ -14,7 +14,8 @@ int run(MapChooser& c, int passes, double map_ns, double copy_ns, std::uint64_t 
   for (int i = 0; i < passes; ++i) {
     const bool m = c.map_this_pass();
     mapped += m ? 1 : 0;
-    c.record(m, bytes, static_cast<std::uint64_t>((m ? map_ns : copy_ns) * bytes));
+    c.record(m, bytes,
+             static_cast<std::uint64_t>((m ? map_ns : copy_ns) * static_cast<double>(bytes)));
   }
   return mapped;
 }
