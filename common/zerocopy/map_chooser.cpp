@@ -20,10 +20,9 @@ std::optional<MapMode> parse_map_mode(std::string_view s) {
 }
 
 bool MapChooser::map_this_pass() {
-  switch (mode_) {
-    case MapMode::always: time_pass_ = timed_in_turn(); return true;
-    case MapMode::never: time_pass_ = timed_in_turn(); return false;
-    case MapMode::auto_choice: break;
+  if (mode_ != MapMode::auto_choice) {  // always / never: the fixed way
+    time_pass_ = timed_in_turn();
+    return mode_ == MapMode::always;
   }
   // Until both ways have their samples: the one with fewer goes next.
   if (map_.samples < kWarmupSamples || copy_.samples < kWarmupSamples) {

@@ -54,7 +54,7 @@ class MapChooser {
   [[nodiscard]] MapMode mode() const { return mode_; }
 
   /// Whether the pass under way maps its big packets (true) or copies them. Ask once per pass,
-  /// at its first packet that could be mapped, and record() that pass.
+  /// at its first packet that could be mapped, and record() that pass if time_this_pass().
   [[nodiscard]] bool map_this_pass();
 
   /// Whether the pass map_this_pass() last chose is to be timed and record()ed (the others
