@@ -1702,11 +1702,21 @@ dd_part() {
 # --skip: parts left out whatever else asks for them (a comma list).
 skipped() { case ",$SKIP," in *",$1,"*) return 0 ;; esac; return 1; }
 want() { ! skipped "$1" && { [ -z "$ONLY" ] || [ "$ONLY" = "$1" ]; }; }
+# runs PART [ALSO...]: PART runs unless skipped, when it is wanted or any ALSO is (e.g. the
+# lifecycle comes with --only unetbackd).
+runs() {
+  local part=$1 o
+  shift
+  skipped "$part" && return 1
+  want "$part" && return 0
+  for o; do want "$o" && return 0; done
+  return 1
+}
 [ -n "$SKIP" ] && say "parts skipped (--skip): $SKIP"
 for r in $(seq 1 "$ROUNDS"); do
   want kernel && kernel_round "$r"
   want unetbackd && unetbackd_round "$r"
-  ! skipped switch && { want unetbackd || want switch; } && switch_d2d_round "$r"
+  runs switch unetbackd && switch_d2d_round "$r"
   want unetbackd && [ -n "$B_ARGS$B_ENV" ] && unetbackd_round "$r" b
 done
 if [ "$SHIM" = 1 ] && want shim; then
@@ -1715,14 +1725,14 @@ if [ "$SHIM" = 1 ] && want shim; then
 fi
 # Guest lifecycle: save/restore and migration, the kernel netback first (the baseline; in the
 # full run only, so that CI's quick run keeps to its time).
-if ! skipped life && { want life || want unetbackd; }; then
+if runs life unetbackd; then
   [ "$ROUNDS" != 1 ] && lifecycle kernel
   lifecycle unetbackd
 fi
 # A daemon restart the guest does not notice (issue 20): in every run, the quick one too.
-! skipped adopt && { want unetbackd || want adopt; } && adopt_part
+runs adopt unetbackd && adopt_part
 # libvirt (and the journal's lines from everything unetbackd served so far).
-if ! skipped libvirt && { want unetbackd || want libvirt; }; then
+if runs libvirt unetbackd; then
   start_unetbackd && {
     libvirt_round
     journal_checks
@@ -1736,14 +1746,14 @@ if [ "$ONLY" = kmq ]; then # the kernel netback's 2-vCPU scenario, three times (
   kernel_mq long
   kernel_mq long
 else
-  ! skipped mq && { want kernel || want mq; } && kernel_mq
-  ! skipped mq && { want unetbackd || want mq || [ "$ONLY" = umq ]; } && start_unetbackd && {
+  runs mq kernel && kernel_mq
+  runs mq unetbackd umq && start_unetbackd && {
     unetbackd_extras
     stop_unetbackd
   }
   # The 2-vCPU domU's save/restore and migration (full run only): last, with the other
   # 2-vCPU scenarios.
-  if [ "$ROUNDS" != 1 ] && ! skipped life && { want life || want mq; }; then
+  if [ "$ROUNDS" != 1 ] && runs life mq; then
     lifecycle_mq kernel
     lifecycle_mq unetbackd
   fi
