@@ -38,7 +38,6 @@ fi
 if [[ ! -f $BUILD_DIR/build.ninja ]]; then
   meson setup "$BUILD_DIR" -Db_sanitize=thread -Dbuildtype=debug >/dev/null
 fi
-ninja -C "$BUILD_DIR" -j "${JOBS:-$(nproc)}"
 
 REPORTS=$ROOT/$BUILD_DIR/tsan-reports
 rm -rf "$REPORTS"
@@ -47,13 +46,16 @@ mkdir -p "$REPORTS"
 # child processes land in files we can check, whatever the test does with their stderr.
 export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 exitcode=66 log_path=$REPORTS/report ${TSAN_OPTIONS:-}"
 
-args=()
+args=() present=()
 for s in "${SUITES[@]}"; do
-  meson test -C "$BUILD_DIR" --list --suite "$s" >/dev/null 2>&1 && args+=(--suite "$s")
+  meson test -C "$BUILD_DIR" --no-rebuild --list --suite "$s" >/dev/null 2>&1 && { args+=(--suite "$s"); present+=("$s"); }
 done
+# Only what these suites' tests need (and, for the soak, the programs of the demo's world).
+"$ROOT/tools/lab.sh" build-suites "$BUILD_DIR" "${present[@]}"
+[[ -z $SOAK ]] || ninja -C "$BUILD_DIR" -j "${JOBS:-$(nproc)}"
 rc=0
 # TSan slows everything ~5-15x: give the tests' own meson timeouts room.
-meson test -C "$BUILD_DIR" --print-errorlogs --timeout-multiplier 6 \
+meson test -C "$BUILD_DIR" --no-rebuild --print-errorlogs --timeout-multiplier 6 \
   --num-processes "${JOBS:-$(nproc)}" "${args[@]}" || rc=$?
 
 if [[ -n $SOAK ]]; then
