@@ -21,6 +21,7 @@
 #include "backend/daemon/control_handler.hpp"
 #include "backend/daemon/control_server.hpp"
 #include "backend/daemon/daemon_options.hpp"
+#include "backend/daemon/fd_store.hpp"
 #include "backend/daemon/instance_lock.hpp"
 #include "backend/daemon/kernel_netback.hpp"
 #include "backend/daemon/manager_loop.hpp"
@@ -129,6 +130,11 @@ int run(const DaemonOptions& opts) {
   hv_opts.role = hv::Role::backend;
   hv_opts.copy_batch = opts.tunables.copy_batch;
   hv_opts.domid = opts.backend_domid;
+  // The TAP queues systemd kept for us (a restart, a crash), taken before anything could start
+  // a child: they are close-on-exec from here on. Only with a state dir: without one no vif is
+  // adopted, so nothing is kept either.
+  std::unique_ptr<FdStore> fd_store;
+  if (!opts.state_dir.empty()) fd_store = FdStore::from_environment();
   auto hypervisor = hv::open_hypervisor(opts.hypervisor, hv_opts);
   const DomId self = hypervisor->self();
   auto xs = hypervisor->open_xenstore();
@@ -164,7 +170,7 @@ int run(const DaemonOptions& opts) {
           if (manager_ptr != nullptr) manager_ptr->check_vifs();
         });
       },
-      opts.switch_uplinks, &fd_reserve, opts.state_dir);
+      opts.switch_uplinks, &fd_reserve, opts.state_dir, fd_store.get());
   BackendManager manager(*xs, self, factory, tunables,
                          [&hypervisor](DomId d) { return hypervisor->domain_exists(d); });
   manager_ptr = &manager;
@@ -213,6 +219,7 @@ int run(const DaemonOptions& opts) {
         return manager.status(VifId{d, v}).has_value();
       });
     }
+    if (fd_store) fd_store->release_unclaimed();
     notifier.ready(serving);
   });
 

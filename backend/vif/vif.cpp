@@ -74,7 +74,7 @@ Result<net::TapDevice> attach_left_tap(const net::TapConfig& cfg, const std::str
 
 Vif::Vif(hv::Hypervisor& hv, EventLoopPool& loops, DomId frontend, DevId devid, Tunables tunables,
          std::function<void()> on_disabled, SwitchRegistry* switches, const FdReserve* fd_reserve,
-         std::filesystem::path state_dir)
+         std::filesystem::path state_dir, TapKeeper* tap_keeper)
     : hv_(hv),
       loops_(loops),
       frontend_(frontend),
@@ -84,6 +84,7 @@ Vif::Vif(hv::Hypervisor& hv, EventLoopPool& loops, DomId frontend, DevId devid, 
       switches_(switches),
       fd_reserve_(fd_reserve),
       state_dir_(std::move(state_dir)),
+      tap_keeper_(tap_keeper),
       prefix_(vif_prefix(frontend, devid)) {}
 
 Vif::~Vif() {
@@ -137,7 +138,25 @@ std::error_code Vif::create_tap(const xenbus::BackendConfig& be) {
 void Vif::destroy_tap() {
   if (!tap_) return;
   log::write(log::Level::info, prefix_, "removing TAP " + tap_->name());
+  forget_tap();
   tap_.reset();
+}
+
+void Vif::keep_tap() {
+  if (tap_keeper_ == nullptr || !tap_) return;
+  const std::vector<int> fds = tap_->queue_fds();
+  tap_keeper_->keep(tap_->ifindex(), fds);
+  kept_ifindex_ = tap_->ifindex();
+}
+
+void Vif::forget_tap() {
+  if (tap_keeper_ == nullptr || kept_ifindex_ == 0) return;
+  tap_keeper_->forget(std::exchange(kept_ifindex_, 0));
+}
+
+void Vif::drop_record() {
+  record_.remove();
+  forget_tap();
 }
 
 std::error_code Vif::map_rings(const xenbus::QueueConfig& q, std::uint32_t index,
@@ -190,8 +209,12 @@ std::error_code Vif::start_record(std::uint32_t nr_queues) {
                                devid_, nr_queues, tap_->ifindex());
   if (!rec) return rec.error();
   record_ = std::move(*rec);
-  // The TAP outlives a crash of the daemon, with its ifindex and bridge port.
-  if (!tap_->persistent()) return tap_->set_persistent(true);
+  // The TAP outlives a crash of the daemon, with its ifindex and bridge port; held open by the
+  // keeper, with its queues and carrier too.
+  if (!tap_->persistent()) {
+    if (auto ec = tap_->set_persistent(true)) return ec;
+  }
+  keep_tap();
   return {};
 }
 
@@ -226,8 +249,21 @@ std::error_code Vif::adopt(const xenbus::FrontendConfig& fe, const xenbus::Backe
     cfg.multi_queue = true;
     cfg.queues = std::max<std::uint32_t>(1, tunables_.max_queues);
     cfg.non_blocking = true;
-    auto tap = net::TapDevice::attach(h.ifindex, cfg);
+    // The queues the keeper held while no daemon ran, if it did: taken as they are.
+    std::vector<UniqueFd> kept;
+    if (tap_keeper_ != nullptr) kept = tap_keeper_->take(h.ifindex);
+    const std::size_t offered = kept.size();
+    auto tap = net::TapDevice::attach(h.ifindex, cfg, std::move(kept));
     if (!tap) return tap.error();
+    if (tap->from_kept_fds()) {
+      log::write(log::Level::info, prefix_,
+                 "TAP queues kept open by the service manager: " + std::to_string(offered) +
+                     " (carrier never went off)");
+    } else if (offered != 0) {
+      log::write(log::Level::warn, prefix_,
+                 std::to_string(offered) +
+                     " kept TAP queue fds do not match the TAP: attached with new ones");
+    }
     // Host traffic only to the queues that will be read (connect attaches them).
     if (auto ec = tap->set_active_queues(1)) return ec;
     tap_.emplace(std::move(*tap));
@@ -238,10 +274,11 @@ std::error_code Vif::adopt(const xenbus::FrontendConfig& fe, const xenbus::Backe
   adopting_ = false;
   if (ec) {
     // The rings may be half settled: the reconnect that follows starts them over.
-    record_.remove();
+    drop_record();
     return ec;
   }
   record_.set_state(RecordState::live);
+  keep_tap();
   adopted_ = state == RecordState::handed_over ? "taken_over" : "recovered";
   log::write(log::Level::info, prefix_,
              std::string(state == RecordState::handed_over ? "taken over" : "recovered") +
@@ -253,6 +290,8 @@ void Vif::hand_over() {
   (void)stop_queues();
   if (record_.valid()) record_.set_state(RecordState::handed_over);
   record_ = VifRecord();
+  // What the keeper holds is the successor's now: never forgotten from here.
+  kept_ifindex_ = 0;
   if (tap_ && tap_->persistent()) tap_->keep_for_successor();
   tap_.reset();
 }
@@ -388,7 +427,7 @@ std::error_code Vif::connect(const xenbus::FrontendConfig& fe, const xenbus::Bac
     for (auto& q : queues) q->stop();
     queues.clear();
     leave_switch();
-    if (!adopting_) record_.remove();
+    if (!adopting_) drop_record();
     return ec;
   }
   {
@@ -544,7 +583,7 @@ bool Vif::stop_queues() {
 
 void Vif::disconnect() {
   if (stop_queues()) log_guest(log::Level::info, "disconnected");
-  if (!adopting_) record_.remove();  // nothing in flight any more: nothing for a successor
+  if (!adopting_) drop_record();  // nothing in flight any more: nothing for a successor
   if (stalled_queues_.exchange(0) != 0 && tap_) (void)tap_->set_carrier(true);
   if (tap_) (void)tap_->set_active_queues(1);
 }

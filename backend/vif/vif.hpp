@@ -21,6 +21,7 @@
 #include "backend/vif/event_loop_pool.hpp"
 #include "backend/vif/hash.hpp"
 #include "backend/vif/switch_registry.hpp"
+#include "backend/vif/tap_keeper.hpp"
 #include "backend/vif/vif_handle.hpp"
 #include "backend/vif/vif_queue.hpp"
 #include "backend/vif/vif_record.hpp"
@@ -44,9 +45,12 @@ class Vif final : public VifHandle {
   /// leave free (nullptr: no such check).
   /// `state_dir`: where the vif keeps its record (vif_record.hpp) and makes its TAP persistent,
   /// so that a successor can adopt it; empty: neither (the vif reconnects after a restart).
+  /// `tap_keeper`: who holds the TAP's queues open while the record is live (tap_keeper.hpp;
+  /// nullptr: nobody, the TAP loses its carrier while no daemon runs).
   Vif(hv::Hypervisor& hv, EventLoopPool& loops, DomId frontend, DevId devid, Tunables tunables,
       std::function<void()> on_disabled, SwitchRegistry* switches = nullptr,
-      const FdReserve* fd_reserve = nullptr, std::filesystem::path state_dir = {});
+      const FdReserve* fd_reserve = nullptr, std::filesystem::path state_dir = {},
+      TapKeeper* tap_keeper = nullptr);
   ~Vif() override;
 
   std::error_code create_tap(const xenbus::BackendConfig& be) override;
@@ -98,6 +102,11 @@ class Vif final : public VifHandle {
   bool stop_queues();
   /// Leaves the internal switch (no packet is routed to us after it).
   void leave_switch();
+  /// The TAP's queues to the keeper (the record is live), or back from it.
+  void keep_tap();
+  void forget_tap();
+  /// The record goes (nothing for a successor to adopt), and with it what the keeper holds.
+  void drop_record();
   /// A queue or the control ring found a protocol violation (any thread): the first reason
   /// is kept and the daemon told once.
   void report_fatal(const std::string& why);
@@ -111,6 +120,8 @@ class Vif final : public VifHandle {
   SwitchRegistry* switches_;
   const FdReserve* fd_reserve_;
   std::filesystem::path state_dir_;
+  TapKeeper* tap_keeper_;
+  int kept_ifindex_ = 0;   // the TAP whose queues tap_keeper_ holds for us (0: none)
   VifRecord record_;       // while connected with a state dir
   bool adopting_ = false;  // adopt() is building the queues (daemon's thread)
   std::string adopted_ = "fresh";
@@ -150,17 +161,19 @@ class VifFactoryImpl final : public VifFactory {
   /// `state_dir`: the vifs' records (empty: no adoption after a restart).
   VifFactoryImpl(hv::Hypervisor& hv, EventLoopPool& loops, std::function<void()> on_disabled,
                  const std::map<std::string, std::string>& switch_uplinks = {},
-                 const FdReserve* fd_reserve = nullptr, std::filesystem::path state_dir = {})
+                 const FdReserve* fd_reserve = nullptr, std::filesystem::path state_dir = {},
+                 TapKeeper* tap_keeper = nullptr)
       : hv_(hv),
         loops_(loops),
         on_disabled_(std::move(on_disabled)),
         switches_(switch_uplinks),
         fd_reserve_(fd_reserve),
-        state_dir_(std::move(state_dir)) {}
+        state_dir_(std::move(state_dir)),
+        tap_keeper_(tap_keeper) {}
   std::unique_ptr<VifHandle> make_vif(DomId frontend, DevId devid,
                                       const Tunables& tunables) override {
     return std::make_unique<Vif>(hv_, loops_, frontend, devid, tunables, on_disabled_, &switches_,
-                                 fd_reserve_, state_dir_);
+                                 fd_reserve_, state_dir_, tap_keeper_);
   }
 
  private:
@@ -170,6 +183,7 @@ class VifFactoryImpl final : public VifFactory {
   SwitchRegistry switches_;
   const FdReserve* fd_reserve_;
   std::filesystem::path state_dir_;
+  TapKeeper* tap_keeper_;
 };
 
 }  // namespace unetback::vif

@@ -130,6 +130,7 @@ TapDevice& TapDevice::operator=(TapDevice&& o) noexcept {
   offloads_ = o.offloads_;
   persistent_ = std::exchange(o.persistent_, false);
   keep_ = std::exchange(o.keep_, false);
+  from_kept_ = std::exchange(o.from_kept_, false);
   return *this;
 }
 
@@ -144,12 +145,80 @@ std::error_code TapDevice::set_persistent(bool on) {
   return {};
 }
 
-Result<TapDevice> TapDevice::attach(int ifindex, const TapConfig& config) {
+namespace {
+
+/// Whether `fd` is a queue of the TAP `name` (the name its ifindex has now) with the flags
+/// `tun_flags` asks for, and persistent; `attached` says whether the queue is attached
+/// (TUNGETIFF reports a detached one with IFF_DETACH_QUEUE).
+bool kept_queue_valid(int fd, const std::string& name, int tun_flags, bool& attached) {
+  ifreq got{};
+  if (fd < 0 || ::ioctl(fd, TUNGETIFF, &got) < 0) return false;
+  const std::string got_name(got.ifr_name, ::strnlen(got.ifr_name, IFNAMSIZ));
+  const int kind = IFF_TAP | IFF_NO_PI | IFF_VNET_HDR | IFF_MULTI_QUEUE;
+  attached = (got.ifr_flags & IFF_DETACH_QUEUE) == 0;
+  return got_name == name && (got.ifr_flags & kind) == tun_flags &&
+         (got.ifr_flags & IFF_PERSIST) != 0;
+}
+
+}  // namespace
+
+Result<TapDevice> TapDevice::attach(int ifindex, const TapConfig& config,
+                                    std::vector<UniqueFd> kept) {
   // By ifindex, not by name: a hotplug script may have renamed it.
   ifreq byidx{};
   byidx.ifr_ifindex = ifindex;
   if (ifindex <= 0 || ifreq_ioctl(SIOCGIFNAME, byidx)) return errno_code(ENODEV);
   const std::string name(byidx.ifr_name, ::strnlen(byidx.ifr_name, IFNAMSIZ));
+  const std::uint32_t queues = std::max<std::uint32_t>(1, config.queues);
+  {
+    int tun_flags = IFF_TAP | IFF_NO_PI;
+    if (config.vnet_hdr) tun_flags |= IFF_VNET_HDR;
+    if (config.multi_queue) tun_flags |= IFF_MULTI_QUEUE;
+    // The queue fds that stayed open while no daemon ran (systemd's fd store): the same
+    // queues again, with whatever the host sent meanwhile still in them. Only all of them,
+    // each of this TAP; otherwise new ones below (these close when we return).
+    std::vector<bool> attached(kept.size());
+    bool usable = kept.size() == queues;
+    for (std::size_t i = 0; usable && i < kept.size(); ++i) {
+      bool a = false;
+      usable = kept_queue_valid(kept[i].get(), name, tun_flags, a);
+      attached[i] = a;
+    }
+    if (usable) {
+      for (auto& fd : kept) {
+        const int fl = ::fcntl(fd.get(), F_GETFL);
+        const int want = config.non_blocking ? (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK);
+        if (fl < 0 || (want != fl && ::fcntl(fd.get(), F_SETFL, want) < 0)) usable = false;
+        if (::fcntl(fd.get(), F_SETFD, FD_CLOEXEC) < 0) usable = false;
+      }
+    }
+    if (usable) {
+      std::size_t hdr_len = 0;
+      if (config.vnet_hdr) {
+        int size = static_cast<int>(kVnetHdrLen);
+        if (::ioctl(kept[0].get(), TUNSETVNETHDRSZ, &size) < 0) return last_errno();
+        hdr_len = kVnetHdrLen;
+      }
+      TapDevice tap(std::move(kept[0]), name, ifindex, hdr_len, config.offloads);
+      tap.persistent_ = true;
+      tap.keep_ = true;
+      tap.from_kept_ = true;
+      for (std::size_t i = 1; i < kept.size(); ++i)
+        tap.extra_queues_.push_back(ExtraQueue{std::move(kept[i]), attached[i]});
+      // Queue 0 is always attached.
+      if (!attached[0]) {
+        ifreq ifr{};
+        ifr.ifr_flags = IFF_ATTACH_QUEUE;
+        if (::ioctl(tap.fd(), TUNSETQUEUE, &ifr) < 0) return last_errno();
+      }
+      if (config.vnet_hdr) {
+        if (::ioctl(tap.fd(), TUNSETOFFLOAD, tun_offload_bits(config.offloads)) < 0)
+          return last_errno();
+      }
+      tap.keep_ = false;
+      return tap;
+    }
+  }
   // Only a persistent TAP may be taken: had it gone meanwhile, TUNSETIFF would make a new one
   // under that name, which the check below refuses (closing the fd then removes it again).
   int open_flags = O_RDWR | O_CLOEXEC;
@@ -158,7 +227,7 @@ Result<TapDevice> TapDevice::attach(int ifindex, const TapConfig& config) {
   if (config.vnet_hdr) tun_flags |= IFF_VNET_HDR;
   if (config.multi_queue) tun_flags |= IFF_MULTI_QUEUE;
   std::vector<UniqueFd> fds;
-  for (std::uint32_t i = 0; i < std::max<std::uint32_t>(1, config.queues); ++i) {
+  for (std::uint32_t i = 0; i < queues; ++i) {
     UniqueFd fd(::open("/dev/net/tun", open_flags));
     if (!fd) return last_errno();
     ifreq ifr = make_ifreq(name);
@@ -210,6 +279,12 @@ std::error_code TapDevice::set_queue_attached(std::uint32_t index, bool attached
   if (::ioctl(q.fd.get(), TUNSETQUEUE, &ifr) < 0) return last_errno();
   q.attached = attached;
   return {};
+}
+
+std::vector<int> TapDevice::queue_fds() const {
+  std::vector<int> fds{fd_.get()};
+  for (const auto& q : extra_queues_) fds.push_back(q.fd.get());
+  return fds;
 }
 
 Result<UniqueFd> TapDevice::queue_fd(std::uint32_t index) {

@@ -87,7 +87,13 @@ class TapDevice {
   /// queues and non_blocking must be those it was made with). ENODEV: no such interface, or
   /// it is not a persistent TAP (nothing is left created then). The attached TAP is persistent():
   /// keep it or not.
-  [[nodiscard]] static Result<TapDevice> attach(int ifindex, const TapConfig& config);
+  /// `kept`: the TAP's queue fds that stayed open while no daemon ran (systemd's fd store kept
+  /// them, queue i at index i). When they are exactly config.queues queues of this TAP, they
+  /// are the TAP's queues again (from_kept_fds()): the TAP never lost its queues, so neither
+  /// its carrier nor what the host queued meanwhile. Otherwise new fds are opened and these
+  /// closed after them.
+  [[nodiscard]] static Result<TapDevice> attach(int ifindex, const TapConfig& config,
+                                                std::vector<UniqueFd> kept = {});
 
   TapDevice(TapDevice&& o) noexcept { *this = std::move(o); }
   TapDevice& operator=(TapDevice&& o) noexcept;
@@ -102,6 +108,11 @@ class TapDevice {
   [[nodiscard]] bool persistent() const { return persistent_; }
   /// The destructor leaves a persistent TAP in place (for a successor to attach()).
   void keep_for_successor() { keep_ = true; }
+  /// Whether attach() took the kept queue fds it was given.
+  [[nodiscard]] bool from_kept_fds() const { return from_kept_; }
+  /// The queue fds, queue 0 first (this object keeps owning them): what a keeper of fds
+  /// (systemd's fd store) gets copies of.
+  [[nodiscard]] std::vector<int> queue_fds() const;
 
   /// The TAP's current name (TUNGETIFF on our own fd: it follows a rename).
   [[nodiscard]] std::string name() const;
@@ -163,6 +174,7 @@ class TapDevice {
   TapOffloads offloads_{};
   bool persistent_ = false;
   bool keep_ = false;
+  bool from_kept_ = false;
 };
 
 }  // namespace unetback::net

@@ -266,6 +266,33 @@ class XlWorld {
         argv, dir_ + "/unetbackd-" + std::to_string(++daemon_runs_) + ".log");
     return true;
   }
+  /// As start_successor(), with `fds` (name, fd) passed as systemd passes its fd store to a
+  /// service it starts again: at 3.. in order, with LISTEN_FDS, LISTEN_FDNAMES and LISTEN_PID
+  /// (the daemon's own pid: a shell sets it and execs, and so does `ip netns exec`).
+  bool start_successor_with_fds(const std::vector<std::string>& extra,
+                                const std::vector<std::pair<std::string, int>>& fds) {
+    predecessors_.push_back(std::move(daemon_));
+    std::vector<int> high;  // inheritable copies, out of the way of 3..
+    std::string moves, closes, names;
+    for (std::size_t i = 0; i < fds.size(); ++i) {
+      high.push_back(::fcntl(fds[i].second, F_DUPFD, 200));
+      moves += " " + std::to_string(3 + i) + "<&" + std::to_string(high.back());
+      closes += " " + std::to_string(high.back()) + "<&-";
+      names += (i == 0 ? "" : ":") + fds[i].first;
+    }
+    const std::string script = (fds.empty() ? "" : "exec" + moves + closes + "; ") +
+                               "export LISTEN_PID=$$ LISTEN_FDS=" + std::to_string(fds.size()) +
+                               " LISTEN_FDNAMES='" + names + "'; exec \"$@\"";
+    // bash: dash takes no descriptor above 9 in a redirection.
+    std::vector<std::string> argv{"bash", "-c", script, "bash", "ip", "netns", "exec", ns0_};
+    argv.insert(argv.end(), {bins_.unetbackd, "--hypervisor", hv::format_sim_spec(world())});
+    argv.insert(argv.end(), daemon_args_.begin(), daemon_args_.end());
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    daemon_ = std::make_unique<Daemon>(
+        argv, dir_ + "/unetbackd-" + std::to_string(++daemon_runs_) + ".log");
+    for (int fd : high) ::close(fd);
+    return true;
+  }
   /// The daemon start_successor() replaced.
   [[nodiscard]] Daemon& predecessor() { return *predecessors_.back(); }
   /// The xensim process.

@@ -8,6 +8,9 @@
 // an orderly stop still closes everything; the old daemon killed at any step of a takeover
 // leaves every vif served.
 #include <algorithm>
+#include <cstring>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -16,6 +19,7 @@
 #include <regex>
 #include <sstream>
 
+#include "common/util/unique_fd.hpp"
 #include "tests/root/e2e/e2e_fixture.hpp"
 
 namespace unetback::testing {
@@ -254,7 +258,9 @@ TEST_F(Adoption, TheOldDaemonKilledAtEveryStepOfATakeoverLeavesEveryVifServed) {
     ASSERT_TRUE(w().start_successor({"--takeover"}, env));
     const auto st = w().predecessor().wait_exit(20s);
     ASSERT_TRUE(st) << "step " << step << ": the old daemon is still there";
-    if (step > 0) EXPECT_TRUE(WIFSIGNALED(*st) && WTERMSIG(*st) == SIGKILL) << "step " << step;
+    if (step > 0) {
+      EXPECT_TRUE(WIFSIGNALED(*st) && WTERMSIG(*st) == SIGKILL) << "step " << step;
+    }
     ASSERT_TRUE(w().daemon().wait_for("serving", 20s)) << w().daemon().log();
     for (const auto* g : {&*g1, &*g2}) {
       EXPECT_TRUE(wait_reachable(g->ns, w().host_ip(), 10s))
@@ -265,6 +271,137 @@ TEST_F(Adoption, TheOldDaemonKilledAtEveryStepOfATakeoverLeavesEveryVifServed) {
       std::cout << "killed at step " << step << ": " << g->name << " " << a << "\n";
     }
   }
+}
+
+/// The service manager's side of sd_notify(3) for the daemons of one test: a datagram socket
+/// at $NOTIFY_SOCKET that keeps what FDSTORE=1 sends (under its FDNAME) and drops what
+/// FDSTOREREMOVE=1 names, as systemd's fd store does; READY=1 and the rest are read and ignored.
+class FdStoreStub {
+ public:
+  FdStoreStub() : path_("/tmp/ubad-notify-" + std::to_string(::getpid()) + ".sock") {
+    ::unlink(path_.c_str());
+    sock_ = UniqueFd(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::copy(path_.begin(), path_.end(), a.sun_path);
+    ok_ = sock_ && ::bind(sock_.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    // Large enough for every notification of a test between two drain() calls.
+    const int size = 4 << 20;
+    (void)::setsockopt(sock_.get(), SOL_SOCKET, SO_RCVBUFFORCE, &size, sizeof size);
+  }
+  ~FdStoreStub() { ::unlink(path_.c_str()); }
+  [[nodiscard]] bool ok() const { return ok_; }
+  [[nodiscard]] const std::string& path() const { return path_; }
+
+  /// Reads every notification sent so far.
+  void drain() {
+    for (;;) {
+      char text[512] = {};
+      iovec iov{text, sizeof text - 1};
+      alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 8)] = {};
+      msghdr msg{};
+      msg.msg_iov = &iov;
+      msg.msg_iovlen = 1;
+      msg.msg_control = control;
+      msg.msg_controllen = sizeof control;
+      const ssize_t n = ::recvmsg(sock_.get(), &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+      if (n < 0) return;
+      std::vector<UniqueFd> fds;
+      for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+        const std::size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+        for (std::size_t i = 0; i < k; ++i) {
+          int fd = -1;
+          std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+          fds.emplace_back(fd);
+        }
+      }
+      const std::string t(text, static_cast<std::size_t>(n));
+      const auto name_at = t.find("FDNAME=");
+      const std::string name =
+          name_at == std::string::npos ? "" : t.substr(name_at + 7, t.find('\n', name_at) - name_at - 7);
+      if (t.find("FDSTOREREMOVE=1") != std::string::npos) {
+        stored_.erase(name);
+      } else if (t.find("FDSTORE=1") != std::string::npos) {
+        for (auto& fd : fds) stored_[name].push_back(std::move(fd));
+      }
+    }
+  }
+  /// The stored fds whose name starts with `prefix`, in name order (one per name).
+  std::vector<std::pair<std::string, int>> stored(const std::string& prefix = "") {
+    drain();
+    std::vector<std::pair<std::string, int>> out;
+    for (const auto& [name, fds] : stored_)
+      for (const auto& fd : fds)
+        if (name.starts_with(prefix)) out.emplace_back(name, fd.get());
+    return out;
+  }
+
+ private:
+  std::string path_;
+  UniqueFd sock_;
+  bool ok_ = false;
+  std::map<std::string, std::vector<UniqueFd>> stored_;
+};
+
+/// unetbackd started as systemd starts unetbackd.service: $NOTIFY_SOCKET set, and after a crash
+/// the fd store passed to the next daemon.
+class AdoptionWithAnFdStore : public Adoption {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(store_.ok()) << "cannot bind " << store_.path();
+    ::setenv("NOTIFY_SOCKET", store_.path().c_str(), 1);
+    Adoption::SetUp();
+  }
+  void TearDown() override {
+    Adoption::TearDown();
+    ::unsetenv("NOTIFY_SOCKET");
+  }
+  bool carrier(const XlWorld::Guest& g) {
+    return w().in_ns(w().ns0(), {"ip", "-o", "link", "show", "dev", g.tap()}).out.find(
+               "LOWER_UP") != std::string::npos;
+  }
+  FdStoreStub store_;
+};
+
+// A crash under systemd with the fd store (unetbackd.service has FileDescriptorStoreMax=): the
+// TAP's queues stay open in the service manager while no daemon runs, so the TAP keeps its
+// carrier (its bridge port and dom0's ARP entry for the guest stay) and what the host sends
+// meanwhile waits in its queue. The next daemon gets the queues back (LISTEN_FDS), takes them
+// for the vif it recovers, and the pings sent while no daemon ran are all answered.
+TEST_F(AdoptionWithAnFdStore, ACrashLeavesTheTapItsCarrierAndTheHostsFramesUntilTheNextDaemon) {
+  auto g1 = w().create_guest(1);
+  ASSERT_TRUE(g1) << w().why();
+  ASSERT_TRUE(ping(g1->ns, w().host_ip(), 1));
+  const std::string tap_names = "tap-" + std::to_string(ifindex(*g1)) + "-q";
+  // Every queue of the TAP (max-queues, 4 by default) is stored once the guest is connected.
+  EXPECT_EQ(store_.stored(tap_names).size(), 4U) << w().daemon().log();
+
+  w().kill_daemon(SIGKILL);
+  EXPECT_TRUE(carrier(*g1)) << "the kept queues hold the TAP's carrier on";
+  // The host pings the guest while no daemon runs: the requests wait in the TAP.
+  Daemon& pinger = w().spawn_in_ns(
+      w().ns0(), {"ping", "-c", "5", "-i", "0.1", "-W", "10", g1->ip}, "gap-ping.log");
+  std::this_thread::sleep_for(1s);
+  EXPECT_TRUE(carrier(*g1));
+
+  ASSERT_TRUE(w().start_successor_with_fds({}, store_.stored()));
+  ASSERT_TRUE(w().daemon().wait_for("serving", 20s)) << w().daemon().log();
+  EXPECT_TRUE(w().daemon().wait_for("TAP queues kept open by the service manager: 4", 5s))
+      << w().daemon().log();
+  const auto st = pinger.wait_exit(20s);
+  ASSERT_TRUE(st) << pinger.log();
+  EXPECT_EQ(*st, 0) << "pings sent while no daemon ran are answered\n" << pinger.log();
+  EXPECT_NE(pinger.log().find("5 received"), std::string::npos) << pinger.log();
+  EXPECT_EQ(adopted(*g1), "recovered");
+  EXPECT_TRUE(ping(g1->ns, w().host_ip(), 2));
+  // The new daemon keeps them again, once each; the guest's destroy lets them go.
+  EXPECT_EQ(store_.stored(tap_names).size(), 4U) << w().daemon().log();
+  const RunResult d = w().xl({"destroy", g1->name});
+  EXPECT_EQ(d.status, 0) << d.out << d.err;
+  for (int i = 0; i < 50 && !store_.stored(tap_names).empty(); ++i)
+    std::this_thread::sleep_for(100ms);
+  EXPECT_TRUE(store_.stored(tap_names).empty()) << "a destroyed vif leaves nothing in the store";
 }
 
 }  // namespace

@@ -234,6 +234,101 @@ TEST(TapDeviceNetns, PersistentTapOutlivesItsDeadMakerAndIsAttachedAgainWithItsI
   });
 }
 
+// Whether the kernel reports carrier on the interface (IFF_LOWER_UP; `ip` prints NO-CARRIER
+// for an interface that is up without it).
+bool has_carrier(const std::string& dev) {
+  return sh("ip -o link show " + dev + " | grep -q LOWER_UP");
+}
+
+// Sends one plain frame into the TAP from the host side (as the bridge would).
+void send_from_host(int ifindex, const std::vector<std::byte>& frame) {
+  UniqueFd pkt(::socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, htons(ETH_P_ALL)));
+  ASSERT_TRUE(pkt.valid()) << std::strerror(errno);
+  sockaddr_ll ll{};
+  ll.sll_family = AF_PACKET;
+  ll.sll_protocol = htons(ETH_P_ALL);
+  ll.sll_ifindex = ifindex;
+  ASSERT_EQ(::sendto(pkt.get(), frame.data(), frame.size(), 0, reinterpret_cast<sockaddr*>(&ll),
+                     sizeof ll),
+            static_cast<ssize_t>(frame.size()))
+      << std::strerror(errno);
+}
+
+// A daemon's restart with systemd's fd store: the TAP's queue fds stay open in the service
+// manager while no daemon runs. The kernel then neither detaches the queues nor turns the
+// carrier off (which would take the bridge port down and flush dom0's ARP entry for the guest),
+// and the next daemon's attach() takes those very queues, with what the host sent meanwhile.
+// Without the kept fds the carrier goes off: what unetbackd's restarts looked like before.
+TEST(TapDeviceNetns, QueuesKeptOpenElsewhereKeepTheCarrierAndWhatTheHostSentForTheNextOwner) {
+  SKIP_UNLESS_ROOT_AND_TUN();
+  IN_NEW_NETNS([] {
+    TapConfig cfg = offload_config("vif8.0");
+    cfg.offloads = {};
+    cfg.multi_queue = true;
+    cfg.queues = 2;
+    auto tap = TapDevice::create(cfg);
+    ASSERT_TRUE(tap) << tap.error().message();
+    ASSERT_FALSE(tap->set_persistent(true));
+    ASSERT_FALSE(tap->set_up(true));
+    ASSERT_FALSE(tap->set_active_queues(1));  // a 1-queue guest: queue 1 detached
+    const int idx = tap->ifindex();
+    ASSERT_TRUE(has_carrier("vif8.0"));
+    // The service manager's copies (FDSTORE=1 sends dups of the same open files).
+    std::vector<UniqueFd> kept;
+    for (int fd : tap->queue_fds()) kept.emplace_back(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+    ASSERT_EQ(kept.size(), 2u);
+    // The daemon goes (its own fds close; the TAP stays, as after a SIGKILL).
+    tap->keep_for_successor();
+    tap = errno_code(EIO);
+    EXPECT_TRUE(has_carrier("vif8.0")) << "queues held open elsewhere: the carrier stays on";
+
+    FrameSpec spec;
+    spec.dst_mac = kTapMac;
+    spec.src_mac = kPeerMac;
+    spec.src_ipv4 = {10, 8, 0, 1};
+    spec.dst_ipv4 = {10, 8, 0, 2};
+    spec.payload_len = 100;
+    const auto frame = build_frame(spec);
+    send_from_host(idx, frame);
+
+    auto next = TapDevice::attach(idx, cfg, std::move(kept));
+    ASSERT_TRUE(next) << next.error().message();
+    EXPECT_TRUE(next->from_kept_fds());
+    EXPECT_EQ(next->queue_count(), 2u);
+    std::vector<std::byte> buf(sizeof(virtio_net_hdr) + 2048);
+    bool seen = false;
+    for (int tries = 0; tries < 20 && !seen; ++tries) {  // IPv6 autoconf chatter may come first
+      if (!wait_readable(next->fd())) break;
+      auto n = next->read(buf);
+      ASSERT_TRUE(n) << n.error().message();
+      const std::size_t hdr = next->vnet_hdr_len();
+      seen = *n == hdr + frame.size() &&
+             std::memcmp(buf.data() + hdr, frame.data(), frame.size()) == 0;
+    }
+    EXPECT_TRUE(seen) << "the frame the host sent while no daemon ran waits in the kept queue";
+    {
+      auto q1 = next->queue_fd(1);  // the detached queue attaches again
+      ASSERT_TRUE(q1) << q1.error().message();
+    }
+
+    // Nobody holds them: the last close detaches the last queue and the carrier goes off.
+    next->keep_for_successor();
+    next = errno_code(EIO);
+    EXPECT_FALSE(has_carrier("vif8.0")) << "no queue left: carrier off";
+    // Fds of another TAP are not taken: new queues are opened instead.
+    TapConfig other_cfg = cfg;
+    other_cfg.name = "vif9.0";
+    auto other = TapDevice::create(other_cfg);
+    ASSERT_TRUE(other) << other.error().message();
+    std::vector<UniqueFd> wrong;
+    for (int fd : other->queue_fds()) wrong.emplace_back(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
+    auto fresh = TapDevice::attach(idx, cfg, std::move(wrong));
+    ASSERT_TRUE(fresh) << fresh.error().message();
+    EXPECT_FALSE(fresh->from_kept_fds());
+    EXPECT_EQ(fresh->name(), "vif8.0");
+  });
+}
+
 TEST(TapDeviceNetns, AttachingCreatesNothingWhereNoPersistentTapIs) {
   SKIP_UNLESS_ROOT_AND_TUN();
   IN_NEW_NETNS([] {

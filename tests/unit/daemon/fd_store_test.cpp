@@ -1,0 +1,193 @@
+// FdStore: the vifs' TAP queues in systemd's file descriptor store. The messages it sends are
+// checked as systemd reads them (sd_notify's text, one fd per FDSTORE=1); the last test sends
+// them over a real notification socket, as unetbackd does under systemd.
+#include "backend/daemon/fd_store.hpp"
+
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <filesystem>
+#include <gtest/gtest.h>
+#include <string>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include <utility>
+#include <vector>
+
+namespace unetback::daemon {
+namespace {
+
+struct Sent {
+  std::string state;
+  std::vector<int> fds;
+};
+
+/// A pipe's read end: a real fd whose identity (inode) a test can compare.
+UniqueFd pipe_fd() {
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) != 0) return UniqueFd();
+  ::close(p[1]);
+  return UniqueFd(p[0]);
+}
+
+ino_t inode_of(int fd) {
+  struct stat st {};
+  return ::fstat(fd, &st) == 0 ? st.st_ino : 0;
+}
+
+bool is_open(int fd) { return ::fcntl(fd, F_GETFD) >= 0; }
+
+class FdStoreTest : public ::testing::Test {
+ protected:
+  FdStore::Sender recorder() {
+    return [this](const std::string& state, std::span<const int> fds) {
+      sent.push_back({state, {fds.begin(), fds.end()}});
+      return 1;
+    };
+  }
+  std::vector<Sent> sent;
+};
+
+TEST(FdStoreNames, NameATapQueueAndReadOnlyTheirOwnBack) {
+  EXPECT_EQ(FdStore::fd_name(12, 3), "tap-12-q3");
+  EXPECT_EQ(FdStore::parse_name("tap-12-q3"), (std::pair<int, std::uint32_t>{12, 3}));
+  for (const char* bad : {"", "tap-", "tap--q1", "tap-0-q0", "tap-12-q", "tap-12-q256",
+                          "tap-12-q1x", "tap-x-q1", "tap-12q1", "varlink", "tap-12-q-1"})
+    EXPECT_FALSE(FdStore::parse_name(bad)) << bad;
+}
+
+TEST_F(FdStoreTest, AConnectedVifsQueuesAreStoredOneFdPerName) {
+  FdStore store({}, recorder());
+  UniqueFd q0 = pipe_fd(), q1 = pipe_fd();
+  const int fds[] = {q0.get(), q1.get()};
+  store.keep(7, fds);
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_EQ(sent[0].state, "FDSTORE=1\nFDNAME=tap-7-q0");
+  EXPECT_EQ(sent[0].fds, std::vector<int>{q0.get()});
+  EXPECT_EQ(sent[1].state, "FDSTORE=1\nFDNAME=tap-7-q1");
+  EXPECT_EQ(sent[1].fds, std::vector<int>{q1.get()});
+
+  // Kept again (the vif reconnected): the old copies go first, so the store never holds two.
+  sent.clear();
+  store.keep(7, std::span<const int>(fds, 1));
+  ASSERT_EQ(sent.size(), 3u);
+  EXPECT_EQ(sent[0].state, "FDSTOREREMOVE=1\nFDNAME=tap-7-q0");
+  EXPECT_TRUE(sent[0].fds.empty());
+  EXPECT_EQ(sent[1].state, "FDSTOREREMOVE=1\nFDNAME=tap-7-q1");
+  EXPECT_EQ(sent[2].state, "FDSTORE=1\nFDNAME=tap-7-q0");
+
+  // The vif goes: the store lets go of its TAP, once.
+  sent.clear();
+  store.forget(7);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].state, "FDSTOREREMOVE=1\nFDNAME=tap-7-q0");
+  store.forget(7);
+  EXPECT_EQ(sent.size(), 1u);
+}
+
+TEST_F(FdStoreTest, TheNextDaemonTakesEveryQueueOfItsTapAndReleasesTheRest) {
+  UniqueFd a0 = pipe_fd(), a1 = pipe_fd(), b0 = pipe_fd(), gap1 = pipe_fd(), other = pipe_fd();
+  const ino_t a0_ino = inode_of(a0.get()), a1_ino = inode_of(a1.get());
+  const int b0_fd = b0.get(), gap1_fd = gap1.get(), other_fd = other.get();
+  std::vector<std::pair<std::string, UniqueFd>> passed;
+  // Passed in any order, as systemd lists its store.
+  passed.emplace_back("tap-5-q1", std::move(a1));
+  passed.emplace_back("tap-6-q0", std::move(b0));
+  passed.emplace_back("tap-5-q0", std::move(a0));
+  passed.emplace_back("tap-9-q1", std::move(gap1));  // queue 0 missing
+  passed.emplace_back("stdout-of-something", std::move(other));
+  FdStore store(std::move(passed), recorder());
+  EXPECT_EQ(store.passed_count(), 4u);
+  EXPECT_FALSE(is_open(other_fd)) << "a passed fd that is not a TAP queue is closed";
+
+  auto five = store.take(5);
+  ASSERT_EQ(five.size(), 2u);
+  EXPECT_EQ(inode_of(five[0].get()), a0_ino) << "queue order";
+  EXPECT_EQ(inode_of(five[1].get()), a1_ino);
+  EXPECT_TRUE(store.take(5).empty()) << "taken once";
+  EXPECT_TRUE(store.take(9).empty()) << "a TAP with a queue missing is attached anew";
+  EXPECT_TRUE(store.take(4).empty());
+  EXPECT_TRUE(sent.empty()) << "taking changes nothing in the store";
+
+  // Serving: what no vif took (TAP 6, TAP 9) leaves the store and is closed; TAP 5 stays.
+  EXPECT_EQ(store.release_unclaimed(), 2u);
+  std::vector<std::string> states;
+  for (const auto& s : sent) states.push_back(s.state);
+  EXPECT_EQ(states, (std::vector<std::string>{"FDSTOREREMOVE=1\nFDNAME=tap-6-q0",
+                                              "FDSTOREREMOVE=1\nFDNAME=tap-9-q0",
+                                              "FDSTOREREMOVE=1\nFDNAME=tap-9-q1"}));
+  EXPECT_FALSE(is_open(b0_fd));
+  EXPECT_FALSE(is_open(gap1_fd));
+  // The adopted TAP's names are still known: its vif's forget() removes them.
+  sent.clear();
+  store.forget(5);
+  EXPECT_EQ(sent.size(), 2u);
+}
+
+TEST_F(FdStoreTest, AStoreThatCannotBeReachedCostsAWarningNotTheVif) {
+  FdStore store({}, [](const std::string&, std::span<const int>) { return -EPERM; });
+  UniqueFd q0 = pipe_fd();
+  const int fds[] = {q0.get()};
+  store.keep(3, fds);
+  store.forget(3);
+  EXPECT_EQ(store.send_failures(), 2u);
+  EXPECT_TRUE(is_open(q0.get()));
+}
+
+// The real sender: sd_pid_notify_with_fds to $NOTIFY_SOCKET, read here as systemd reads it
+// (one datagram, the text, the fd as SCM_RIGHTS).
+TEST(FdStoreSystemd, FdstoreReachesTheNotificationSocketWithTheFdAttached) {
+  const auto dir = std::filesystem::temp_directory_path() /
+                   ("unetback-fdstore-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "notify").string();
+  UniqueFd sock(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+  ASSERT_TRUE(sock);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  ASSERT_LT(path.size(), sizeof addr.sun_path);
+  std::copy(path.begin(), path.end(), addr.sun_path);
+  ASSERT_EQ(::bind(sock.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  const char* old = std::getenv("NOTIFY_SOCKET");
+  const std::string saved = old != nullptr ? old : "";
+  ::setenv("NOTIFY_SOCKET", path.c_str(), 1);
+  UniqueFd q0 = pipe_fd();
+  const int fd = q0.get();
+  const int rc = FdStore::systemd_sender()("FDSTORE=1\nFDNAME=tap-4-q0", std::span(&fd, 1));
+  if (old != nullptr) {
+    ::setenv("NOTIFY_SOCKET", saved.c_str(), 1);
+  } else {
+    ::unsetenv("NOTIFY_SOCKET");
+  }
+  if (rc == 0) {
+    std::filesystem::remove_all(dir);
+    GTEST_SKIP() << "built without libsystemd: nothing is sent";
+  }
+  ASSERT_GT(rc, 0);
+
+  char text[256] = {};
+  iovec iov{text, sizeof text - 1};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)] = {};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof control;
+  const ssize_t n = ::recvmsg(sock.get(), &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+  ASSERT_GT(n, 0);
+  EXPECT_EQ(std::string(text, static_cast<std::size_t>(n)), "FDSTORE=1\nFDNAME=tap-4-q0");
+  int got = -1;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
+      std::memcpy(&got, CMSG_DATA(c), sizeof got);
+  }
+  ASSERT_GE(got, 0) << "the fd travels with the message";
+  UniqueFd received(got);
+  EXPECT_EQ(inode_of(received.get()), inode_of(q0.get())) << "the same open file";
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace unetback::daemon
