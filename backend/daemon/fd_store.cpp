@@ -91,10 +91,11 @@ FdStore::FdStore(std::vector<std::pair<std::string, UniqueFd>> passed, Sender se
     stored_[id->first] = std::max(stored_[id->first], id->second + 1);
   }
   if (passed_count_ != 0 || foreign != 0)
-    log::write(log::Level::info, kLog,
-               "the service manager passed " + std::to_string(passed_count_) +
-                   " TAP queue fd(s) of " + std::to_string(passed_.size()) + " TAP(s)" +
-                   (foreign != 0 ? " and " + std::to_string(foreign) + " other fd(s), closed" : ""));
+    log::write(
+        log::Level::info, kLog,
+        "the service manager passed " + std::to_string(passed_count_) + " TAP queue fd(s) of " +
+            std::to_string(passed_.size()) + " TAP(s)" +
+            (foreign != 0 ? " and " + std::to_string(foreign) + " other fd(s), closed" : ""));
 }
 
 void FdStore::send(const std::string& state, std::span<const int> fds) {
@@ -159,8 +160,7 @@ std::size_t FdStore::release_unclaimed() {
   passed_.clear();
   if (n != 0)
     log::write(log::Level::info, kLog,
-               "released the kept queues of " + std::to_string(n) +
-                   " TAP(s) that no vif adopted");
+               "released the kept queues of " + std::to_string(n) + " TAP(s) that no vif adopted");
   return n;
 }
 

@@ -170,80 +170,53 @@ Result<TapDevice> TapDevice::attach(int ifindex, const TapConfig& config,
   if (ifindex <= 0 || ifreq_ioctl(SIOCGIFNAME, byidx)) return errno_code(ENODEV);
   const std::string name(byidx.ifr_name, ::strnlen(byidx.ifr_name, IFNAMSIZ));
   const std::uint32_t queues = std::max<std::uint32_t>(1, config.queues);
-  {
-    int tun_flags = IFF_TAP | IFF_NO_PI;
-    if (config.vnet_hdr) tun_flags |= IFF_VNET_HDR;
-    if (config.multi_queue) tun_flags |= IFF_MULTI_QUEUE;
-    // The queue fds that stayed open while no daemon ran (systemd's fd store): the same
-    // queues again, with whatever the host sent meanwhile still in them. Only all of them,
-    // each of this TAP; otherwise new ones below (these close when we return).
-    std::vector<bool> attached(kept.size());
-    bool usable = kept.size() == queues;
-    for (std::size_t i = 0; usable && i < kept.size(); ++i) {
-      bool a = false;
-      usable = kept_queue_valid(kept[i].get(), name, tun_flags, a);
-      attached[i] = a;
-    }
-    if (usable) {
-      for (auto& fd : kept) {
-        const int fl = ::fcntl(fd.get(), F_GETFL);
-        const int want = config.non_blocking ? (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK);
-        if (fl < 0 || (want != fl && ::fcntl(fd.get(), F_SETFL, want) < 0)) usable = false;
-        if (::fcntl(fd.get(), F_SETFD, FD_CLOEXEC) < 0) usable = false;
-      }
-    }
-    if (usable) {
-      std::size_t hdr_len = 0;
-      if (config.vnet_hdr) {
-        int size = static_cast<int>(kVnetHdrLen);
-        if (::ioctl(kept[0].get(), TUNSETVNETHDRSZ, &size) < 0) return last_errno();
-        hdr_len = kVnetHdrLen;
-      }
-      TapDevice tap(std::move(kept[0]), name, ifindex, hdr_len, config.offloads);
-      tap.persistent_ = true;
-      tap.keep_ = true;
-      tap.from_kept_ = true;
-      for (std::size_t i = 1; i < kept.size(); ++i)
-        tap.extra_queues_.push_back(ExtraQueue{std::move(kept[i]), attached[i]});
-      // Queue 0 is always attached.
-      if (!attached[0]) {
-        ifreq ifr{};
-        ifr.ifr_flags = IFF_ATTACH_QUEUE;
-        if (::ioctl(tap.fd(), TUNSETQUEUE, &ifr) < 0) return last_errno();
-      }
-      if (config.vnet_hdr) {
-        if (::ioctl(tap.fd(), TUNSETOFFLOAD, tun_offload_bits(config.offloads)) < 0)
-          return last_errno();
-      }
-      tap.keep_ = false;
-      return tap;
-    }
-  }
-  // Only a persistent TAP may be taken: had it gone meanwhile, TUNSETIFF would make a new one
-  // under that name, which the check below refuses (closing the fd then removes it again).
-  int open_flags = O_RDWR | O_CLOEXEC;
-  if (config.non_blocking) open_flags |= O_NONBLOCK;
   int tun_flags = IFF_TAP | IFF_NO_PI;
   if (config.vnet_hdr) tun_flags |= IFF_VNET_HDR;
   if (config.multi_queue) tun_flags |= IFF_MULTI_QUEUE;
+  // The queue fds that stayed open while no daemon ran (systemd's fd store): the same queues
+  // again, with whatever the host sent meanwhile still in them. Only all of them, each of this
+  // TAP; otherwise new ones below (these close when we return).
+  std::vector<bool> attached(kept.size());
+  bool from_kept = kept.size() == queues;
+  for (std::size_t i = 0; from_kept && i < kept.size(); ++i) {
+    bool a = false;
+    from_kept = kept_queue_valid(kept[i].get(), name, tun_flags, a);
+    attached[i] = a;
+  }
+  for (std::size_t i = 0; from_kept && i < kept.size(); ++i) {
+    const int fd = kept[i].get();
+    const int fl = ::fcntl(fd, F_GETFL);
+    const int want = config.non_blocking ? (fl | O_NONBLOCK) : (fl & ~O_NONBLOCK);
+    from_kept = fl >= 0 && (want == fl || ::fcntl(fd, F_SETFL, want) == 0) &&
+                ::fcntl(fd, F_SETFD, FD_CLOEXEC) == 0;
+  }
   std::vector<UniqueFd> fds;
-  for (std::uint32_t i = 0; i < queues; ++i) {
-    UniqueFd fd(::open("/dev/net/tun", open_flags));
-    if (!fd) return last_errno();
-    ifreq ifr = make_ifreq(name);
-    ifr.ifr_flags = static_cast<short>(tun_flags);
-    if (::ioctl(fd.get(), TUNSETIFF, &ifr) < 0) return last_errno();
-    if (i == 0) {
-      ifreq got{};
-      if (::ioctl(fd.get(), TUNGETIFF, &got) < 0) return last_errno();
-      ifreq idx = make_ifreq(name);
-      const bool same =
-          ifreq_ioctl(SIOCGIFINDEX, idx) == std::error_code{} && idx.ifr_ifindex == ifindex;
-      // Not persistent: TUNSETIFF just made a new TAP of that name (the old one is gone),
-      // which closing `fd` removes again.
-      if ((got.ifr_flags & IFF_PERSIST) == 0 || !same) return errno_code(ENODEV);
+  if (from_kept) {
+    fds = std::move(kept);
+  } else {
+    attached.assign(queues, true);
+    // Only a persistent TAP may be taken: had it gone meanwhile, TUNSETIFF would make a new
+    // one under that name, which the check below refuses (closing the fd then removes it).
+    int open_flags = O_RDWR | O_CLOEXEC;
+    if (config.non_blocking) open_flags |= O_NONBLOCK;
+    for (std::uint32_t i = 0; i < queues; ++i) {
+      UniqueFd fd(::open("/dev/net/tun", open_flags));
+      if (!fd) return last_errno();
+      ifreq ifr = make_ifreq(name);
+      ifr.ifr_flags = static_cast<short>(tun_flags);
+      if (::ioctl(fd.get(), TUNSETIFF, &ifr) < 0) return last_errno();
+      if (i == 0) {
+        ifreq got{};
+        if (::ioctl(fd.get(), TUNGETIFF, &got) < 0) return last_errno();
+        ifreq idx = make_ifreq(name);
+        const bool same =
+            ifreq_ioctl(SIOCGIFINDEX, idx) == std::error_code{} && idx.ifr_ifindex == ifindex;
+        // Not persistent: TUNSETIFF just made a new TAP of that name (the old one is gone),
+        // which closing `fd` removes again.
+        if ((got.ifr_flags & IFF_PERSIST) == 0 || !same) return errno_code(ENODEV);
+      }
+      fds.push_back(std::move(fd));
     }
-    fds.push_back(std::move(fd));
   }
   std::size_t hdr_len = 0;
   if (config.vnet_hdr) {
@@ -253,10 +226,17 @@ Result<TapDevice> TapDevice::attach(int ifindex, const TapConfig& config,
   }
   TapDevice tap(std::move(fds[0]), name, ifindex, hdr_len, config.offloads);
   tap.persistent_ = true;
+  tap.from_kept_ = from_kept;
   // Attached again, the TAP is ours to keep or to close: the caller says which.
   tap.keep_ = true;
   for (std::size_t i = 1; i < fds.size(); ++i)
-    tap.extra_queues_.push_back(ExtraQueue{std::move(fds[i]), true});
+    tap.extra_queues_.push_back(ExtraQueue{std::move(fds[i]), attached[i]});
+  // Queue 0 is always attached.
+  if (!attached[0]) {
+    ifreq ifr{};
+    ifr.ifr_flags = IFF_ATTACH_QUEUE;
+    if (::ioctl(tap.fd(), TUNSETQUEUE, &ifr) < 0) return last_errno();
+  }
   if (config.vnet_hdr) {
     if (::ioctl(tap.fd(), TUNSETOFFLOAD, tun_offload_bits(config.offloads)) < 0)
       return last_errno();

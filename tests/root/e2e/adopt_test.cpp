@@ -8,16 +8,16 @@
 // an orderly stop still closes everything; the old daemon killed at any step of a takeover
 // leaves every vif served.
 #include <algorithm>
-#include <cstring>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <regex>
 #include <sstream>
+#include <sys/socket.h>
+#include <sys/un.h>
 
 #include "common/util/unique_fd.hpp"
 #include "tests/root/e2e/e2e_fixture.hpp"
@@ -318,8 +318,9 @@ class FdStoreStub {
       }
       const std::string t(text, static_cast<std::size_t>(n));
       const auto name_at = t.find("FDNAME=");
-      const std::string name =
-          name_at == std::string::npos ? "" : t.substr(name_at + 7, t.find('\n', name_at) - name_at - 7);
+      const std::string name = name_at == std::string::npos
+                                   ? ""
+                                   : t.substr(name_at + 7, t.find('\n', name_at) - name_at - 7);
       if (t.find("FDSTOREREMOVE=1") != std::string::npos) {
         stored_.erase(name);
       } else if (t.find("FDSTORE=1") != std::string::npos) {
@@ -358,8 +359,8 @@ class AdoptionWithAnFdStore : public Adoption {
     ::unsetenv("NOTIFY_SOCKET");
   }
   bool carrier(const XlWorld::Guest& g) {
-    return w().in_ns(w().ns0(), {"ip", "-o", "link", "show", "dev", g.tap()}).out.find(
-               "LOWER_UP") != std::string::npos;
+    return w().in_ns(w().ns0(), {"ip", "-o", "link", "show", "dev", g.tap()})
+               .out.find("LOWER_UP") != std::string::npos;
   }
   FdStoreStub store_;
 };
@@ -380,8 +381,8 @@ TEST_F(AdoptionWithAnFdStore, ACrashLeavesTheTapItsCarrierAndTheHostsFramesUntil
   w().kill_daemon(SIGKILL);
   EXPECT_TRUE(carrier(*g1)) << "the kept queues hold the TAP's carrier on";
   // The host pings the guest while no daemon runs: the requests wait in the TAP.
-  Daemon& pinger = w().spawn_in_ns(
-      w().ns0(), {"ping", "-c", "5", "-i", "0.1", "-W", "10", g1->ip}, "gap-ping.log");
+  Daemon& pinger = w().spawn_in_ns(w().ns0(), {"ping", "-c", "5", "-i", "0.1", "-W", "10", g1->ip},
+                                   "gap-ping.log");
   std::this_thread::sleep_for(1s);
   EXPECT_TRUE(carrier(*g1));
 

@@ -37,7 +37,9 @@ ino_t inode_of(int fd) {
   return ::fstat(fd, &st) == 0 ? st.st_ino : 0;
 }
 
-bool is_open(int fd) { return ::fcntl(fd, F_GETFD) >= 0; }
+bool is_open(int fd) {
+  return ::fcntl(fd, F_GETFD) >= 0;
+}
 
 class FdStoreTest : public ::testing::Test {
  protected:
@@ -139,8 +141,8 @@ TEST_F(FdStoreTest, AStoreThatCannotBeReachedCostsAWarningNotTheVif) {
 // The real sender: sd_pid_notify_with_fds to $NOTIFY_SOCKET, read here as systemd reads it
 // (one datagram, the text, the fd as SCM_RIGHTS).
 TEST(FdStoreSystemd, FdstoreReachesTheNotificationSocketWithTheFdAttached) {
-  const auto dir = std::filesystem::temp_directory_path() /
-                   ("unetback-fdstore-" + std::to_string(::getpid()));
+  const auto dir =
+      std::filesystem::temp_directory_path() / ("unetback-fdstore-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const std::string path = (dir / "notify").string();
   UniqueFd sock(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
