@@ -61,7 +61,8 @@ std::string name_value(std::string_view name, std::string_view value) {
 
 }  // namespace
 
-std::string handle_request(const Request& request, BackendManager& manager) {
+std::string handle_request(const Request& request, BackendManager& manager,
+                           const DaemonInfo* daemon) {
   return std::visit(
       [&](const auto& r) -> std::string {
         using T = std::decay_t<decltype(r)>;
@@ -130,16 +131,29 @@ std::string handle_request(const Request& request, BackendManager& manager) {
             return json_error(r.name + ": " + *why);
           const auto* spec = find_tunable(r.name);
           return name_value(spec->name, format_tunable(manager.tunables().current(), *spec));
+        } else if constexpr (std::is_same_v<T, StatusRequest>) {
+          if (daemon == nullptr) return json_error("status: not answered here");
+          w.begin_object().key("pid").value(static_cast<std::int64_t>(daemon->pid));
+          w.key("program").value(daemon->program).key("started").value(daemon->started);
+          w.key("version").value(daemon->version);
+          w.key("vifs").value(static_cast<std::uint64_t>(manager.list().size())).end_object();
+        } else if constexpr (std::is_same_v<T, UpgradeRequest>) {
+          if (daemon == nullptr || !daemon->upgrade)
+            return json_error("upgrade: not possible here");
+          if (auto why = daemon->upgrade()) return json_error("upgrade: " + *why);
+          w.begin_object().key("upgrading").value(true);
+          w.key("pid").value(static_cast<std::int64_t>(daemon->pid));
+          w.key("program").value(daemon->program).end_object();
         }
         return w.str();
       },
       request);
 }
 
-std::string handle_line(std::string_view line, BackendManager& manager) {
+std::string handle_line(std::string_view line, BackendManager& manager, const DaemonInfo* daemon) {
   auto parsed = parse_request(line);
   if (auto* msg = std::get_if<std::string>(&parsed)) return json_error(*msg);
-  return handle_request(std::get<Request>(parsed), manager);
+  return handle_request(std::get<Request>(parsed), manager, daemon);
 }
 
 }  // namespace unetback::daemon

@@ -10,9 +10,16 @@
 //              "rsp_prod":..,"rsp_event":..,"req_cons":..,"rsp_prod_pvt":..},"rx":{...}}]}
 //   tunables  {"tunables":[{"name":"max-queues","value":"4","min":1,"max":16,"help":"..."}]}
 //   get/set   {"name":"max-queues","value":"4"}
+//   status    {"pid":812,"program":"/usr/sbin/unetbackd","started":"1764748800.123456",
+//              "version":"0.1.0","vifs":2}
+//   upgrade   {"upgrading":true,"pid":812,"program":"/usr/sbin/unetbackd"} (then the daemon
+//              hands its vifs over and executes the program again; `status` tells the new image
+//              by its "started")
 //   errors    {"error":"..."}
 #pragma once
 
+#include <functional>
+#include <optional>
 #include <string>
 
 #include "backend/daemon/backend_manager.hpp"
@@ -20,9 +27,23 @@
 
 namespace unetback::daemon {
 
-[[nodiscard]] std::string handle_request(const Request& request, BackendManager& manager);
+/// What only the daemon's main knows: for `status` and `upgrade`.
+struct DaemonInfo {
+  long pid = 0;
+  std::string program;
+  /// This image's start (realtime seconds, "s.us").
+  std::string started;
+  std::string version;
+  /// Starts an upgrade in place once the reply is sent; why not, if it cannot.
+  std::function<std::optional<std::string>()> upgrade;
+};
+
+/// `daemon` may be null (tests of the vif requests): status and upgrade then answer an error.
+[[nodiscard]] std::string handle_request(const Request& request, BackendManager& manager,
+                                         const DaemonInfo* daemon = nullptr);
 
 /// Parses and answers one line.
-[[nodiscard]] std::string handle_line(std::string_view line, BackendManager& manager);
+[[nodiscard]] std::string handle_line(std::string_view line, BackendManager& manager,
+                                      const DaemonInfo* daemon = nullptr);
 
 }  // namespace unetback::daemon

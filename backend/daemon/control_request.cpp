@@ -41,9 +41,11 @@ ParsedRequest parse_request(std::string_view line) {
     return "'" + std::string(s) + "' is not <domid>/<devid>";
   };
 
-  if (verb == "list" || verb == "tunables") {
+  if (verb == "list" || verb == "tunables" || verb == "status" || verb == "upgrade") {
     if (auto e = arity(0, 0)) return *e;
     if (verb == "list") return Request{ListRequest{}};
+    if (verb == "status") return Request{StatusRequest{}};
+    if (verb == "upgrade") return Request{UpgradeRequest{}};
     return Request{TunablesRequest{}};
   }
   if (verb == "stats") {
@@ -68,7 +70,7 @@ ParsedRequest parse_request(std::string_view line) {
     return Request{SetRequest{std::string(w[1]), std::string(w[2])}};
   }
   return "unknown request '" + std::string(verb.substr(0, 32)) +
-         "' (list, stats, rings, tunables, get, set)";
+         "' (list, stats, rings, tunables, get, set, status, upgrade)";
 }
 
 }  // namespace unetback::daemon

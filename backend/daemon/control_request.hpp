@@ -6,6 +6,8 @@
 //   tunables                  every daemon-wide tunable and its value in force
 //   get <tunable>             one tunable's value in force
 //   set <tunable> <value>     change a tunable (through xenstore; validated like a watch)
+//   status                    the daemon: pid, program, when this image started, version
+//   upgrade                   hand every vif over and execute the program file again in place
 //
 // Parsing is pure and strict: an unknown verb, a missing or extra argument, or a malformed vif
 // id is an error message for the client, never an exception.
@@ -44,8 +46,15 @@ struct SetRequest {
   friend bool operator==(const SetRequest&, const SetRequest&) = default;
 };
 
-using Request =
-    std::variant<ListRequest, StatsRequest, RingsRequest, TunablesRequest, GetRequest, SetRequest>;
+struct StatusRequest {
+  friend bool operator==(const StatusRequest&, const StatusRequest&) = default;
+};
+struct UpgradeRequest {
+  friend bool operator==(const UpgradeRequest&, const UpgradeRequest&) = default;
+};
+
+using Request = std::variant<ListRequest, StatsRequest, RingsRequest, TunablesRequest, GetRequest,
+                             SetRequest, StatusRequest, UpgradeRequest>;
 
 /// A request, or the message explaining what is wrong with the line.
 using ParsedRequest = std::variant<Request, std::string>;

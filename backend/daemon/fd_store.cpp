@@ -2,7 +2,9 @@
 
 #include <charconv>
 #include <cstdlib>
+#include <fcntl.h>
 #include <system_error>
+#include <unistd.h>
 
 #include "common/util/log.hpp"
 
@@ -15,6 +17,9 @@ namespace {
 
 constexpr std::string_view kLog = "unetbackd";
 constexpr std::string_view kPrefix = "tap-";
+/// sd_listen_fds(3)'s first fd, and a bound on what this daemon takes (FileDescriptorStoreMax).
+constexpr int kListenFdsStart = 3;
+constexpr int kMaxListenFds = 65536;
 
 }  // namespace
 
@@ -51,28 +56,41 @@ FdStore::Sender FdStore::systemd_sender() {
   };
 }
 
-std::unique_ptr<FdStore> FdStore::from_environment() {
-#if UNETBACK_HAVE_LIBSYSTEMD
-  if (std::getenv("NOTIFY_SOCKET") == nullptr) return nullptr;
-  std::vector<std::pair<std::string, UniqueFd>> passed;
-  char** names = nullptr;
-  // unset_environment: a hotplug script started later must not think the fds are its own.
-  const int n = ::sd_listen_fds_with_names(1, &names);
+std::vector<std::pair<std::string, int>> FdStore::listed_fds(
+    const std::function<const char*(const char*)>& env, long pid) {
+  std::vector<std::pair<std::string, int>> out;
+  const char* lpid = env("LISTEN_PID");
+  const char* lfds = env("LISTEN_FDS");
+  if (lpid == nullptr || lfds == nullptr) return out;
+  long p = 0;
+  int n = 0;
+  const std::string_view ps(lpid), ns(lfds);
+  auto rp = std::from_chars(ps.data(), ps.data() + ps.size(), p);
+  auto rn = std::from_chars(ns.data(), ns.data() + ns.size(), n);
+  if (rp.ec != std::errc{} || rp.ptr != ps.data() + ps.size() || p != pid || rn.ec != std::errc{} ||
+      rn.ptr != ns.data() + ns.size() || n <= 0 || n > kMaxListenFds)
+    return out;
+  std::string_view names = env("LISTEN_FDNAMES") != nullptr ? env("LISTEN_FDNAMES") : "";
   for (int i = 0; i < n; ++i) {
-    passed.emplace_back(names != nullptr && names[i] != nullptr ? names[i] : "",
-                        UniqueFd(SD_LISTEN_FDS_START + i));
+    const auto colon = names.find(':');
+    std::string name(names.substr(0, colon));
+    names = colon == std::string_view::npos ? std::string_view() : names.substr(colon + 1);
+    out.emplace_back(name.empty() ? "unknown" : std::move(name), kListenFdsStart + i);
   }
-  if (names != nullptr) {
-    for (int i = 0; i < n; ++i) std::free(names[i]);  // NOLINT(cppcoreguidelines-no-malloc)
-    std::free(static_cast<void*>(names));             // NOLINT(cppcoreguidelines-no-malloc)
+  return out;
+}
+
+std::unique_ptr<FdStore> FdStore::from_environment() {
+  std::vector<std::pair<std::string, UniqueFd>> passed;
+  for (auto& [name, fd] : listed_fds([](const char* k) { return std::getenv(k); }, ::getpid())) {
+    (void)::fcntl(fd, F_SETFD, FD_CLOEXEC);
+    passed.emplace_back(std::move(name), UniqueFd(fd));
   }
-  if (n < 0)
-    log::write(log::Level::warn, kLog,
-               "cannot take the fds systemd passed: " + std::system_category().message(-n));
-  return std::make_unique<FdStore>(std::move(passed), systemd_sender());
-#else
-  return nullptr;
-#endif
+  // A hotplug script started later must not think the fds are its own.
+  for (const char* k : {"LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"}) ::unsetenv(k);
+  Sender send;
+  if (std::getenv("NOTIFY_SOCKET") != nullptr) send = systemd_sender();
+  return std::make_unique<FdStore>(std::move(passed), std::move(send));
 }
 
 FdStore::FdStore(std::vector<std::pair<std::string, UniqueFd>> passed, Sender send)
@@ -93,12 +111,13 @@ FdStore::FdStore(std::vector<std::pair<std::string, UniqueFd>> passed, Sender se
   if (passed_count_ != 0 || foreign != 0)
     log::write(
         log::Level::info, kLog,
-        "the service manager passed " + std::to_string(passed_count_) + " TAP queue fd(s) of " +
+        "passed at start (LISTEN_FDS): " + std::to_string(passed_count_) + " TAP queue fd(s) of " +
             std::to_string(passed_.size()) + " TAP(s)" +
             (foreign != 0 ? " and " + std::to_string(foreign) + " other fd(s), closed" : ""));
 }
 
 void FdStore::send(const std::string& state, std::span<const int> fds) {
+  if (!send_) return;  // no service manager: the store's own copies only
   const int rc = send_(state, fds);
   if (rc > 0) return;
   if (send_failures_++ == 0)
@@ -126,12 +145,30 @@ void FdStore::keep(int ifindex, std::span<const int> queue_fds) {
          std::span<const int>(&fd, 1));
   }
   if (!queue_fds.empty()) stored_[ifindex] = static_cast<std::uint32_t>(queue_fds.size());
+  std::vector<UniqueFd> copies;
+  for (const int fd : queue_fds) {
+    UniqueFd copy(::fcntl(fd, F_DUPFD_CLOEXEC, 3));
+    if (!copy) {
+      log::write(log::Level::warn, kLog,
+                 "cannot hold a copy of a TAP queue fd (" + std::system_category().message(errno) +
+                     "): an upgrade in place will see TAP " + std::to_string(ifindex) +
+                     "'s carrier go off");
+      copies.clear();
+      break;
+    }
+    copies.push_back(std::move(copy));
+  }
+  if (copies.empty())
+    held_.erase(ifindex);
+  else
+    held_[ifindex] = std::move(copies);
 }
 
 void FdStore::forget(int ifindex) {
   const std::lock_guard lock(mu_);
   remove_stored(ifindex);
   passed_.erase(ifindex);
+  held_.erase(ifindex);
 }
 
 std::vector<UniqueFd> FdStore::take(int ifindex) {
@@ -161,6 +198,23 @@ std::size_t FdStore::release_unclaimed() {
   if (n != 0)
     log::write(log::Level::info, kLog,
                "released the kept queues of " + std::to_string(n) + " TAP(s) that no vif adopted");
+  return n;
+}
+
+std::vector<std::pair<std::string, UniqueFd>> FdStore::release_held() {
+  const std::lock_guard lock(mu_);
+  std::vector<std::pair<std::string, UniqueFd>> out;
+  for (auto& [ifindex, queues] : held_)
+    for (std::size_t q = 0; q < queues.size(); ++q)
+      out.emplace_back(fd_name(ifindex, static_cast<std::uint32_t>(q)), std::move(queues[q]));
+  held_.clear();
+  return out;
+}
+
+std::size_t FdStore::held_count() const {
+  const std::lock_guard lock(mu_);
+  std::size_t n = 0;
+  for (const auto& [ifindex, queues] : held_) n += queues.size();
   return n;
 }
 

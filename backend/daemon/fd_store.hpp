@@ -10,9 +10,14 @@
 // guests went while no daemon ran. systemd also drops a stored fd by itself when it reports an
 // error (the TAP was deleted: tun's poll says EPOLLERR).
 //
+// The store also holds its own copy of every kept queue (close-on-exec), so that the daemon can
+// re-execute itself in place (`unetback-ctl upgrade`, backend/daemon/reexec.hpp): release_held()
+// hands them to the new image, which finds them as systemd would pass them (LISTEN_FDS,
+// LISTEN_FDNAMES, LISTEN_PID), under systemd or not.
+//
 // The unit must allow the store (FileDescriptorStoreMax=); without it systemd refuses the fds and
-// logs so, and the vifs behave as without a keeper. Outside systemd (no NOTIFY_SOCKET), or built
-// without libsystemd, from_environment() gives nullptr.
+// logs so, and a restart behaves as without a keeper. Outside systemd (no NOTIFY_SOCKET), or
+// built without libsystemd, nothing is sent: only the store's own copies are kept.
 #pragma once
 
 #include <cstdint>
@@ -38,15 +43,20 @@ class FdStore final : public vif::TapKeeper {
   /// sd_notify's convention (> 0 sent, 0 no manager, < 0 -errno).
   using Sender = std::function<int(const std::string& state, std::span<const int> fds)>;
 
-  /// Under systemd: takes the fds passed to this process (LISTEN_FDS with names, then unset from
-  /// the environment so that no child sees them; they are close-on-exec). nullptr outside
-  /// systemd or without libsystemd.
+  /// Takes the fds passed to this process (LISTEN_FDS for this pid, with LISTEN_FDNAMES, as
+  /// systemd or a re-executing unetbackd passes them; then unset from the environment so that no
+  /// child sees them; they are made close-on-exec), and sends to systemd's store when
+  /// $NOTIFY_SOCKET is set (libsystemd).
   [[nodiscard]] static std::unique_ptr<FdStore> from_environment();
   /// sd_pid_notify_with_fds to $NOTIFY_SOCKET (libsystemd), or a sender that sends nothing.
   [[nodiscard]] static Sender systemd_sender();
+  /// The fds LISTEN_PID/LISTEN_FDS/LISTEN_FDNAMES in `env` give to process `pid` (fds 3..3+n-1,
+  /// named; "unknown" where a name is missing). Empty unless LISTEN_PID is `pid`.
+  [[nodiscard]] static std::vector<std::pair<std::string, int>> listed_fds(
+      const std::function<const char*(const char*)>& env, long pid);
 
   /// `passed`: the fds the service manager passed, with their names (others are closed);
-  /// `send`: where notifications go.
+  /// `send`: where notifications go (none if empty).
   FdStore(std::vector<std::pair<std::string, UniqueFd>> passed, Sender send);
 
   void keep(int ifindex, std::span<const int> queue_fds) override;
@@ -55,6 +65,11 @@ class FdStore final : public vif::TapKeeper {
 
   /// Removes from the store and closes every passed fd no vif took; returns how many TAPs.
   std::size_t release_unclaimed();
+  /// The store's own copies of every queue kept and not forgotten, named as in systemd's store,
+  /// for the next image of this process; the store holds none after.
+  [[nodiscard]] std::vector<std::pair<std::string, UniqueFd>> release_held();
+  /// Queue fds the store holds copies of.
+  [[nodiscard]] std::size_t held_count() const;
   /// TAP queue fds passed at start (before any take).
   [[nodiscard]] std::size_t passed_count() const { return passed_count_; }
   /// Notifications the service manager refused or that could not be sent.
@@ -68,8 +83,10 @@ class FdStore final : public vif::TapKeeper {
   void remove_stored(int ifindex);
   void send(const std::string& state, std::span<const int> fds);
 
-  std::mutex mu_;
+  mutable std::mutex mu_;
   Sender send_;
+  /// The store's own copies of the kept queues: ifindex -> queue order.
+  std::map<int, std::vector<UniqueFd>> held_;
   /// Passed fds not taken yet: ifindex -> queue -> fd.
   std::map<int, std::map<std::uint32_t, UniqueFd>> passed_;
   /// How many queues the store holds for each TAP (names q0..qN-1).

@@ -4,6 +4,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -25,6 +26,7 @@
 #include "backend/daemon/instance_lock.hpp"
 #include "backend/daemon/kernel_netback.hpp"
 #include "backend/daemon/manager_loop.hpp"
+#include "backend/daemon/reexec.hpp"
 #include "backend/daemon/service_notifier.hpp"
 #include "backend/daemon/systemd_job.hpp"
 #include "backend/daemon/tunables.hpp"
@@ -117,7 +119,23 @@ void ignore_stray_signals() {
   std::signal(SIGUSR1, SIG_IGN);
 }
 
-int run(const DaemonOptions& opts) {
+/// This process: what `status` reports and what an upgrade in place executes again.
+struct Process {
+  std::string program;  // program_path_now() at start
+  std::vector<std::string> argv;
+  std::string started;  // realtime_stamp() of main()
+};
+
+/// An upgrade in place that run() prepared: every vif handed over, the TAP queues to pass on.
+struct Reexec {
+  bool requested = false;
+  std::vector<std::pair<std::string, UniqueFd>> fds;
+};
+
+/// run()'s status when it returns for an upgrade in place (main() then executes the program).
+constexpr int kRunReexec = -1;
+
+int run(const DaemonOptions& opts, const Process& process, Reexec& reexec) {
   // Before the hypervisor is opened: with xen_netback loaded nothing here is safe to touch.
   if (auto why = kernel_netback_conflict(opts.hypervisor, opts.allow_kernel_netback, sysfs_root()))
     throw SetupError(*why);
@@ -174,9 +192,30 @@ int run(const DaemonOptions& opts) {
   BackendManager manager(*xs, self, factory, tunables,
                          [&hypervisor](DomId d) { return hypervisor->domain_exists(d); });
   manager_ptr = &manager;
+  DaemonInfo info;
+  info.pid = ::getpid();
+  info.program = process.program;
+  info.started = process.started;
+  info.version = UNETBACK_VERSION;
+  // Set below, once the loop and the notifier exist: the upgrade's own steps.
+  std::function<void()> start_upgrade;
+  bool stopping = false;  // a signal or an upgrade began the end of this image
+  info.upgrade = [&]() -> std::optional<std::string> {
+    if (opts.state_dir.empty())
+      return "needs a state directory (--state-dir): without state records no vif is adopted";
+    if (!fd_store) return "no TAP keeper";
+    if (process.program.empty()) return "the program file is unknown (/proc/self/exe unreadable)";
+    if (::access(process.program.c_str(), X_OK) != 0)
+      return "cannot execute " + process.program + ": " + std::system_category().message(errno);
+    if (stopping) return "already stopping";
+    // After this reply is written: the handover stops the loop that writes it.
+    boost::asio::post(io, start_upgrade);
+    return std::nullopt;
+  };
   ControlServer control(
       io, opts.control_path,
-      [&manager](std::string_view line) { return handle_line(line, manager); }, {}, &fd_reserve);
+      [&manager, &info](std::string_view line) { return handle_line(line, manager, &info); }, {},
+      &fd_reserve);
   if (auto ec = manager.start()) {
     throw SetupError("cannot watch /local/domain/" + std::to_string(self.value()) +
                      "/backend/vif: " + ec.message());
@@ -224,27 +263,41 @@ int run(const DaemonOptions& opts) {
   });
 
   bool handed_over = false;
+  // Every vif stopped between two passes, its record marked handed over, its TAP kept.
+  const auto hand_over_all = [&](const std::string& why) {
+    loop.stop();
+    log::write(log::Level::info, kLog, why + ": handing every vif over to a successor");
+    log_milestone("handover_requested");
+    manager.hand_over(die_at_handover_step);
+    log_milestone("handed_over");
+    handed_over = true;
+  };
+  // `unetback-ctl upgrade`: the successor is this process's next image.
+  start_upgrade = [&] {
+    if (std::exchange(stopping, true)) return;  // a signal came first
+    log_milestone("upgrade_requested");
+    notifier.reloading("upgrading in place: executing " + process.program);
+    hand_over_all("upgrade in place");
+    reexec.requested = true;
+    reexec.fds = fd_store->release_held();
+    io.stop();
+  };
   boost::asio::signal_set signals(io, SIGTERM, SIGINT, SIGUSR2);
   signals.async_wait([&](const boost::system::error_code& ec, int signo) {
     if (ec) return;
     log_milestone("signal_seen", signo == SIGUSR2   ? "signal=USR2"
                                  : signo == SIGTERM ? "signal=TERM"
                                                     : "signal=INT");
+    if (std::exchange(stopping, true)) return;  // an upgrade came first
     // SIGUSR2 (--takeover, `systemctl kill -s USR2`), or SIGTERM while systemd restarts the
     // unit: hand over. Any other SIGTERM or SIGINT is an orderly stop.
     const bool restart = signo == SIGUSR2 ||
                          (signo == SIGTERM && !opts.state_dir.empty() && systemd_restarting_us());
     notifier.stopping();
-    loop.stop();
     if (restart) {
-      log::write(log::Level::info, kLog,
-                 std::string(signo == SIGUSR2 ? "SIGUSR2" : "SIGTERM (unit restarting)") +
-                     ": handing every vif over to a successor");
-      log_milestone("handover_requested");
-      manager.hand_over(die_at_handover_step);
-      log_milestone("handed_over");
-      handed_over = true;
+      hand_over_all(signo == SIGUSR2 ? "SIGUSR2" : "SIGTERM (unit restarting)");
     } else {
+      loop.stop();
       log::write(log::Level::info, kLog,
                  std::string(signo == SIGTERM ? "SIGTERM" : "SIGINT") + ": closing every vif");
       manager.shutdown();
@@ -259,6 +312,7 @@ int run(const DaemonOptions& opts) {
   io.run();
   if (xenstore_lost) return kExitXenstoreLost;
   release_owner_node(*xs, self);
+  if (reexec.requested) return kRunReexec;
   if (handed_over) {
     die_at_handover_step(4);
     log::write(log::Level::info, kLog, "handed over");
@@ -295,6 +349,7 @@ void install_crash_handler() {
 int main(int argc, char** argv) {
   // The process's start as the lab lines it up with a guest's pings (logged once the log is set).
   const std::string entered = realtime_stamp();
+  const Process process{program_path_now(), std::vector<std::string>(argv, argv + argc), entered};
   ignore_stray_signals();
   die_at_handover_step(0);  // reads its variable now, before any thread
   install_crash_handler();
@@ -320,7 +375,19 @@ int main(int argc, char** argv) {
   if (auto lim = raise_fd_limit(); !lim)
     log::write(log::Level::warn, kLog, "cannot raise RLIMIT_NOFILE: " + lim.error().message());
   try {
-    const int status = run(opts);
+    Reexec reexec;
+    const int status = run(opts, process, reexec);
+    if (status == kRunReexec) {
+      // After every destructor of run(): the data-path threads joined, the lock released.
+      log_milestone("exec", "fds=" + std::to_string(reexec.fds.size()));
+      const std::string why = exec_with_fds(process.program, process.argv, std::move(reexec.fds));
+      // Every vif is handed over: exit as after a takeover, so that systemd starts a successor
+      // (RestartForceExitStatus=4), which adopts them.
+      log::write(log::Level::error, kLog,
+                 "upgrade in place failed (" + why + "): exiting with status " +
+                     std::to_string(kExitHandedOver) + " for a successor to adopt the vifs");
+      return kExitHandedOver;
+    }
     // After every destructor of run(): the vifs, the data-path threads, the lock released.
     log_milestone("exit", "status=" + std::to_string(status));
     return status;

@@ -64,6 +64,12 @@ void ServiceNotifier::stopping() {
   notify("STOPPING=1");
 }
 
+void ServiceNotifier::reloading(std::string_view status) {
+  stopped_ = true;
+  timer_.cancel();
+  notify("RELOADING=1\nSTATUS=" + std::string(status));
+}
+
 void ServiceNotifier::do_ping() {
   if (stopped_) return;
   notify("WATCHDOG=1");

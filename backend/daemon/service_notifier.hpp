@@ -30,6 +30,9 @@ class ServiceNotifier {
   void ready(std::string_view status);
   /// STOPPING=1 (SIGTERM: closing every vif) and no more watchdog pings.
   void stopping();
+  /// RELOADING=1 with STATUS=`status` (an upgrade in place: the same pid sends READY=1 again
+  /// from its new image) and no more watchdog pings from this image.
+  void reloading(std::string_view status);
 
   /// The watchdog interval systemd asked for (WATCHDOG_USEC), zero if none.
   [[nodiscard]] std::chrono::microseconds watchdog_interval() const { return watchdog_; }

@@ -7,6 +7,7 @@
 // Header-only on purpose: each root test binary that uses it is a single translation unit.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
@@ -87,7 +88,10 @@ inline RunResult run(const std::vector<std::string>& argv, const std::string& di
 /// SIGTERM then SIGKILL when dropped.
 class Daemon {
  public:
-  Daemon(const std::vector<std::string>& argv, std::string log) : log_(std::move(log)) {
+  /// `keep`: descriptors the child inherits besides 0-2 (every other one is closed in the child,
+  /// as a service manager starts a service: a test's own descriptors never reach the daemon).
+  Daemon(const std::vector<std::string>& argv, std::string log, std::vector<int> keep = {})
+      : log_(std::move(log)) {
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
@@ -97,9 +101,17 @@ class Daemon {
     if (const int f = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644); f >= 0) ::close(f);
     pid_ = ::fork();
     if (pid_ == 0) {
-      const int f = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      const int f = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
       ::dup2(f, 1);
       ::dup2(f, 2);
+      std::sort(keep.begin(), keep.end());
+      unsigned first = 3;
+      for (const int k : keep) {
+        if (k < 3) continue;
+        if (static_cast<unsigned>(k) > first) ::close_range(first, static_cast<unsigned>(k) - 1, 0);
+        first = static_cast<unsigned>(k) + 1;
+      }
+      ::close_range(first, ~0U, 0);
       ::execvp(args[0], args.data());
       ::_exit(127);
     }
@@ -289,7 +301,7 @@ class XlWorld {
     argv.insert(argv.end(), daemon_args_.begin(), daemon_args_.end());
     argv.insert(argv.end(), extra.begin(), extra.end());
     daemon_ = std::make_unique<Daemon>(
-        argv, dir_ + "/unetbackd-" + std::to_string(++daemon_runs_) + ".log");
+        argv, dir_ + "/unetbackd-" + std::to_string(++daemon_runs_) + ".log", high);
     for (int fd : high) ::close(fd);
     return true;
   }

@@ -7,6 +7,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <thread>
+#include <variant>
 #include <vector>
 
 #include "backend/daemon/daemon_options.hpp"
@@ -34,6 +36,11 @@ constexpr std::string_view kUsage =
     "  get NAME             one tunable\n"
     "  set NAME VALUE       change a tunable (validated by the daemon; applies to vifs that\n"
     "                       connect afterwards)\n"
+    "  status               the daemon: version, pid, program file, when it started, vifs\n"
+    "  upgrade              upgrade in place: the daemon hands every vif over and executes\n"
+    "                       its program file again (a new binary installed there) in the\n"
+    "                       same process; the guests stay Connected. Waits until the new\n"
+    "                       image serves (30 s at most) and prints how long it took\n"
     "  metrics [--listen ADDR:PORT]\n"
     "                       serve the Prometheus metrics over HTTP at /metrics (default\n"
     "                       127.0.0.1:9469; other paths 404, 503 while the daemon is not\n"
@@ -64,6 +71,70 @@ ctl::MetricsFetch fetch_metrics(const std::string& path, const std::string& line
   if (!doc) return {false, "malformed reply (" + error + ")"};
   if (const auto* e = doc->get("error")) return {false, e->text()};
   return {true, ctl::format_prometheus(*doc)};
+}
+
+/// One request's parsed reply, or why there is none (an error reply included).
+std::variant<ctl::JsonValue, std::string> ask(const std::string& path, const std::string& line) {
+  auto client = ctl::CtlClient::connect(path);
+  if (!client) return "cannot connect to " + path + ": " + client.error().message();
+  auto reply = client->request(line);
+  if (!reply) return "no reply on " + path + ": " + reply.error().message();
+  std::string error;
+  auto doc = ctl::parse_json(*reply, &error);
+  if (!doc) return "malformed reply (" + error + "): " + *reply;
+  if (const auto* e = doc->get("error")) return e->text();
+  return std::move(*doc);
+}
+
+/// `upgrade`: asks for it, then polls `status` until an image that started after the request
+/// answers (the same pid: in place; another pid: the exec failed and systemd started a
+/// successor, which adopted the vifs).
+int upgrade_in_place(const std::string& path, bool json) {
+  using Clock = std::chrono::steady_clock;
+  auto before = ask(path, "status");
+  if (auto* why = std::get_if<std::string>(&before)) {
+    std::cerr << "unetback-ctl: " << *why << "\n";
+    return 1;
+  }
+  const std::string started = std::get<ctl::JsonValue>(before).get("started") != nullptr
+                                  ? std::get<ctl::JsonValue>(before).get("started")->text()
+                                  : "";
+  const std::string pid = std::get<ctl::JsonValue>(before).get("pid") != nullptr
+                              ? std::get<ctl::JsonValue>(before).get("pid")->text()
+                              : "";
+  const auto t0 = Clock::now();
+  if (auto r = ask(path, "upgrade"); auto* why = std::get_if<std::string>(&r)) {
+    // The daemon may go before its reply is read: only a refusal is an error.
+    if (why->rfind("upgrade:", 0) == 0 || why->find("unknown request") != std::string::npos) {
+      std::cerr << "unetback-ctl: " << *why << "\n";
+      return 1;
+    }
+  }
+  const auto deadline = t0 + std::chrono::seconds(30);
+  while (Clock::now() < deadline) {
+    auto now = ask(path, "status");
+    if (auto* doc = std::get_if<ctl::JsonValue>(&now)) {
+      const auto* st = doc->get("started");
+      const auto* p = doc->get("pid");
+      if (st != nullptr && st->text() != started) {
+        const auto ms =
+            std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+        const bool same = p != nullptr && p->text() == pid;
+        if (json) {
+          std::cout << "{\"upgraded_in_place\":" << (same ? "true" : "false")
+                    << ",\"serving_after_ms\":" << ms << ",\"pid\":" << ctl::field(*doc, "pid")
+                    << ",\"started\":\"" << ctl::field(*doc, "started") << "\"}\n";
+        } else {
+          std::cout << (same ? "upgraded in place: " : "the exec failed; a new process serves: ")
+                    << ctl::format_reply("status", *doc) << "serving again after " << ms << " ms\n";
+        }
+        return same ? 0 : 1;
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  std::cerr << "unetback-ctl: unetbackd did not serve again within 30 s of the upgrade request\n";
+  return 1;
 }
 
 /// `metrics`: serves scrapes one at a time until SIGTERM or SIGINT (their default action).
@@ -127,9 +198,9 @@ int main(int argc, char** argv) {
     const char* name;
     std::size_t min, max;
   };
-  static constexpr Arity kCommands[] = {{"list", 0, 0},     {"stats", 0, 1}, {"rings", 1, 1},
-                                        {"tunables", 0, 0}, {"get", 1, 1},   {"set", 2, 2},
-                                        {"metrics", 0, 0}};
+  static constexpr Arity kCommands[] = {{"list", 0, 0},     {"stats", 0, 1},  {"rings", 1, 1},
+                                        {"tunables", 0, 0}, {"get", 1, 1},    {"set", 2, 2},
+                                        {"metrics", 0, 0},  {"status", 0, 0}, {"upgrade", 0, 0}};
   bool known = false;
   for (const auto& c : kCommands) {
     if (cmd != c.name) continue;
@@ -154,6 +225,8 @@ int main(int argc, char** argv) {
     std::signal(SIGPIPE, SIG_IGN);
     return serve_metrics(path, listen ? *listen : kDefaultMetricsAddress);
   }
+
+  if (cmd == "upgrade") return upgrade_in_place(path, json);
 
   auto client = ctl::CtlClient::connect(path);
   if (!client) {

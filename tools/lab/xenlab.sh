@@ -21,9 +21,10 @@
 #   2. netfront-shim in a domU (no kernel netfront) against the kernel netback and unetbackd;
 #      with unetbackd also a SIGKILL of the daemon: systemd restarts it, the shim is served again
 #   adopt (issue 20): labu's Linux netfront across a SIGKILL of unetbackd (systemd restarts it,
-#      the new process adopts the vif from its state record) and a planned takeover (systemctl
-#      restart): both states stay 4 (sampled every 20 ms), a TCP stream survives, the outage of a
-#      50 ms pinger (adopt.unetbackd.{crash,takeover}.outage_ms) split by the daemons' milestones
+#      the new process adopts the vif from its state record), a planned takeover (systemctl
+#      restart) and an upgrade in place (unetback-ctl upgrade: the same pid executes the program
+#      again; adopt.unetbackd.upgrade.*): both states stay 4 (sampled every 20 ms), a TCP stream survives, the outage of a
+#      50 ms pinger (adopt.unetbackd.{crash,takeover,upgrade}.outage_ms) split by the daemons' milestones
 #      (kill_to_exec_ms, exec_to_setup_ms, setup_to_adopted_ms, handover_ms, gap_after_start_ms...),
 #      the same TAP on xenbr0; first the baseline, the kernel netback reloaded under the same
 #      guest (vif unbound, rmmod, modprobe: adopt.kernel.reload.{guest_lost,states_seen,...})

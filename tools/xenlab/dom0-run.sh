@@ -857,8 +857,10 @@ sigkill_restart() { # TAG IP
 # A backend restart the guest does not notice (issue 20): labu's Linux netfront, served by
 # unetbackd.service, across a SIGKILL of the daemon (systemd starts it again and the new process
 # adopts the vif from its state record: rings mapped again, the frontend's ports bound again,
-# the same persistent TAP on xenbr0) and across a planned takeover (systemctl restart: the old
-# process hands over at a pass boundary). Neither side's state may leave 4 (a Linux netfront
+# the same persistent TAP on xenbr0), across a planned takeover (systemctl restart: the old
+# process hands over at a pass boundary) and across an upgrade in place (unetback-ctl upgrade:
+# the same process hands over to its own next image, execve, no fork and no unit restart).
+# Neither side's state may leave 4 (a Linux netfront
 # that sees its backend leave Connected tears its rings down), a TCP stream and a 50 ms pinger
 # run across, and unetback-ctl list says how the vif was taken (recovered, taken_over).
 adopt_states_start() { # TAG DOMID: the frontend's and the backend's state every 20 ms
@@ -881,8 +883,8 @@ adopt_states_stop() { # TAG: checks TAG.states_stayed_4
   seen=$(sort -u "/tmp/adopt-states-$1" | tr '\n' ' ')
   check "$1.states_stayed_4" "$([ "$seen" = "4/4 " ] && echo 0 || echo 1)" "frontend/backend states seen every 20 ms: $seen"
 }
-adopt_step() { # TAG KIND(crash|takeover) DOMID IP
-  local tag=$1 kind=$2 d=$3 ip=$4 old=$UNETBACKD_PID want ifi0 ifi1 master t0 rc
+adopt_step() { # TAG KIND(crash|takeover|upgrade) DOMID IP
+  local tag=$1 kind=$2 d=$3 ip=$4 old=$UNETBACKD_PID want ifi0 ifi1 master t0 rc pidcmp='!='
   ifi0=$(cat "/sys/class/net/vif$d.0/ifindex" 2>/dev/null)
   outage_start "$tag" "$ip"
   stream_start "$tag" "$ip"
@@ -891,11 +893,17 @@ adopt_step() { # TAG KIND(crash|takeover) DOMID IP
   if [ "$kind" = crash ]; then
     want=recovered
     kill -KILL "$old"
+  elif [ "$kind" = upgrade ]; then
+    # unetback-ctl upgrade: the same process executes /usr/sbin/unetbackd again (it waits
+    # until the new image serves); the unit's MainPID stays.
+    want=taken_over pidcmp='='
+    "$CTL" upgrade >"$OUT/upgrade-$tag.txt" 2>&1
+    check "$tag.ctl" $? "unetback-ctl upgrade: $(tr '\n' ' ' <"$OUT/upgrade-$tag.txt")"
   else
     want=taken_over
     systemctl restart "$UNIT"
   fi
-  wait_for 30 sh -c "systemctl is-active -q $UNIT && [ \"\$(systemctl show -p MainPID --value $UNIT)\" != $old ] && '$CTL' list 2>/dev/null | grep -qw $want"
+  wait_for 30 sh -c "systemctl is-active -q $UNIT && [ \"\$(systemctl show -p MainPID --value $UNIT)\" $pidcmp $old ] && '$CTL' list 2>/dev/null | grep -qw $want"
   rc=$?
   fig "$tag.adopted_s" "$(since "$t0")"
   UNETBACKD_PID=$(unit_prop MainPID)
@@ -929,6 +937,9 @@ adopt_fig() {
 # the lab killed the daemon or ran systemctl restart (date +%s.%N, the clock of ping -D and of
 # the daemon's milestones). Figures (ms):
 #   request_to_signal_ms   T0 to the old daemon's SIGTERM (takeover: systemctl and systemd)
+#   request_to_upgrade_ms  upgrade: T0 to the daemon's upgrade_requested (unetback-ctl)
+#   handed_over_to_exec_ms upgrade: handed_over to the execve (destructors: threads, lock)
+#   execve_to_main_ms      upgrade: the execve to the new image's main() (kernel, dynamic linking)
 #   restart_query_ms       SIGTERM to handover_requested (the sd-bus question: a restart job?)
 #   handover_ms            SIGTERM to handed_over (every vif stopped at a pass boundary)
 #   handed_over_to_exit_ms handed_over to the end of main (destructors: vifs, threads, lock)
@@ -946,10 +957,12 @@ adopt_fig() {
 #   gap_before_start_ms    the part before it
 adopt_split() {
   local tag=$1 kind=$2 t0=$3 old=$4 new=$5 d=$6 sig req hov oexit nmain nxs nsetup nadopt exec_at gap a b
-  local ncfg nrings
+  local ncfg nrings upg nexec
   ADOPT_JOURNAL=$OUT/journal-$tag.txt
   journalctl -u "$UNIT" --since "@${t0%.*}" -o cat >"$ADOPT_JOURNAL" 2>&1
   sig=$(adopt_ms signal_seen "$old")
+  upg=$(adopt_ms upgrade_requested "$old")
+  nexec=$(adopt_ms exec "$old")
   req=$(adopt_ms handover_requested "$old")
   hov=$(adopt_ms handed_over "$old")
   oexit=$(adopt_ms exit "$old")
@@ -960,8 +973,14 @@ adopt_split() {
   ncfg=$(adopt_vif_ms vif_config_read "$new" "$d")
   nrings=$(adopt_vif_ms vif_rings_taken "$new" "$d")
   check "$tag.milestones" "$([ -n "$nmain" ] && [ -n "$nsetup" ] && [ -n "$nadopt" ] &&
-    { [ "$kind" = crash ] || [ -n "$hov" ]; } && echo 0 || echo 1)" \
-    "old pid $old: signal_seen=${sig:--} handover_requested=${req:--} handed_over=${hov:--} exit=${oexit:--}; new pid $new: main_entered=${nmain:--} xenstore_connected=${nxs:--} setup_done=${nsetup:--} vif_adopted=${nadopt:--}; T0=$t0"
+    { [ "$kind" = crash ] || [ -n "$hov" ]; } && { [ "$kind" != upgrade ] || [ -n "$nexec" ]; } && echo 0 || echo 1)" \
+    "old pid $old: signal_seen=${sig:--} upgrade_requested=${upg:--} exec=${nexec:--} handover_requested=${req:--} handed_over=${hov:--} exit=${oexit:--}; new pid $new: main_entered=${nmain:--} xenstore_connected=${nxs:--} setup_done=${nsetup:--} vif_adopted=${nadopt:--}; T0=$t0"
+  if [ "$kind" = upgrade ]; then
+    adopt_fig "$tag.request_to_upgrade_ms" "$t0" "$upg"
+    adopt_fig "$tag.handover_ms" "$upg" "$hov"
+    adopt_fig "$tag.handed_over_to_exec_ms" "$hov" "$nexec"
+    adopt_fig "$tag.execve_to_main_ms" "$nexec" "$nmain"
+  fi
   if [ "$kind" = takeover ]; then
     adopt_fig "$tag.request_to_signal_ms" "$t0" "$sig"
     adopt_fig "$tag.restart_query_ms" "$sig" "$req"
@@ -970,10 +989,13 @@ adopt_split() {
     adopt_fig "$tag.exit_to_exec_ms" "$oexit" "$nmain"
   fi
   adopt_fig "$tag.kill_to_exec_ms" "$t0" "$nmain"
-  # systemd's fork of the main process, in microseconds (systemctl show --timestamp=us).
-  exec_at=$(systemctl show --timestamp=us -p ExecMainStartTimestamp --value "$UNIT" 2>/dev/null)
-  [ -n "$exec_at" ] && exec_at=$(date -d "$exec_at" +%s.%N 2>/dev/null)
-  adopt_fig "$tag.fork_to_main_ms" "$exec_at" "$nmain"
+  # systemd's fork of the main process, in microseconds (systemctl show --timestamp=us); an
+  # upgrade in place forks nothing.
+  if [ "$kind" != upgrade ]; then
+    exec_at=$(systemctl show --timestamp=us -p ExecMainStartTimestamp --value "$UNIT" 2>/dev/null)
+    [ -n "$exec_at" ] && exec_at=$(date -d "$exec_at" +%s.%N 2>/dev/null)
+    adopt_fig "$tag.fork_to_main_ms" "$exec_at" "$nmain"
+  fi
   adopt_fig "$tag.exec_to_xenstore_ms" "$nmain" "$nxs"
   adopt_fig "$tag.exec_to_setup_ms" "$nmain" "$nsetup"
   adopt_fig "$tag.setup_to_adopted_ms" "$nsetup" "$nadopt"
@@ -1074,6 +1096,7 @@ adopt_part() {
     d=$(xl domid labu)
     adopt_step "$tag.crash" crash "$d" 10.99.0.2
     adopt_step "$tag.takeover" takeover "$d" 10.99.0.2
+    adopt_step "$tag.upgrade" upgrade "$d" 10.99.0.2
     iperf "$tag.after" 10.99.0.2 guest_rx
     iperf "$tag.after" 10.99.0.2 guest_tx
     destroy_checked "$tag" labu

@@ -21,6 +21,7 @@
 
 #include "common/util/unique_fd.hpp"
 #include "tests/root/e2e/e2e_fixture.hpp"
+#include "tests/support/notify_socket.hpp"
 
 namespace unetback::testing {
 namespace {
@@ -83,7 +84,7 @@ class Adoption : public EndToEnd {
         .count();
   }
 
-  enum class Restart { takeover, crash };
+  enum class Restart { takeover, crash, upgrade };
 
   /// The scenario: two guests (1 and 2 queues), a stream each way on each, the restart in
   /// the middle.
@@ -130,9 +131,35 @@ class Adoption : public EndToEnd {
     }
     std::this_thread::sleep_for(2s);
 
-    const std::string old_log_name = how == Restart::takeover ? "takeover" : "crash";
+    const std::string old_log_name = how == Restart::takeover  ? "takeover"
+                                     : how == Restart::upgrade ? "upgrade"
+                                                               : "crash";
+    const pid_t pid_before = w().daemon().pid();
     const double restart_at = now_s();
-    if (how == Restart::takeover) {
+    if (how == Restart::upgrade) {
+      // The same process executes its program file again: it stays the world's daemon.
+      const RunResult r = w().ctl({"upgrade"});
+      ASSERT_EQ(r.status, 0) << r.out << r.err << w().daemon().log();
+      EXPECT_NE(r.out.find("upgraded in place"), std::string::npos) << r.out;
+      std::cout << r.out;
+      EXPECT_EQ(w().daemon().pid(), pid_before);
+      EXPECT_TRUE(::kill(pid_before, 0) == 0) << "the same process serves";
+      // Where the daemon's part went: its milestones from the request to the last adoption.
+      const std::string log = w().daemon().log();
+      const std::regex ms("milestone (\\w+) realtime=([0-9.]+)");
+      std::string split;
+      double from = 0, prev = 0;
+      for (auto it = std::sregex_iterator(log.begin(), log.end(), ms); it != std::sregex_iterator();
+           ++it) {
+        const std::string name = (*it)[1];
+        const double t = std::stod((*it)[2]);
+        if (name == "upgrade_requested") from = prev = t;
+        if (from == 0) continue;
+        split += " " + name + " +" + std::to_string(static_cast<int>((t - prev) * 1000)) + "ms";
+        prev = t;
+      }
+      std::cout << "upgrade milestones:" << split << "\n";
+    } else if (how == Restart::takeover) {
       ASSERT_TRUE(w().start_successor({"--takeover"}));
       const auto st = w().predecessor().wait_exit(20s);
       ASSERT_TRUE(st) << "the old daemon did not hand over\n" << w().predecessor().log();
@@ -165,7 +192,7 @@ class Adoption : public EndToEnd {
       EXPECT_LT(gap, 1500) << "no reply in the 1.5 s after the restart\n" << pings[i]->log();
     }
     for (const auto* g : guests) {
-      EXPECT_EQ(adopted(*g), how == Restart::takeover ? "taken_over" : "recovered");
+      EXPECT_EQ(adopted(*g), how == Restart::crash ? "recovered" : "taken_over");
       EXPECT_EQ(ifindex(*g), idx[g->domid]) << "the same TAP";
       EXPECT_EQ(master(*g), XlWorld::kBridge) << "still on the bridge";
     }
@@ -188,6 +215,18 @@ TEST_F(Adoption, APlannedTakeoverKeepsTcpStreamsBothWaysAndBothStatesAt4) {
 
 TEST_F(Adoption, ACrashAndARestartKeepTcpStreamsBothWaysAndBothStatesAt4) {
   restart_under_load(Restart::crash);
+}
+
+// `unetback-ctl upgrade`: the daemon hands its vifs over to its own next image (execve of its
+// program file, the TAP queues passed as LISTEN_FDS), with no second process and no service
+// manager in between.
+TEST_F(Adoption, AnUpgradeInPlaceKeepsTcpStreamsBothWaysBothStatesAt4AndThePid) {
+  restart_under_load(Restart::upgrade);
+  EXPECT_NE(w().daemon().log().find("upgrade in place: handing every vif over"), std::string::npos);
+  EXPECT_NE(w().daemon().log().find("passed at start (LISTEN_FDS): 8 TAP queue fd(s) of 2 TAP(s)"),
+            std::string::npos)
+      << "every queue of both TAPs (4 each: max-queues) crossed the exec\n"
+      << w().daemon().log();
 }
 
 TEST_F(Adoption, AVifWhoseRecordIsCorruptReconnectsAloneWhileTheOtherIsRecovered) {
@@ -278,45 +317,14 @@ TEST_F(Adoption, TheOldDaemonKilledAtEveryStepOfATakeoverLeavesEveryVifServed) {
 /// FDSTOREREMOVE=1 names, as systemd's fd store does; READY=1 and the rest are read and ignored.
 class FdStoreStub {
  public:
-  FdStoreStub() : path_("/tmp/ubad-notify-" + std::to_string(::getpid()) + ".sock") {
-    ::unlink(path_.c_str());
-    sock_ = UniqueFd(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-    sockaddr_un a{};
-    a.sun_family = AF_UNIX;
-    std::copy(path_.begin(), path_.end(), a.sun_path);
-    ok_ = sock_ && ::bind(sock_.get(), reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-    // Large enough for every notification of a test between two drain() calls.
-    const int size = 4 << 20;
-    (void)::setsockopt(sock_.get(), SOL_SOCKET, SO_RCVBUFFORCE, &size, sizeof size);
-  }
-  ~FdStoreStub() { ::unlink(path_.c_str()); }
-  [[nodiscard]] bool ok() const { return ok_; }
-  [[nodiscard]] const std::string& path() const { return path_; }
+  FdStoreStub() : sock_("/tmp/ubad-notify-" + std::to_string(::getpid()) + ".sock") {}
+  [[nodiscard]] bool ok() const { return sock_.ok(); }
+  [[nodiscard]] const std::string& path() const { return sock_.path(); }
 
   /// Reads every notification sent so far.
   void drain() {
-    for (;;) {
-      char text[512] = {};
-      iovec iov{text, sizeof text - 1};
-      alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 8)] = {};
-      msghdr msg{};
-      msg.msg_iov = &iov;
-      msg.msg_iovlen = 1;
-      msg.msg_control = control;
-      msg.msg_controllen = sizeof control;
-      const ssize_t n = ::recvmsg(sock_.get(), &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-      if (n < 0) return;
-      std::vector<UniqueFd> fds;
-      for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-        if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-        const std::size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-        for (std::size_t i = 0; i < k; ++i) {
-          int fd = -1;
-          std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-          fds.emplace_back(fd);
-        }
-      }
-      const std::string t(text, static_cast<std::size_t>(n));
+    while (auto n = sock_.receive()) {
+      const std::string& t = n->text;
       const auto name_at = t.find("FDNAME=");
       const std::string name = name_at == std::string::npos
                                    ? ""
@@ -324,7 +332,7 @@ class FdStoreStub {
       if (t.find("FDSTOREREMOVE=1") != std::string::npos) {
         stored_.erase(name);
       } else if (t.find("FDSTORE=1") != std::string::npos) {
-        for (auto& fd : fds) stored_[name].push_back(std::move(fd));
+        for (auto& fd : n->fds) stored_[name].push_back(std::move(fd));
       }
     }
   }
@@ -339,9 +347,7 @@ class FdStoreStub {
   }
 
  private:
-  std::string path_;
-  UniqueFd sock_;
-  bool ok_ = false;
+  test::NotifySocket sock_;
   std::map<std::string, std::vector<UniqueFd>> stored_;
 };
 

@@ -110,10 +110,37 @@ TEST_F(ControlHandlerTest, TunablesListsEveryKeyWithItsDomain) {
 }
 
 TEST_F(ControlHandlerTest, BadRequestsGetAnErrorObject) {
-  EXPECT_EQ(ask("bogus"),
-            R"j({"error":"unknown request 'bogus' (list, stats, rings, tunables, get, set)"})j");
+  EXPECT_EQ(
+      ask("bogus"),
+      R"j({"error":"unknown request 'bogus' (list, stats, rings, tunables, get, set, status, upgrade)"})j");
   EXPECT_EQ(ask("get"), R"({"error":"'get': missing argument"})");
   EXPECT_EQ(ask("set \"x\\ 1"), R"({"error":"\"x\\: unknown tunable '\"x\\'"})");
+}
+
+TEST_F(ControlHandlerTest, StatusNamesTheDaemonAndItsImage) {
+  DaemonInfo info{812, "/usr/sbin/unetbackd", "1764748800.123456", "0.1.0", {}};
+  connect_vif();
+  EXPECT_EQ(handle_line("status", manager_, &info),
+            R"({"pid":812,"program":"/usr/sbin/unetbackd","started":"1764748800.123456",)"
+            R"("version":"0.1.0","vifs":1})");
+  EXPECT_EQ(ask("status"), R"({"error":"status: not answered here"})");
+  EXPECT_EQ(ask("status now"), R"({"error":"'status': too many arguments"})");
+}
+
+TEST_F(ControlHandlerTest, AnUpgradeIsStartedOnceAndARefusalSaysWhy) {
+  int started = 0;
+  std::optional<std::string> refuse;
+  DaemonInfo info{812, "/usr/sbin/unetbackd", "1.0", "0.1.0", [&]() {
+                    if (!refuse) ++started;
+                    return refuse;
+                  }};
+  EXPECT_EQ(handle_line("upgrade", manager_, &info),
+            R"({"upgrading":true,"pid":812,"program":"/usr/sbin/unetbackd"})");
+  EXPECT_EQ(started, 1);
+  refuse = "already stopping";
+  EXPECT_EQ(handle_line("upgrade", manager_, &info), R"({"error":"upgrade: already stopping"})");
+  EXPECT_EQ(started, 1);
+  EXPECT_EQ(ask("upgrade"), R"({"error":"upgrade: not possible here"})");
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <filesystem>
 #include <gtest/gtest.h>
+#include <map>
 #include <string>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -15,6 +16,8 @@
 #include <unistd.h>
 #include <utility>
 #include <vector>
+
+#include "tests/support/notify_socket.hpp"
 
 namespace unetback::daemon {
 namespace {
@@ -138,23 +141,73 @@ TEST_F(FdStoreTest, AStoreThatCannotBeReachedCostsAWarningNotTheVif) {
   EXPECT_TRUE(is_open(q0.get()));
 }
 
+TEST_F(FdStoreTest, TheStoreHoldsItsOwnCopyOfEveryKeptQueueForAnUpgradeInPlace) {
+  FdStore store({}, recorder());
+  UniqueFd q0 = pipe_fd(), q1 = pipe_fd(), r0 = pipe_fd();
+  const int two[] = {q0.get(), q1.get()};
+  const int one[] = {r0.get()};
+  store.keep(7, two);
+  store.keep(9, one);
+  EXPECT_EQ(store.held_count(), 3u);
+  store.forget(9);
+  EXPECT_EQ(store.held_count(), 2u) << "a forgotten TAP's copies are closed";
+
+  auto held = store.release_held();
+  ASSERT_EQ(held.size(), 2u);
+  EXPECT_EQ(held[0].first, "tap-7-q0");
+  EXPECT_EQ(held[1].first, "tap-7-q1");
+  EXPECT_EQ(inode_of(held[0].second.get()), inode_of(q0.get())) << "the same open file";
+  EXPECT_EQ(inode_of(held[1].second.get()), inode_of(q1.get()));
+  EXPECT_NE(held[0].second.get(), q0.get()) << "a copy: the vif's own fd stays its own";
+  EXPECT_EQ(::fcntl(held[0].second.get(), F_GETFD) & FD_CLOEXEC, FD_CLOEXEC)
+      << "no child (a hotplug script) inherits it";
+  EXPECT_EQ(store.held_count(), 0u);
+  EXPECT_TRUE(store.release_held().empty());
+}
+
+TEST_F(FdStoreTest, WithoutAServiceManagerNothingIsSentAndNothingFails) {
+  FdStore store({}, FdStore::Sender{});
+  UniqueFd q0 = pipe_fd();
+  const int fds[] = {q0.get()};
+  store.keep(3, fds);
+  EXPECT_EQ(store.send_failures(), 0u);
+  EXPECT_EQ(store.held_count(), 1u) << "an upgrade in place needs no service manager";
+  store.forget(3);
+  EXPECT_EQ(store.held_count(), 0u);
+}
+
+TEST(FdStoreListenFds, TheFdsPassedToThisPidAreReadAsSystemdPassesThem) {
+  std::map<std::string, std::string> env{
+      {"LISTEN_PID", "4242"}, {"LISTEN_FDS", "3"}, {"LISTEN_FDNAMES", "tap-7-q0:tap-7-q1"}};
+  const auto get = [&env](const char* k) -> const char* {
+    auto it = env.find(k);
+    return it == env.end() ? nullptr : it->second.c_str();
+  };
+  const auto fds = FdStore::listed_fds(get, 4242);
+  ASSERT_EQ(fds.size(), 3u);
+  EXPECT_EQ(fds[0], (std::pair<std::string, int>{"tap-7-q0", 3}));
+  EXPECT_EQ(fds[1], (std::pair<std::string, int>{"tap-7-q1", 4}));
+  EXPECT_EQ(fds[2], (std::pair<std::string, int>{"unknown", 5})) << "a name missing";
+  EXPECT_TRUE(FdStore::listed_fds(get, 4243).empty()) << "passed to another process";
+  for (const char* bad : {"0", "-1", "3x", "", "99999999999"}) {
+    env["LISTEN_FDS"] = bad;
+    EXPECT_TRUE(FdStore::listed_fds(get, 4242).empty()) << bad;
+  }
+  env.erase("LISTEN_FDS");
+  EXPECT_TRUE(FdStore::listed_fds(get, 4242).empty());
+}
+
 // The real sender: sd_pid_notify_with_fds to $NOTIFY_SOCKET, read here as systemd reads it
 // (one datagram, the text, the fd as SCM_RIGHTS).
 TEST(FdStoreSystemd, FdstoreReachesTheNotificationSocketWithTheFdAttached) {
   const auto dir =
       std::filesystem::temp_directory_path() / ("unetback-fdstore-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
-  const std::string path = (dir / "notify").string();
-  UniqueFd sock(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-  ASSERT_TRUE(sock);
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  ASSERT_LT(path.size(), sizeof addr.sun_path);
-  std::copy(path.begin(), path.end(), addr.sun_path);
-  ASSERT_EQ(::bind(sock.get(), reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  test::NotifySocket sock((dir / "notify").string());
+  ASSERT_TRUE(sock.ok());
   const char* old = std::getenv("NOTIFY_SOCKET");
   const std::string saved = old != nullptr ? old : "";
-  ::setenv("NOTIFY_SOCKET", path.c_str(), 1);
+  ::setenv("NOTIFY_SOCKET", sock.path().c_str(), 1);
   UniqueFd q0 = pipe_fd();
   const int fd = q0.get();
   const int rc = FdStore::systemd_sender()("FDSTORE=1\nFDNAME=tap-4-q0", std::span(&fd, 1));
@@ -169,25 +222,11 @@ TEST(FdStoreSystemd, FdstoreReachesTheNotificationSocketWithTheFdAttached) {
   }
   ASSERT_GT(rc, 0);
 
-  char text[256] = {};
-  iovec iov{text, sizeof text - 1};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * 4)] = {};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  const ssize_t n = ::recvmsg(sock.get(), &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-  ASSERT_GT(n, 0);
-  EXPECT_EQ(std::string(text, static_cast<std::size_t>(n)), "FDSTORE=1\nFDNAME=tap-4-q0");
-  int got = -1;
-  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS)
-      std::memcpy(&got, CMSG_DATA(c), sizeof got);
-  }
-  ASSERT_GE(got, 0) << "the fd travels with the message";
-  UniqueFd received(got);
-  EXPECT_EQ(inode_of(received.get()), inode_of(q0.get())) << "the same open file";
+  auto got = sock.receive();
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->text, "FDSTORE=1\nFDNAME=tap-4-q0");
+  ASSERT_EQ(got->fds.size(), 1u) << "the fd travels with the message";
+  EXPECT_EQ(inode_of(got->fds[0].get()), inode_of(q0.get())) << "the same open file";
   std::filesystem::remove_all(dir);
 }
 

@@ -47,14 +47,15 @@ def adoption_summary(figs):
     """A daemon restart under a running guest (dom0-run.sh adopt_part, issue 20):
     adopt.BE.KIND.outage_ms (the 50 ms pinger's longest gap), .stall_ms (the TCP stream's longest
     run of empty 100 ms intervals) and .adopted_s (until unetback-ctl list showed the vif taken
-    over), per kind (crash: SIGKILL and systemd's restart; takeover: systemctl restart), with the
+    over), per kind (crash: SIGKILL and systemd's restart; takeover: systemctl restart; upgrade:
+    unetback-ctl upgrade, the same process executing its program again), with the
     gap's split from the daemons' milestones (adopt_split: every .*_ms, e.g. kill_to_exec_ms,
     exec_to_setup_ms, setup_to_adopted_ms, handover_ms, gap_after_start_ms); and the kernel
     netback's reload, the baseline (adopt.kernel.reload.*: guest_lost, outage_ms, window_ms,
     rmmod_rc, states_seen) as kind "kernel_reload"."""
     out = {}
     for key, v in figs.items():
-        m = re.fullmatch(r"adopt\.(unetbackd)\.(crash|takeover)\.(\w+_ms|adopted_s)", key)
+        m = re.fullmatch(r"adopt\.(unetbackd)\.(crash|takeover|upgrade)\.(\w+_ms|adopted_s)", key)
         if m and isinstance(v, float):
             out.setdefault(m.group(2), {})[m.group(3)] = v
         m = re.fullmatch(r"adopt\.kernel\.reload\.(\w+)", key)
@@ -64,8 +65,9 @@ def adoption_summary(figs):
 
 
 # The parts of a restart's gap, in the order they happen (adopt_split in dom0-run.sh).
-ADOPTION_SPLIT = ("request_to_signal_ms", "restart_query_ms", "handover_ms", "handed_over_to_exit_ms",
-                  "exit_to_exec_ms", "kill_to_exec_ms", "fork_to_main_ms", "exec_to_xenstore_ms",
+ADOPTION_SPLIT = ("request_to_signal_ms", "request_to_upgrade_ms", "restart_query_ms", "handover_ms",
+                  "handed_over_to_exit_ms", "exit_to_exec_ms", "handed_over_to_exec_ms", "execve_to_main_ms",
+                  "kill_to_exec_ms", "fork_to_main_ms", "exec_to_xenstore_ms",
                   "exec_to_setup_ms", "setup_to_adopted_ms", "setup_to_config_ms", "config_to_rings_ms",
                   "rings_to_adopted_ms", "adopted_to_reply_ms", "gap_before_start_ms",
                   "gap_after_start_ms")

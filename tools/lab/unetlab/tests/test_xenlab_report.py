@@ -113,6 +113,21 @@ class XenlabReportTest(unittest.TestCase):
                       "states_seen 4/4,4/6,6/6, window_ms 20400", text)
         self.assertNotIn("kernel_reload: outage", text)
 
+    def test_an_upgrade_in_place_is_reported_with_its_own_split(self):
+        with open(self.results, "a") as f:
+            f.write("FIG adopt.unetbackd.upgrade.outage_ms 310\n"
+                    "FIG adopt.unetbackd.upgrade.request_to_upgrade_ms 40\n"
+                    "FIG adopt.unetbackd.upgrade.handover_ms 20\n"
+                    "FIG adopt.unetbackd.upgrade.handed_over_to_exec_ms 15\n"
+                    "FIG adopt.unetbackd.upgrade.execve_to_main_ms 120\n"
+                    "FIG adopt.unetbackd.upgrade.exec_to_setup_ms 150\n")
+        rc, d, text = self.report()
+        self.assertEqual(rc, 0)
+        self.assertEqual(d["adoption"]["upgrade"]["execve_to_main_ms"], 120.0)
+        self.assertIn("upgrade: outage 310 ms", text)
+        self.assertIn("upgrade, ms: request_to_upgrade 40, handover 20, handed_over_to_exec 15, "
+                      "execve_to_main 120, exec_to_setup 150", text)
+
     def test_a_failed_check_fails_the_run(self):
         with open(self.results, "a") as f:
             f.write("CHECK unetbackd.r1.no_tap FAIL vif5.0 still there\n")
