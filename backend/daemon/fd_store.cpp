@@ -80,51 +80,63 @@ std::vector<std::pair<std::string, int>> FdStore::listed_fds(
   return out;
 }
 
+// The environment is read and changed from main(), before any thread: the mt-unsafe calls below
+// are safe there.
 std::unique_ptr<FdStore> FdStore::from_environment() {
   std::vector<std::pair<std::string, UniqueFd>> passed;
-  for (auto& [name, fd] : listed_fds([](const char* k) { return std::getenv(k); }, ::getpid())) {
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): before any thread (see above).
+  const auto env = [](const char* k) { return std::getenv(k); };
+  for (auto& [name, fd] : listed_fds(env, ::getpid())) {
     (void)::fcntl(fd, F_SETFD, FD_CLOEXEC);
     passed.emplace_back(std::move(name), UniqueFd(fd));
   }
   // A hotplug script started later must not think the fds are its own.
-  for (const char* k : {"LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"}) ::unsetenv(k);
+  for (const char* k : {"LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"}) {
+    ::unsetenv(k);  // NOLINT(concurrency-mt-unsafe): before any thread (see above).
+  }
   Sender send;
-  if (std::getenv("NOTIFY_SOCKET") != nullptr) send = systemd_sender();
+  if (env("NOTIFY_SOCKET") != nullptr) send = systemd_sender();
   return std::make_unique<FdStore>(std::move(passed), std::move(send));
 }
 
-FdStore::FdStore(std::vector<std::pair<std::string, UniqueFd>> passed, Sender send)
+FdStore::FdStore(std::vector<std::pair<std::string, UniqueFd>>&& passed, Sender send)
     : send_(std::move(send)) {
   std::size_t foreign = 0;
-  for (auto& [name, fd] : passed) {
+  // Every fd is consumed here: kept, or closed with this vector.
+  auto all = std::move(passed);
+  for (auto& [name, fd] : all) {
     auto id = parse_name(name);
     if (!id || !fd) {
       ++foreign;
       continue;  // closed here: nothing of ours
     }
     auto& q = passed_[id->first];
-    if (q.contains(id->second)) continue;  // a second fd of one name: the first one counts
+    if (q.contains(id->second)) {
+      continue;  // a second fd of one name: the first one counts
+    }
     q.emplace(id->second, std::move(fd));
     ++passed_count_;
     stored_[id->first] = std::max(stored_[id->first], id->second + 1);
   }
-  if (passed_count_ != 0 || foreign != 0)
+  if (passed_count_ != 0 || foreign != 0) {
     log::write(
         log::Level::info, kLog,
         "passed at start (LISTEN_FDS): " + std::to_string(passed_count_) + " TAP queue fd(s) of " +
             std::to_string(passed_.size()) + " TAP(s)" +
             (foreign != 0 ? " and " + std::to_string(foreign) + " other fd(s), closed" : ""));
+  }
 }
 
 void FdStore::send(const std::string& state, std::span<const int> fds) {
   if (!send_) return;  // no service manager: the store's own copies only
   const int rc = send_(state, fds);
   if (rc > 0) return;
-  if (send_failures_++ == 0)
+  if (send_failures_++ == 0) {
     log::write(log::Level::warn, kLog,
                "cannot reach the service manager's fd store (" +
                    (rc < 0 ? std::system_category().message(-rc) : std::string("no manager")) +
                    "): a restart will see the TAPs' carrier go off");
+  }
 }
 
 void FdStore::remove_stored(int ifindex) {
@@ -158,10 +170,11 @@ void FdStore::keep(int ifindex, std::span<const int> queue_fds) {
     }
     copies.push_back(std::move(copy));
   }
-  if (copies.empty())
+  if (copies.empty()) {
     held_.erase(ifindex);
-  else
+  } else {
     held_[ifindex] = std::move(copies);
+  }
 }
 
 void FdStore::forget(int ifindex) {
@@ -195,18 +208,20 @@ std::size_t FdStore::release_unclaimed() {
     remove_stored(ifindex);
   }
   passed_.clear();
-  if (n != 0)
+  if (n != 0) {
     log::write(log::Level::info, kLog,
                "released the kept queues of " + std::to_string(n) + " TAP(s) that no vif adopted");
+  }
   return n;
 }
 
 std::vector<std::pair<std::string, UniqueFd>> FdStore::release_held() {
   const std::lock_guard lock(mu_);
   std::vector<std::pair<std::string, UniqueFd>> out;
-  for (auto& [ifindex, queues] : held_)
+  for (auto& [ifindex, queues] : held_) {
     for (std::size_t q = 0; q < queues.size(); ++q)
       out.emplace_back(fd_name(ifindex, static_cast<std::uint32_t>(q)), std::move(queues[q]));
+  }
   held_.clear();
   return out;
 }

@@ -57,7 +57,7 @@ class FdStore final : public vif::TapKeeper {
 
   /// `passed`: the fds the service manager passed, with their names (others are closed);
   /// `send`: where notifications go (none if empty).
-  FdStore(std::vector<std::pair<std::string, UniqueFd>> passed, Sender send);
+  FdStore(std::vector<std::pair<std::string, UniqueFd>>&& passed, Sender send);
 
   void keep(int ifindex, std::span<const int> queue_fds) override;
   void forget(int ifindex) override;

@@ -46,7 +46,7 @@ std::vector<std::string> listen_environment(const char* const* environ, pid_t pi
 }
 
 std::string exec_with_fds(const std::string& program, const std::vector<std::string>& argv,
-                          std::vector<std::pair<std::string, UniqueFd>> fds) {
+                          std::vector<std::pair<std::string, UniqueFd>>&& fds) {
   const int n = static_cast<int>(fds.size());
   // First every fd above the range it goes to, so that placing one never closes another.
   std::vector<UniqueFd> high;

@@ -35,6 +35,6 @@ namespace unetback::daemon {
 /// the ones passed, and anything that sat there before is closed.
 [[nodiscard]] std::string exec_with_fds(const std::string& program,
                                         const std::vector<std::string>& argv,
-                                        std::vector<std::pair<std::string, UniqueFd>> fds);
+                                        std::vector<std::pair<std::string, UniqueFd>>&& fds);
 
 }  // namespace unetback::daemon

@@ -18,10 +18,11 @@ constexpr std::string_view kLog = "unetbackd";
 /// is logged, never fatal: systemd then times the start out or kills us, which says more.
 void notify(const std::string& state) {
 #if UNETBACK_HAVE_LIBSYSTEMD
-  if (const int rc = ::sd_notify(0, state.c_str()); rc < 0)
+  if (const int rc = ::sd_notify(0, state.c_str()); rc < 0) {
     log::write(log::Level::warn, kLog,
                "sd_notify(" + state.substr(0, state.find('\n')) +
                    ") failed: " + std::system_category().message(-rc));
+  }
 #else
   (void)state;
 #endif
@@ -37,7 +38,8 @@ ServiceNotifier::ServiceNotifier(boost::asio::io_context& io) : timer_(io) {
 }
 
 ServiceNotifier::~ServiceNotifier() {
-  timer_.cancel();
+  boost::system::error_code ignored;
+  timer_.cancel(ignored);  // the overload that reports instead of throwing
 }
 
 bool ServiceNotifier::enabled() {

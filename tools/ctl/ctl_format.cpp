@@ -115,10 +115,11 @@ std::string format_reply(std::string_view command, const JsonValue& reply) {
   if (command == "stats") return stats_table(reply);
   if (command == "rings") return rings_table(reply);
   if (command == "tunables") return tunables_table(reply);
-  if (command == "status")
+  if (command == "status") {
     return "unetbackd " + field(reply, "version") + ", pid " + field(reply, "pid") + ", " +
            field(reply, "program") + ", started " + field(reply, "started") + ", " +
            field(reply, "vifs") + " vif(s)\n";
+  }
   // get / set: "name = value".
   return field(reply, "name") + " = " + field(reply, "value") + "\n";
 }

@@ -894,11 +894,19 @@ adopt_step() { # TAG KIND(crash|takeover|upgrade) DOMID IP
     want=recovered
     kill -KILL "$old"
   elif [ "$kind" = upgrade ]; then
-    # unetback-ctl upgrade: the same process executes /usr/sbin/unetbackd again (it waits
-    # until the new image serves); the unit's MainPID stays.
+    # A package upgrade, as an operator makes it: dpkg -i of the package again (its postinst
+    # runs with the old version as $2) makes unetback-ctl upgrade the running daemon: the same
+    # process executes /usr/sbin/unetbackd again; the unit's MainPID stays. With
+    # --programs-from-share the daemon is not the package's: unetback-ctl upgrade directly.
     want=taken_over pidcmp='='
-    "$CTL" upgrade >"$OUT/upgrade-$tag.txt" 2>&1
-    check "$tag.ctl" $? "unetback-ctl upgrade: $(tr '\n' ' ' <"$OUT/upgrade-$tag.txt")"
+    if [ "$FROM_SHARE" = 1 ]; then
+      "$CTL" upgrade >"$OUT/upgrade-$tag.txt" 2>&1
+    else
+      dpkg -i "$H"/debs/unetback_*.deb >"$OUT/upgrade-$tag.txt" 2>&1
+    fi
+    rc=$?
+    check "$tag.in_place" "$([ $rc = 0 ] && grep -q '^upgraded in place' "$OUT/upgrade-$tag.txt" && echo 0 || echo 1)" \
+      "$([ "$FROM_SHARE" = 1 ] && echo "unetback-ctl upgrade" || echo "dpkg -i (the postinst's unetback-ctl upgrade)") rc=$rc: $(grep -E 'upgraded|serving again|unetback-ctl' "$OUT/upgrade-$tag.txt" | tr '\n' ' ')"
   else
     want=taken_over
     systemctl restart "$UNIT"

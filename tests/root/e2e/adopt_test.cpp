@@ -340,9 +340,10 @@ class FdStoreStub {
   std::vector<std::pair<std::string, int>> stored(const std::string& prefix = "") {
     drain();
     std::vector<std::pair<std::string, int>> out;
-    for (const auto& [name, fds] : stored_)
+    for (const auto& [name, fds] : stored_) {
       for (const auto& fd : fds)
         if (name.starts_with(prefix)) out.emplace_back(name, fd.get());
+    }
     return out;
   }
 

@@ -48,11 +48,11 @@ class FdStoreTest : public ::testing::Test {
  protected:
   FdStore::Sender recorder() {
     return [this](const std::string& state, std::span<const int> fds) {
-      sent.push_back({state, {fds.begin(), fds.end()}});
+      sent_.push_back({state, {fds.begin(), fds.end()}});
       return 1;
     };
   }
-  std::vector<Sent> sent;
+  std::vector<Sent> sent_;
 };
 
 TEST(FdStoreNames, NameATapQueueAndReadOnlyTheirOwnBack) {
@@ -68,28 +68,28 @@ TEST_F(FdStoreTest, AConnectedVifsQueuesAreStoredOneFdPerName) {
   UniqueFd q0 = pipe_fd(), q1 = pipe_fd();
   const int fds[] = {q0.get(), q1.get()};
   store.keep(7, fds);
-  ASSERT_EQ(sent.size(), 2u);
-  EXPECT_EQ(sent[0].state, "FDSTORE=1\nFDNAME=tap-7-q0");
-  EXPECT_EQ(sent[0].fds, std::vector<int>{q0.get()});
-  EXPECT_EQ(sent[1].state, "FDSTORE=1\nFDNAME=tap-7-q1");
-  EXPECT_EQ(sent[1].fds, std::vector<int>{q1.get()});
+  ASSERT_EQ(sent_.size(), 2u);
+  EXPECT_EQ(sent_[0].state, "FDSTORE=1\nFDNAME=tap-7-q0");
+  EXPECT_EQ(sent_[0].fds, std::vector<int>{q0.get()});
+  EXPECT_EQ(sent_[1].state, "FDSTORE=1\nFDNAME=tap-7-q1");
+  EXPECT_EQ(sent_[1].fds, std::vector<int>{q1.get()});
 
   // Kept again (the vif reconnected): the old copies go first, so the store never holds two.
-  sent.clear();
+  sent_.clear();
   store.keep(7, std::span<const int>(fds, 1));
-  ASSERT_EQ(sent.size(), 3u);
-  EXPECT_EQ(sent[0].state, "FDSTOREREMOVE=1\nFDNAME=tap-7-q0");
-  EXPECT_TRUE(sent[0].fds.empty());
-  EXPECT_EQ(sent[1].state, "FDSTOREREMOVE=1\nFDNAME=tap-7-q1");
-  EXPECT_EQ(sent[2].state, "FDSTORE=1\nFDNAME=tap-7-q0");
+  ASSERT_EQ(sent_.size(), 3u);
+  EXPECT_EQ(sent_[0].state, "FDSTOREREMOVE=1\nFDNAME=tap-7-q0");
+  EXPECT_TRUE(sent_[0].fds.empty());
+  EXPECT_EQ(sent_[1].state, "FDSTOREREMOVE=1\nFDNAME=tap-7-q1");
+  EXPECT_EQ(sent_[2].state, "FDSTORE=1\nFDNAME=tap-7-q0");
 
   // The vif goes: the store lets go of its TAP, once.
-  sent.clear();
+  sent_.clear();
   store.forget(7);
-  ASSERT_EQ(sent.size(), 1u);
-  EXPECT_EQ(sent[0].state, "FDSTOREREMOVE=1\nFDNAME=tap-7-q0");
+  ASSERT_EQ(sent_.size(), 1u);
+  EXPECT_EQ(sent_[0].state, "FDSTOREREMOVE=1\nFDNAME=tap-7-q0");
   store.forget(7);
-  EXPECT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent_.size(), 1u);
 }
 
 TEST_F(FdStoreTest, TheNextDaemonTakesEveryQueueOfItsTapAndReleasesTheRest) {
@@ -114,21 +114,21 @@ TEST_F(FdStoreTest, TheNextDaemonTakesEveryQueueOfItsTapAndReleasesTheRest) {
   EXPECT_TRUE(store.take(5).empty()) << "taken once";
   EXPECT_TRUE(store.take(9).empty()) << "a TAP with a queue missing is attached anew";
   EXPECT_TRUE(store.take(4).empty());
-  EXPECT_TRUE(sent.empty()) << "taking changes nothing in the store";
+  EXPECT_TRUE(sent_.empty()) << "taking changes nothing in the store";
 
   // Serving: what no vif took (TAP 6, TAP 9) leaves the store and is closed; TAP 5 stays.
   EXPECT_EQ(store.release_unclaimed(), 2u);
   std::vector<std::string> states;
-  for (const auto& s : sent) states.push_back(s.state);
+  for (const auto& s : sent_) states.push_back(s.state);
   EXPECT_EQ(states, (std::vector<std::string>{"FDSTOREREMOVE=1\nFDNAME=tap-6-q0",
                                               "FDSTOREREMOVE=1\nFDNAME=tap-9-q0",
                                               "FDSTOREREMOVE=1\nFDNAME=tap-9-q1"}));
   EXPECT_FALSE(is_open(b0_fd));
   EXPECT_FALSE(is_open(gap1_fd));
   // The adopted TAP's names are still known: its vif's forget() removes them.
-  sent.clear();
+  sent_.clear();
   store.forget(5);
-  EXPECT_EQ(sent.size(), 2u);
+  EXPECT_EQ(sent_.size(), 2u);
 }
 
 TEST_F(FdStoreTest, AStoreThatCannotBeReachedCostsAWarningNotTheVif) {
@@ -218,7 +218,7 @@ TEST(FdStoreSystemd, FdstoreReachesTheNotificationSocketWithTheFdAttached) {
   }
   if (rc == 0) {
     std::filesystem::remove_all(dir);
-    GTEST_SKIP() << "built without libsystemd: nothing is sent";
+    GTEST_SKIP() << "built without libsystemd: nothing is sent_";
   }
   ASSERT_GT(rc, 0);
 
