@@ -905,6 +905,9 @@ adopt_step() { # TAG KIND(crash|takeover|upgrade) DOMID IP
       dpkg -i "$H"/debs/unetback_*.deb >"$OUT/upgrade-$tag.txt" 2>&1
     fi
     rc=$?
+    # dpkg's whole run (unpack, postinst, daemon-reload): adopted_s below counts it too.
+    fig "$tag.trigger_s" "$(since "$t0")"
+    say "after the upgrade: unit $(systemctl show -p ActiveState -p SubState --value "$UNIT" | tr '\n' '/')"
     check "$tag.in_place" "$([ $rc = 0 ] && grep -q '^upgraded in place' "$OUT/upgrade-$tag.txt" && echo 0 || echo 1)" \
       "$([ "$FROM_SHARE" = 1 ] && echo "unetback-ctl upgrade" || echo "dpkg -i (the postinst's unetback-ctl upgrade)") rc=$rc: $(grep -E 'upgraded|serving again|unetback-ctl' "$OUT/upgrade-$tag.txt" | tr '\n' ' ')"
   else
@@ -915,6 +918,8 @@ adopt_step() { # TAG KIND(crash|takeover|upgrade) DOMID IP
   rc=$?
   fig "$tag.adopted_s" "$(since "$t0")"
   UNETBACKD_PID=$(unit_prop MainPID)
+  [ "$kind" = upgrade ] && check "$tag.unit_running" "$([ "$(unit_prop ActiveState)/$(unit_prop SubState)" = active/running ] && echo 0 || echo 1)" \
+    "systemd: $(unit_prop ActiveState)/$(unit_prop SubState) after RELOADING=1 and the new image's READY=1"
   check "$tag.adopted" $rc "pid $old -> $UNETBACKD_PID ($kind), unetback-ctl list: $("$CTL" list 2>&1 | tail -n +2 | tr -s ' ' | tr '\n' ';')"
   stream_stop "$tag"
   outage_stop "$tag"
