@@ -1,12 +1,13 @@
 #include "backend/daemon/fd_store.hpp"
 
-#include <charconv>
 #include <cstdlib>
 #include <fcntl.h>
+#include <limits>
 #include <system_error>
 #include <unistd.h>
 
 #include "common/util/log.hpp"
+#include "common/util/parse_decimal.hpp"
 
 #if UNETBACK_HAVE_LIBSYSTEMD
 #include <systemd/sd-daemon.h>
@@ -19,7 +20,7 @@ constexpr std::string_view kLog = "unetbackd";
 constexpr std::string_view kPrefix = "tap-";
 /// sd_listen_fds(3)'s first fd, and a bound on what this daemon takes (FileDescriptorStoreMax).
 constexpr int kListenFdsStart = 3;
-constexpr int kMaxListenFds = 65536;
+constexpr unsigned kMaxListenFds = 65536;
 
 }  // namespace
 
@@ -32,15 +33,11 @@ std::optional<std::pair<int, std::uint32_t>> FdStore::parse_name(std::string_vie
   n.remove_prefix(kPrefix.size());
   const auto dash = n.find("-q");
   if (dash == std::string_view::npos || dash == 0) return std::nullopt;
-  int ifindex = 0;
-  std::uint32_t queue = 0;
-  const std::string_view a = n.substr(0, dash), b = n.substr(dash + 2);
-  auto ra = std::from_chars(a.data(), a.data() + a.size(), ifindex);
-  auto rb = std::from_chars(b.data(), b.data() + b.size(), queue);
-  if (ra.ec != std::errc{} || ra.ptr != a.data() + a.size() || ifindex <= 0 || b.empty() ||
-      rb.ec != std::errc{} || rb.ptr != b.data() + b.size() || queue >= 256)
-    return std::nullopt;
-  return std::pair{ifindex, queue};
+  const auto ifindex = parse_decimal<std::uint32_t>(
+      n.substr(0, dash), 1, static_cast<std::uint32_t>(std::numeric_limits<int>::max()));
+  const auto queue = parse_decimal<std::uint32_t>(n.substr(dash + 2), 0, 255);
+  if (!ifindex || !queue) return std::nullopt;
+  return std::pair{static_cast<int>(*ifindex), *queue};
 }
 
 FdStore::Sender FdStore::systemd_sender() {
@@ -62,16 +59,12 @@ std::vector<std::pair<std::string, int>> FdStore::listed_fds(
   const char* lpid = env("LISTEN_PID");
   const char* lfds = env("LISTEN_FDS");
   if (lpid == nullptr || lfds == nullptr) return out;
-  long p = 0;
-  int n = 0;
-  const std::string_view ps(lpid), ns(lfds);
-  auto rp = std::from_chars(ps.data(), ps.data() + ps.size(), p);
-  auto rn = std::from_chars(ns.data(), ns.data() + ns.size(), n);
-  if (rp.ec != std::errc{} || rp.ptr != ps.data() + ps.size() || p != pid || rn.ec != std::errc{} ||
-      rn.ptr != ns.data() + ns.size() || n <= 0 || n > kMaxListenFds)
-    return out;
-  std::string_view names = env("LISTEN_FDNAMES") != nullptr ? env("LISTEN_FDNAMES") : "";
-  for (int i = 0; i < n; ++i) {
+  const auto p = parse_decimal<unsigned long>(lpid);
+  const auto n = parse_decimal<unsigned>(lfds, 1, kMaxListenFds);
+  if (!p || static_cast<long>(*p) != pid || !n) return out;
+  const char* lnames = env("LISTEN_FDNAMES");
+  std::string_view names = lnames != nullptr ? lnames : "";
+  for (int i = 0; i < static_cast<int>(*n); ++i) {
     const auto colon = names.find(':');
     std::string name(names.substr(0, colon));
     names = colon == std::string_view::npos ? std::string_view() : names.substr(colon + 1);

@@ -201,9 +201,9 @@ int run(const DaemonOptions& opts, const Process& process, Reexec& reexec) {
   std::function<void()> start_upgrade;
   bool stopping = false;  // a signal or an upgrade began the end of this image
   info.upgrade = [&]() -> std::optional<std::string> {
+    // With a state dir there is always an fd store (FdStore::from_environment).
     if (opts.state_dir.empty())
       return "needs a state directory (--state-dir): without state records no vif is adopted";
-    if (!fd_store) return "no TAP keeper";
     if (process.program.empty()) return "the program file is unknown (/proc/self/exe unreadable)";
     if (::access(process.program.c_str(), X_OK) != 0)
       return "cannot execute " + process.program + ": " + std::system_category().message(errno);

@@ -60,30 +60,27 @@ int usage_error(const std::string& msg) {
   return 2;
 }
 
-/// One `stats` request as Prometheus text, or why not.
-ctl::MetricsFetch fetch_metrics(const std::string& path, const std::string& line) {
-  auto client = ctl::CtlClient::connect(path);
-  if (!client) return {false, "cannot connect to " + path + ": " + client.error().message()};
-  auto reply = client->request(line, std::chrono::seconds(3));
-  if (!reply) return {false, "no reply on " + path + ": " + reply.error().message()};
-  std::string error;
-  auto doc = ctl::parse_json(*reply, &error);
-  if (!doc) return {false, "malformed reply (" + error + ")"};
-  if (const auto* e = doc->get("error")) return {false, e->text()};
-  return {true, ctl::format_prometheus(*doc)};
-}
-
 /// One request's parsed reply, or why there is none (an error reply included).
-std::variant<ctl::JsonValue, std::string> ask(const std::string& path, const std::string& line) {
+std::variant<ctl::JsonValue, std::string> ask(
+    const std::string& path, const std::string& line,
+    std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
   auto client = ctl::CtlClient::connect(path);
   if (!client) return "cannot connect to " + path + ": " + client.error().message();
-  auto reply = client->request(line);
+  auto reply = client->request(line, timeout);
   if (!reply) return "no reply on " + path + ": " + reply.error().message();
   std::string error;
   auto doc = ctl::parse_json(*reply, &error);
-  if (!doc) return "malformed reply (" + error + "): " + *reply;
+  if (!doc) return "malformed reply (" + error + ")";
   if (const auto* e = doc->get("error")) return e->text();
   return std::move(*doc);
+}
+
+/// One `stats` request as Prometheus text, or why not.
+ctl::MetricsFetch fetch_metrics(const std::string& path, const std::string& line) {
+  auto r = ask(path, line, std::chrono::seconds(3));
+  if (const auto* doc = std::get_if<ctl::JsonValue>(&r))
+    return {true, ctl::format_prometheus(*doc)};
+  return {false, *std::get_if<std::string>(&r)};
 }
 
 /// `upgrade`: asks for it, then polls `status` until an image that started after the request
@@ -96,12 +93,10 @@ int upgrade_in_place(const std::string& path, bool json) {
     std::cerr << "unetback-ctl: " << *why << "\n";
     return 1;
   }
-  const std::string started = std::get<ctl::JsonValue>(before).get("started") != nullptr
-                                  ? std::get<ctl::JsonValue>(before).get("started")->text()
-                                  : "";
-  const std::string pid = std::get<ctl::JsonValue>(before).get("pid") != nullptr
-                              ? std::get<ctl::JsonValue>(before).get("pid")->text()
-                              : "";
+  const auto text_of = [](const ctl::JsonValue* f) { return f != nullptr ? f->text() : ""; };
+  const auto& was = *std::get_if<ctl::JsonValue>(&before);  // not the error: returned above
+  const std::string started = text_of(was.get("started"));
+  const std::string pid = text_of(was.get("pid"));
   const auto t0 = Clock::now();
   if (auto r = ask(path, "upgrade"); auto* why = std::get_if<std::string>(&r)) {
     // The daemon may go before its reply is read: only a refusal is an error.

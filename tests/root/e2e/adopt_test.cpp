@@ -315,9 +315,9 @@ TEST_F(Adoption, TheOldDaemonKilledAtEveryStepOfATakeoverLeavesEveryVifServed) {
 /// The service manager's side of sd_notify(3) for the daemons of one test: a datagram socket
 /// at $NOTIFY_SOCKET that keeps what FDSTORE=1 sends (under its FDNAME) and drops what
 /// FDSTOREREMOVE=1 names, as systemd's fd store does; READY=1 and the rest are read and ignored.
-class FdStoreStub {
+class ServiceManagerFdStore {
  public:
-  FdStoreStub() : sock_("/tmp/ubad-notify-" + std::to_string(::getpid()) + ".sock") {}
+  ServiceManagerFdStore() : sock_("/tmp/ubad-notify-" + std::to_string(::getpid()) + ".sock") {}
   [[nodiscard]] bool ok() const { return sock_.ok(); }
   [[nodiscard]] const std::string& path() const { return sock_.path(); }
 
@@ -369,7 +369,7 @@ class AdoptionWithAnFdStore : public Adoption {
     return w().in_ns(w().ns0(), {"ip", "-o", "link", "show", "dev", g.tap()})
                .out.find("LOWER_UP") != std::string::npos;
   }
-  FdStoreStub store_;
+  ServiceManagerFdStore store_;
 };
 
 // A crash under systemd with the fd store (unetbackd.service has FileDescriptorStoreMax=): the
