@@ -205,8 +205,9 @@ std::error_code Vif::map_rings(const xenbus::QueueConfig& q, std::uint32_t index
 
 std::error_code Vif::start_record(std::uint32_t nr_queues) {
   if (state_dir_.empty()) return {};
+  const auto keys = xenbus::encode_key_snapshot(connect_keys_, kRecordMaxKeysBytes);
   auto rec = VifRecord::create(VifRecord::path_for(state_dir_, frontend_, devid_), frontend_,
-                               devid_, nr_queues, tap_->ifindex());
+                               devid_, nr_queues, tap_->ifindex(), keys);
   if (!rec) return rec.error();
   record_ = std::move(*rec);
   // The TAP outlives a crash of the daemon, with its ifindex and bridge port; held open by the
@@ -222,6 +223,14 @@ bool Vif::adoptable(const xenbus::FrontendConfig& fe, const xenbus::BackendConfi
   // The control ring's hash settings and a switch's port live only in the process: such a
   // vif reconnects.
   return !fe.ctrl && be.switch_name.empty();
+}
+
+std::optional<xenbus::KeySnapshot> Vif::handed_over_keys() {
+  if (state_dir_.empty()) return std::nullopt;
+  auto rec = VifRecord::open(VifRecord::path_for(state_dir_, frontend_, devid_), frontend_, devid_);
+  // After a crash the keys are read again: the frontend may have written new ones since.
+  if (!rec || rec->state() != RecordState::handed_over || rec->keys().empty()) return std::nullopt;
+  return xenbus::decode_key_snapshot(rec->keys());
 }
 
 std::error_code Vif::adopt(const xenbus::FrontendConfig& fe, const xenbus::BackendConfig& be,

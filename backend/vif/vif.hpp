@@ -63,6 +63,8 @@ class Vif final : public VifHandle {
   std::error_code adopt(const xenbus::FrontendConfig& fe, const xenbus::BackendConfig& be,
                         const xenbus::Rate& rate) override;
   void adoption_refused() override { adopted_ = "reconnected"; }
+  void remember_keys(const xenbus::KeySnapshot& keys) override { connect_keys_ = keys; }
+  [[nodiscard]] std::optional<xenbus::KeySnapshot> handed_over_keys() override;
   void hand_over() override;
   void rate_changed(const xenbus::Rate& rate) override;
   void multicast_control_changed(bool enabled) override;
@@ -121,9 +123,10 @@ class Vif final : public VifHandle {
   const FdReserve* fd_reserve_;
   std::filesystem::path state_dir_;
   TapKeeper* tap_keeper_;
-  int kept_ifindex_ = 0;   // the TAP whose queues tap_keeper_ holds for us (0: none)
-  VifRecord record_;       // while connected with a state dir
-  bool adopting_ = false;  // adopt() is building the queues (daemon's thread)
+  int kept_ifindex_ = 0;              // the TAP whose queues tap_keeper_ holds for us (0: none)
+  VifRecord record_;                  // while connected with a state dir
+  bool adopting_ = false;             // adopt() is building the queues (daemon's thread)
+  xenbus::KeySnapshot connect_keys_;  // what the coming connect was read from (its record's)
   std::string adopted_ = "fresh";
   std::string prefix_;
   std::optional<net::TapDevice> tap_;

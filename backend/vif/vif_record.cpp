@@ -141,13 +141,15 @@ Result<VifRecord> VifRecord::map(const std::filesystem::path& file, int fd, std:
 }
 
 Result<VifRecord> VifRecord::create(const std::filesystem::path& file, DomId domid, DevId devid,
-                                    std::uint32_t nr_queues, int ifindex) {
-  if (nr_queues == 0 || nr_queues > kRecordMaxQueues) return errno_code(EINVAL);
+                                    std::uint32_t nr_queues, int ifindex,
+                                    std::span<const std::byte> keys) {
+  if (nr_queues == 0 || nr_queues > kRecordMaxQueues || keys.size() > kRecordMaxKeysBytes)
+    return errno_code(EINVAL);
   // A new inode: a successor still reading the old file (it cannot: the lock) sees no change.
   ::unlink(file.c_str());
   UniqueFd fd(::open(file.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
   if (!fd) return last_errno();
-  const std::size_t size = size_for(nr_queues);
+  const std::size_t size = size_for(nr_queues) + keys.size();
   if (::ftruncate(fd.get(), static_cast<off_t>(size)) != 0) return last_errno();
   auto mapped = map(file, fd.get(), size);
   if (!mapped) return mapped;
@@ -159,6 +161,8 @@ Result<VifRecord> VifRecord::create(const std::filesystem::path& file, DomId dom
   h.domid = domid.value();
   h.devid = devid.value();
   h.ifindex = ifindex;
+  h.keys_bytes = static_cast<std::uint32_t>(keys.size());
+  if (!keys.empty()) std::memcpy(r.base_ + size_for(nr_queues), keys.data(), keys.size());
   // ORDERING: release: a reader that sees the magic sees the header.
   rec_word(h.magic).store(kRecordMagic, std::memory_order_release);
   return r;
@@ -174,10 +178,14 @@ Result<VifRecord> VifRecord::open(const std::filesystem::path& file, DomId domid
   auto mapped = map(file, fd.get(), size);
   if (!mapped) return mapped;
   VifRecord r = std::move(*mapped);
-  const RecordHeader& h = r.header();
-  const bool ok = h.magic == kRecordMagic && h.version == kRecordVersion && h.nr_queues != 0 &&
-                  h.nr_queues <= kRecordMaxQueues && size == size_for(h.nr_queues) &&
-                  h.domid == domid.value() && h.devid == devid.value();
+  RecordHeader& h = r.header();
+  // A version-1 record's word here was reserved (zero); it holds no keys either way.
+  if (h.version == 1) h.keys_bytes = 0;
+  const bool ok = h.magic == kRecordMagic && (h.version == 1 || h.version == kRecordVersion) &&
+                  h.nr_queues != 0 && h.nr_queues <= kRecordMaxQueues &&
+                  h.keys_bytes <= kRecordMaxKeysBytes &&
+                  size == size_for(h.nr_queues) + h.keys_bytes && h.domid == domid.value() &&
+                  h.devid == devid.value();
   if (!ok) return errno_code(EPROTO);
   return r;
 }

@@ -28,6 +28,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <span>
 #include <string>
 
 #include "backend/vif/tx_request_parser.hpp"
@@ -39,8 +40,12 @@
 namespace unetback::vif {
 
 inline constexpr std::uint32_t kRecordMagic = 0x52464955;  // "UIFR"
-inline constexpr std::uint32_t kRecordVersion = 1;
+/// 2: the keys the connection was made from follow the queues (`keys_bytes`); a version-1
+/// record (no keys) is still read, so that an upgrade from it adopts the vifs.
+inline constexpr std::uint32_t kRecordVersion = 2;
 inline constexpr std::uint32_t kRecordMaxQueues = 64;
+/// Room for the connection's keys (xenbus::encode_key_snapshot); more and none are kept.
+inline constexpr std::uint32_t kRecordMaxKeysBytes = 64 * 1024;
 
 /// Who may pick the record up.
 enum class RecordState : std::uint32_t {
@@ -87,8 +92,9 @@ struct RecordHeader {
   std::uint32_t state;  // RecordState
   std::uint32_t nr_queues;
   std::uint32_t domid, devid;
-  std::int32_t ifindex;  // the TAP's
-  std::uint32_t reserved[9];
+  std::int32_t ifindex;      // the TAP's
+  std::uint32_t keys_bytes;  // version 2: the key snapshot after the queues (0: none)
+  std::uint32_t reserved[8];
 };
 static_assert(sizeof(RecordHeader) == 64);
 
@@ -197,9 +203,11 @@ void reset_ring_record(RingRecord<Slot>& r, RingIdx start) {
 /// remove() deletes it, for an orderly close).
 class VifRecord {
  public:
-  /// A new record for `nr_queues` (replacing any old file), state live, magic last.
+  /// A new record for `nr_queues` (replacing any old file), state live, magic last, with the
+  /// connection's keys (xenbus::encode_key_snapshot) after the queues.
   static Result<VifRecord> create(const std::filesystem::path& file, DomId domid, DevId devid,
-                                  std::uint32_t nr_queues, int ifindex);
+                                  std::uint32_t nr_queues, int ifindex,
+                                  std::span<const std::byte> keys = {});
   /// An existing record, checked for magic, version, size and ids. ENOENT none; EPROTO bad.
   static Result<VifRecord> open(const std::filesystem::path& file, DomId domid, DevId devid);
   /// `<dir>/vif-<domid>-<devid>.state`.
@@ -216,6 +224,10 @@ class VifRecord {
   [[nodiscard]] RecordHeader& header() const { return *reinterpret_cast<RecordHeader*>(base_); }
   [[nodiscard]] QueueRecord& queue(std::uint32_t i) const {
     return reinterpret_cast<QueueRecord*>(base_ + sizeof(RecordHeader))[i];
+  }
+  /// The connection's keys as create() stored them (empty for none, or a version-1 record).
+  [[nodiscard]] std::span<const std::byte> keys() const {
+    return {base_ + size_for(header().nr_queues), header().keys_bytes};
   }
   [[nodiscard]] RecordState state() const {
     return static_cast<RecordState>(rec_word(header().state).load(std::memory_order_acquire));

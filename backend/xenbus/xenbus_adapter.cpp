@@ -218,7 +218,8 @@ void BackendXenbus::try_probe() {
 }
 
 bool BackendXenbus::prepare_probe() {
-  auto cfg = parse_backend_config(reader_for(backend_path_), frontend_, devid_);
+  probe_keys_.clear();
+  auto cfg = parse_backend_config(snapshot_reader(backend_path_, &probe_keys_), frontend_, devid_);
   if (!cfg) {
     const KeyError& e = cfg.error();
     log::write(log::Level::error, log_prefix_,
@@ -245,8 +246,14 @@ std::error_code BackendXenbus::adopt() {
   if (!found || !online || *online != "1" || *found == XenbusState::unknown ||
       *found == XenbusState::initialising)
     return std::make_error_code(std::errc::invalid_argument);
-  if (!prepare_probe()) return std::make_error_code(std::errc::invalid_argument);
-  if (*found == XenbusState::connected && adopt_rings()) {
+  // A planned takeover left the keys the device connected with: read from them, the gap
+  // has no xenstore round trip per key (the watches set up below re-read what may change).
+  if (*found == XenbusState::connected) replay_ = vif_.handed_over_keys();
+  const bool probed = prepare_probe();
+  const bool rings = probed && *found == XenbusState::connected && adopt_rings();
+  replay_.reset();
+  if (!probed) return std::make_error_code(std::errc::invalid_argument);
+  if (rings) {
     log::write(log::Level::info, log_prefix_, "adopted the running device: rings, ports and TAP");
     dispatch(RingsAdopted{});
     return {};
@@ -263,10 +270,12 @@ bool BackendXenbus::adopt_rings() {
   const auto fstate = fstate_raw ? parse_xenbus_state(*fstate_raw) : std::nullopt;
   if (fstate != XenbusState::connected) return false;
   const FrontendLimits limits{features_.max_queues, features_.ctrl_ring};
-  auto fe = parse_frontend_config(reader_for(config_->frontend_path), limits);
+  KeySnapshot keys = probe_keys_;
+  auto fe = parse_frontend_config(snapshot_reader(config_->frontend_path, &keys), limits);
   if (!fe) return false;
   Rate rate;
-  if (auto r = read_rate(reader_for(backend_path_))) rate = *r;
+  if (auto r = read_rate(snapshot_reader(backend_path_, &keys))) rate = *r;
+  vif_.remember_keys(keys);
   // Where an adoption's time goes (the lab splits a restart's gap by these): the xenstore
   // reads above, the vif's take-over (record, rings, ports, TAP), the watches below.
   const std::string which =
@@ -361,18 +370,20 @@ std::optional<Event> BackendXenbus::execute(const Action& action) {
 
 std::optional<Event> BackendXenbus::read_frontend_and_connect() {
   const FrontendLimits limits{features_.max_queues, features_.ctrl_ring};
-  auto fe = parse_frontend_config(reader_for(config_->frontend_path), limits);
+  KeySnapshot keys = probe_keys_;
+  auto fe = parse_frontend_config(snapshot_reader(config_->frontend_path, &keys), limits);
   if (!fe) {
     const KeyError& e = fe.error();
     return ConnectFailed{e.error,
                          "reading " + config_->frontend_path + "/" + e.key + ": " + e.reason};
   }
   Rate rate;
-  if (auto r = read_rate(reader_for(backend_path_))) {
+  if (auto r = read_rate(snapshot_reader(backend_path_, &keys))) {
     rate = *r;
   } else {
     log::write(log::Level::warn, log_prefix_, "rate: " + r.error().reason + "; traffic unlimited");
   }
+  vif_.remember_keys(keys);
   if (auto ec = vif_.connect(*fe, *config_, rate)) {
     return ConnectFailed{ec.value(), "connecting " + std::to_string(fe->queues.size()) +
                                          " queue(s): " + ec.message()};
@@ -434,6 +445,20 @@ std::optional<std::string> BackendXenbus::read(const std::string& path) {
 KeyReader BackendXenbus::reader_for(std::string dir) {
   return [this, dir = std::move(dir)](std::string_view key) -> std::optional<std::string> {
     return read(dir + "/" + std::string(key));
+  };
+}
+
+KeyReader BackendXenbus::snapshot_reader(std::string dir, KeySnapshot* into) {
+  return [this, dir = std::move(dir), into](std::string_view key) -> std::optional<std::string> {
+    std::string path = dir + "/" + std::string(key);
+    std::optional<std::string> value;
+    if (auto replayed = replay_ ? snapshot_lookup(*replay_, path) : std::nullopt) {
+      value = std::move(*replayed);
+    } else {
+      value = read(path);
+    }
+    into->emplace_back(std::move(path), value);
+    return value;
   };
 }
 

@@ -44,6 +44,11 @@ class VifControl {
                                 const Rate& /*rate*/) {
     return std::make_error_code(std::errc::operation_not_supported);
   }
+  /// The keys the coming connect() was read from, kept in the vif's state record with it.
+  virtual void remember_keys(const KeySnapshot& /*keys*/) {}
+  /// The keys an earlier daemon that handed the device over (a planned takeover, not a crash)
+  /// connected it with: adopt() is then read from them instead of xenstore. nullopt: none.
+  [[nodiscard]] virtual std::optional<KeySnapshot> handed_over_keys() { return std::nullopt; }
   /// The device was found served by an earlier daemon and could not be adopted: it goes
   /// through Closing and Closed to a reconnect (for unetback-ctl's "adopted" column).
   virtual void adoption_refused() {}
@@ -139,6 +144,9 @@ class BackendXenbus {
 
   std::optional<std::string> read(const std::string& path);
   KeyReader reader_for(std::string dir);
+  /// reader_for() that also appends what it reads to `*into`; while adopt() replays a handed
+  /// over vif's keys it answers from those (xenstore only for a key they lack).
+  KeyReader snapshot_reader(std::string dir, KeySnapshot* into);
   std::error_code add_watch(hv::XsWatch& slot, const std::string& path, std::string_view kind);
   void warn_guest(const std::string& msg);
   /// Every line a frontend can trigger at will (its state changes included) goes through
@@ -161,6 +169,8 @@ class BackendXenbus {
   std::optional<bool> last_multicast_control_;
   std::optional<bool> last_allow_mac_spoofing_;
   std::optional<std::uint32_t> last_xdp_headroom_;  // what the queues use, while connected
+  KeySnapshot probe_keys_;                          // the toolstack's keys prepare_probe() read
+  std::optional<KeySnapshot> replay_;  // adopt(): the keys a handed-over vif connected with
 
   hv::XsWatch state_watch_, online_watch_, hotplug_watch_, frontend_watch_;
   hv::XsWatch rate_watch_, multicast_watch_, mac_spoofing_watch_;

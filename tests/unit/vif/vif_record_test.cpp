@@ -11,6 +11,7 @@
 
 #include <array>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <gtest/gtest.h>
 #include <map>
@@ -23,6 +24,7 @@
 #include "backend/vif/packet_pool.hpp"
 #include "backend/vif/rx_path.hpp"
 #include "backend/vif/tx_path.hpp"
+#include "backend/xenbus/keys.hpp"
 #include "tests/support/in_memory_grant_table.hpp"
 
 namespace unetback::vif {
@@ -261,6 +263,70 @@ TEST(RxRecovery, ABackendKilledBeforeItPushedReturnsEveryConsumedBufferOnce) {
     }
     if (!killed) break;
   }
+}
+
+}  // namespace
+}  // namespace unetback::vif
+
+namespace unetback::vif {
+namespace {
+
+/// A scratch state directory, removed with everything in it.
+struct StateDir {
+  StateDir() {
+    char tmpl[] = "/tmp/unetback-record-XXXXXX";
+    path = ::mkdtemp(tmpl);
+  }
+  ~StateDir() { std::filesystem::remove_all(path); }
+  std::filesystem::path path;
+};
+
+// What a planned takeover reads instead of xenstore: the keys the vif's connect was made from,
+// stored after the queues; the header still fits 64 bytes, and nothing else moves.
+TEST(VifRecordKeys, TheConnectionsKeysComeBackFromTheRecordAsTheyWereWritten) {
+  const StateDir dir;
+  const auto file = VifRecord::path_for(dir.path, DomId{7}, DevId{1});
+  const xenbus::KeySnapshot keys{{"/local/domain/7/device/vif/1/tx-ring-ref", "8"},
+                                 {"/local/domain/7/device/vif/1/feature-split", std::nullopt},
+                                 {"/local/domain/0/backend/vif/7/1/mac", "00:16:3e:00:00:01"}};
+  const auto bytes = xenbus::encode_key_snapshot(keys, kRecordMaxKeysBytes);
+  {
+    auto rec = VifRecord::create(file, DomId{7}, DevId{1}, 2, 42, bytes);
+    ASSERT_TRUE(rec);
+    rec->queue(1).tx_ref = 99;
+  }
+  auto rec = VifRecord::open(file, DomId{7}, DevId{1});
+  ASSERT_TRUE(rec);
+  EXPECT_EQ(rec->header().version, kRecordVersion);
+  EXPECT_EQ(rec->queue(1).tx_ref, 99U);
+  EXPECT_EQ(xenbus::decode_key_snapshot(rec->keys()), keys);
+  // A snapshot too big for the record is not kept at all (the successor reads xenstore).
+  EXPECT_TRUE(xenbus::encode_key_snapshot(keys, bytes.size() - 1).empty());
+  // Bytes cut short, or a presence byte that is neither 0 nor 1, are no snapshot.
+  EXPECT_FALSE(xenbus::decode_key_snapshot(std::span(bytes).first(bytes.size() - 1)));
+  auto bad = bytes;
+  bad[2] = std::byte{7};
+  EXPECT_FALSE(xenbus::decode_key_snapshot(bad));
+}
+
+// A daemon upgraded from a version that wrote version-1 records (no keys) still adopts their
+// vifs: the record opens, with no keys, and the queues are where they were.
+TEST(VifRecordKeys, AVersionOneRecordStillOpensWithNoKeys) {
+  const StateDir dir;
+  const auto file = VifRecord::path_for(dir.path, DomId{7}, DevId{0});
+  {
+    auto rec = VifRecord::create(file, DomId{7}, DevId{0}, 1, 42);
+    ASSERT_TRUE(rec);
+    rec->queue(0).rx_ref = 77;
+    rec->header().version = 1;
+  }
+  auto rec = VifRecord::open(file, DomId{7}, DevId{0});
+  ASSERT_TRUE(rec);
+  EXPECT_TRUE(rec->keys().empty());
+  EXPECT_EQ(rec->queue(0).rx_ref, 77U);
+  // A version this daemon does not know is refused (the vif reconnects instead).
+  rec->header().version = 3;
+  EXPECT_FALSE(VifRecord::open(file, DomId{7}, DevId{0}));
 }
 
 }  // namespace

@@ -21,6 +21,7 @@ bool is_within(std::string_view path, std::string_view ancestor) {
 }  // namespace
 
 Result<std::string> MemoryXenStore::read(std::string_view path, hv::XsTx) {
+  ++reads_;
   if (!valid_path(path)) return std::errc::invalid_argument;
   auto it = nodes_.find(std::string(path));
   if (it == nodes_.end()) return std::errc::no_such_file_or_directory;

@@ -41,6 +41,13 @@ class MemoryXenStore final : public hv::XenStore {
   [[nodiscard]] bool exists(std::string_view path) const;
   [[nodiscard]] std::size_t watch_count() const { return watches_.size(); }
   [[nodiscard]] std::size_t commits() const { return commits_; }
+  /// The connection that registered every watch closed (its daemon is gone): none is left.
+  void forget_watches() {
+    watches_.clear();
+    events_.clear();
+  }
+  /// read() calls so far: each is a round trip to a real xenstored.
+  [[nodiscard]] std::size_t reads() const { return reads_; }
 
  private:
   struct Watch {
@@ -58,6 +65,7 @@ class MemoryXenStore final : public hv::XenStore {
   std::vector<std::uint32_t> open_tx_;
   int failing_commits_ = 0;
   std::size_t commits_ = 0;
+  std::size_t reads_ = 0;
 };
 
 }  // namespace unetback::testing

@@ -35,6 +35,16 @@ class RecordingVif final : public xenbus::VifControl {
     rate = r;
     return {};
   }
+  std::error_code adopt(const xenbus::FrontendConfig& fe, const xenbus::BackendConfig&,
+                        const xenbus::Rate& r) override {
+    journal_.push_back("adopt " + std::to_string(fe.queues.size()));
+    if (adopt_error) return adopt_error;
+    connected = fe;
+    rate = r;
+    return {};
+  }
+  void remember_keys(const xenbus::KeySnapshot& keys) override { remembered = keys; }
+  std::optional<xenbus::KeySnapshot> handed_over_keys() override { return handed_over; }
   void disconnect() override {
     journal_.push_back("disconnect");
     connected.reset();
@@ -58,6 +68,10 @@ class RecordingVif final : public xenbus::VifControl {
 
   std::error_code create_tap_error;
   std::error_code connect_error;
+  /// Like a vif without a state record, unless a test says otherwise.
+  std::error_code adopt_error = std::make_error_code(std::errc::operation_not_supported);
+  xenbus::KeySnapshot remembered;                  // the last remember_keys()
+  std::optional<xenbus::KeySnapshot> handed_over;  // what handed_over_keys() answers
   std::optional<std::string> tap;
   std::optional<xenbus::FrontendConfig> connected;
   std::optional<xenbus::Rate> rate;

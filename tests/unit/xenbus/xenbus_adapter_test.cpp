@@ -243,6 +243,52 @@ TEST_F(BackendXenbusTest, AdoptingACrashedDaemonsDeviceClosesItThenServesTheFron
   EXPECT_EQ(count("create_tap vif5.0"), 1U);
 }
 
+// A planned takeover (issue 20): the daemon that connected the device kept the keys its connect
+// was read from (in the vif's state record); its successor reads the device from them. Only
+// the three states that say both ends are still Connected are xenstore round trips, so the
+// guest's gap has no read per key. The watches set up afterwards re-read what may change.
+TEST_F(BackendXenbusTest, ATakeoverReadsTheDeviceFromTheKeysItsConnectWasMadeFrom) {
+  ASSERT_FALSE(backend_.start());
+  libxl_add();
+  pump();
+  write(be_ + "/hotplug-status", "connected");
+  pump();
+  netfront_connect(2);
+  pump();
+  ASSERT_EQ(state(), "4");
+  const KeySnapshot kept = vif_.remembered;
+  EXPECT_EQ(snapshot_lookup(kept, fe_ + "/queue-1/tx-ring-ref"), std::optional<std::string>("10"));
+  EXPECT_EQ(snapshot_lookup(kept, be_ + "/mac"), std::optional<std::string>("00:16:3e:01:02:03"));
+  EXPECT_TRUE(std::any_of(kept.begin(), kept.end(), [](const auto& k) { return !k.second; }))
+      << "a key read as absent is remembered as absent";
+  // The record holds them in its bytes.
+  EXPECT_EQ(decode_key_snapshot(encode_key_snapshot(kept, std::size_t{64} * 1024)), kept);
+  // The daemon hands over and exits: its watches go with its connection.
+  xs_.forget_watches();
+
+  const auto adopt_with = [&](std::optional<KeySnapshot> keys, std::size_t& reads) {
+    testing::RecordingVif next{journal_};
+    next.adopt_error = {};
+    next.handed_over = std::move(keys);
+    BackendXenbus successor{xs_, self_, dom_, dev_, next, FeatureOptions{4, true, false}};
+    EXPECT_FALSE(successor.start());
+    const std::size_t before = xs_.reads();
+    EXPECT_FALSE(successor.adopt());
+    reads = xs_.reads() - before;
+    xs_.forget_watches();
+    EXPECT_TRUE(next.connected.has_value());
+    return next.connected.value_or(FrontendConfig{});
+  };
+  std::size_t taken_over_reads = 0, recovered_reads = 0;
+  const FrontendConfig taken = adopt_with(kept, taken_over_reads);
+  ASSERT_EQ(taken.queues.size(), 2U);
+  EXPECT_EQ(taken.queues[1].tx_ring_ref.value(), 10U);
+  EXPECT_EQ(taken_over_reads, 3U) << "backend state and online, frontend state";
+  // After a crash nothing was handed over: every key is read again.
+  (void)adopt_with(std::nullopt, recovered_reads);
+  EXPECT_GT(recovered_reads, 20U);
+}
+
 TEST_F(BackendXenbusTest, AdoptingNeedsADeviceAnEarlierBackendMovedPastInitialising) {
   libxl_add();  // state 1: a new device, libxl's to probe
   ASSERT_FALSE(backend_.start());
