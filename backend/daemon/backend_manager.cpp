@@ -299,7 +299,8 @@ void BackendManager::shutdown() {
   vifs_.clear();
 }
 
-void BackendManager::hand_over(const std::function<void(int)>& at_step) {
+void BackendManager::hand_over(const std::function<void(int)>& at_step,
+                               vif::VifHandle::HandOver how) {
   if (shut_down_) return;
   shut_down_ = true;
   const auto step = [&](int n) {
@@ -310,11 +311,12 @@ void BackendManager::hand_over(const std::function<void(int)>& at_step) {
   release_watch_.reset();
   bool first = true;
   for (auto& [id, vif] : vifs_) {
-    vif.handle->hand_over();
+    vif.handle->hand_over(how);
     if (std::exchange(first, false)) step(2);
   }
   if (first) step(2);
   step(3);
+  if (how == vif::VifHandle::HandOver::leave_to_exec) return;
   // The machines go without a word: BackendXenbus's destructor writes nothing.
   vifs_.clear();
 }

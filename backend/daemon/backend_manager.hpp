@@ -98,7 +98,9 @@ class BackendManager {
   /// for the successor to adopt). Stops reacting to events.
   /// `at_step(n)` runs at step 1 (nothing done yet), 2 (the first vif handed over) and 3
   /// (every vif handed over): fault injection kills the daemon there.
-  void hand_over(const std::function<void(int)>& at_step = {});
+  /// `how`: vif::VifHandle::hand_over's (leave_to_exec keeps every object: an execve follows).
+  void hand_over(const std::function<void(int)>& at_step = {},
+                 vif::VifHandle::HandOver how = vif::VifHandle::HandOver::release);
 
   [[nodiscard]] std::vector<VifStatus> list() const;
   [[nodiscard]] std::optional<VifStatus> status(const VifId& id) const;

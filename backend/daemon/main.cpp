@@ -126,16 +126,7 @@ struct Process {
   std::string started;  // realtime_stamp() of main()
 };
 
-/// An upgrade in place that run() prepared: every vif handed over, the TAP queues to pass on.
-struct Reexec {
-  bool requested = false;
-  std::vector<std::pair<std::string, UniqueFd>> fds;
-};
-
-/// run()'s status when it returns for an upgrade in place (main() then executes the program).
-constexpr int kRunReexec = -1;
-
-int run(const DaemonOptions& opts, const Process& process, Reexec& reexec) {
+int run(const DaemonOptions& opts, const Process& process) {
   // Before the hypervisor is opened: with xen_netback loaded nothing here is safe to touch.
   if (auto why = kernel_netback_conflict(opts.hypervisor, opts.allow_kernel_netback, sysfs_root()))
     throw SetupError(*why);
@@ -264,23 +255,35 @@ int run(const DaemonOptions& opts, const Process& process, Reexec& reexec) {
 
   bool handed_over = false;
   // Every vif stopped between two passes, its record marked handed over, its TAP kept.
-  const auto hand_over_all = [&](const std::string& why) {
+  const auto hand_over_all = [&](const std::string& why, vif::VifHandle::HandOver how) {
     loop.stop();
     log::write(log::Level::info, kLog, why + ": handing every vif over to a successor");
     log_milestone("handover_requested");
-    manager.hand_over(die_at_handover_step);
+    manager.hand_over(die_at_handover_step, how);
     log_milestone("handed_over");
     handed_over = true;
   };
-  // `unetback-ctl upgrade`: the successor is this process's next image.
+  // `unetback-ctl upgrade`: the successor is this process's next image. Once every queue has
+  // stopped between two passes (the records as a successor reads them), the program runs again
+  // at once: unmapping the rings, unbinding the ports and joining the threads one call after
+  // another would all fall into the guests' gap, and execve() releases them in the kernel, as
+  // when a daemon dies (the crash path adopts from exactly that).
   start_upgrade = [&] {
     if (std::exchange(stopping, true)) return;  // a signal came first
     log_milestone("upgrade_requested");
     notifier.reloading("upgrading in place: executing " + process.program);
-    hand_over_all("upgrade in place");
-    reexec.requested = true;
-    reexec.fds = fd_store->release_held();
-    io.stop();
+    hand_over_all("upgrade in place", vif::VifHandle::HandOver::leave_to_exec);
+    auto fds = fd_store->release_held();
+    log_milestone("exec", "fds=" + std::to_string(fds.size()));
+    const std::string why = exec_with_fds(process.program, process.argv, std::move(fds));
+    // The descriptors were moved for the new image: nothing of this one can be released in
+    // order any more. The records say handed over and the TAPs persist: exit as after a
+    // takeover, so that systemd starts a successor (RestartForceExitStatus=4), which adopts
+    // every vif.
+    log::write(log::Level::error, kLog,
+               "upgrade in place failed (" + why + "): exiting with status " +
+                   std::to_string(kExitHandedOver) + " for a successor to adopt the vifs");
+    ::_exit(kExitHandedOver);
   };
   boost::asio::signal_set signals(io, SIGTERM, SIGINT, SIGUSR2);
   signals.async_wait([&](const boost::system::error_code& ec, int signo) {
@@ -295,7 +298,8 @@ int run(const DaemonOptions& opts, const Process& process, Reexec& reexec) {
                          (signo == SIGTERM && !opts.state_dir.empty() && systemd_restarting_us());
     notifier.stopping();
     if (restart) {
-      hand_over_all(signo == SIGUSR2 ? "SIGUSR2" : "SIGTERM (unit restarting)");
+      hand_over_all(signo == SIGUSR2 ? "SIGUSR2" : "SIGTERM (unit restarting)",
+                    vif::VifHandle::HandOver::release);
     } else {
       loop.stop();
       log::write(log::Level::info, kLog,
@@ -312,7 +316,6 @@ int run(const DaemonOptions& opts, const Process& process, Reexec& reexec) {
   io.run();
   if (xenstore_lost) return kExitXenstoreLost;
   release_owner_node(*xs, self);
-  if (reexec.requested) return kRunReexec;
   if (handed_over) {
     die_at_handover_step(4);
     log::write(log::Level::info, kLog, "handed over");
@@ -375,19 +378,7 @@ int main(int argc, char** argv) {
   if (auto lim = raise_fd_limit(); !lim)
     log::write(log::Level::warn, kLog, "cannot raise RLIMIT_NOFILE: " + lim.error().message());
   try {
-    Reexec reexec;
-    const int status = run(opts, process, reexec);
-    if (status == kRunReexec) {
-      // After every destructor of run(): the data-path threads joined, the lock released.
-      log_milestone("exec", "fds=" + std::to_string(reexec.fds.size()));
-      const std::string why = exec_with_fds(process.program, process.argv, std::move(reexec.fds));
-      // Every vif is handed over: exit as after a takeover, so that systemd starts a successor
-      // (RestartForceExitStatus=4), which adopts them.
-      log::write(log::Level::error, kLog,
-                 "upgrade in place failed (" + why + "): exiting with status " +
-                     std::to_string(kExitHandedOver) + " for a successor to adopt the vifs");
-      return kExitHandedOver;
-    }
+    const int status = run(opts, process);
     // After every destructor of run(): the vifs, the data-path threads, the lock released.
     log_milestone("exit", "status=" + std::to_string(status));
     return status;

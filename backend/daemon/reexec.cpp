@@ -64,6 +64,10 @@ std::string exec_with_fds(const std::string& program, const std::vector<std::str
       return errno_text("cannot place fd " + std::to_string(kFirstFd + i));
   }
   high.clear();
+  // Nothing else crosses: every other descriptor of this image (rings' gntdev, ports' evtchn,
+  // xenstore, the lock) closes at the execve, so the new image finds the ports unbound.
+  if (::close_range(static_cast<unsigned>(kFirstFd + n), ~0U, CLOSE_RANGE_CLOEXEC) != 0)
+    return errno_text("cannot mark descriptors close-on-exec");
   const auto env = listen_environment(environ, ::getpid(), names);
   std::vector<char*> envp, args;
   for (const auto& e : env) envp.push_back(const_cast<char*>(e.c_str()));

@@ -30,9 +30,10 @@ namespace unetback::daemon {
                                                           const std::vector<std::string>& names);
 
 /// Executes `program` with `argv` in this process, `fds` at 3, 4, ... (in order, without
-/// close-on-exec) and their names in LISTEN_FDNAMES. Other fds keep their flags (the daemon's
-/// own are close-on-exec). Returns only if the exec failed, with why; the fds at 3.. are then
-/// the ones passed, and anything that sat there before is closed.
+/// close-on-exec) and their names in LISTEN_FDNAMES. Every other fd above 2 is made
+/// close-on-exec first (a library's descriptor opened without O_CLOEXEC included). Returns
+/// only if the exec failed, with why; the fds at 3.. are then the ones passed, anything that
+/// sat there before is closed, and the rest are close-on-exec.
 [[nodiscard]] std::string exec_with_fds(const std::string& program,
                                         const std::vector<std::string>& argv,
                                         std::vector<std::pair<std::string, UniqueFd>>&& fds);

@@ -295,7 +295,12 @@ std::error_code Vif::adopt(const xenbus::FrontendConfig& fe, const xenbus::Backe
   return {};
 }
 
-void Vif::hand_over() {
+void Vif::hand_over(HandOver how) {
+  if (how == HandOver::leave_to_exec) {
+    left_to_exec_ = halt_queues();
+    if (record_.valid()) record_.set_state(RecordState::handed_over);
+    return;
+  }
   (void)stop_queues();
   if (record_.valid()) record_.set_state(RecordState::handed_over);
   record_ = VifRecord();
@@ -570,23 +575,27 @@ void Vif::leave_switch() {
   switch_port_ = 0;
 }
 
-bool Vif::stop_queues() {
-  std::vector<std::unique_ptr<VifQueue>> queues;
-  std::unique_ptr<CtrlRing> ctrl;
+Vif::Halted Vif::halt_queues() {
+  Halted h;
   {
     const std::lock_guard lock(mu_);
-    queues.swap(queues_);
-    ctrl.swap(ctrl_);
+    h.queues.swap(queues_);
+    h.ctrl.swap(ctrl_);
   }
   // The control ring first: no new settings while the queues stop.
-  if (ctrl) ctrl->stop();
-  ctrl.reset();
+  if (h.ctrl) h.ctrl->stop();
   // Off the switch first: nothing new is routed to the queues while they stop.
   leave_switch();
   // Each queue stops between two passes: its record is then as a successor reads it.
-  for (auto& q : queues) q->stop();
-  const bool had = !queues.empty();
-  queues.clear();  // unbinds the ports, unmaps the rings, detaches the TAP queues
+  for (auto& q : h.queues) q->stop();
+  return h;
+}
+
+bool Vif::stop_queues() {
+  Halted h = halt_queues();
+  h.ctrl.reset();
+  const bool had = !h.queues.empty();
+  h.queues.clear();  // unbinds the ports, unmaps the rings, detaches the TAP queues
   return had;
 }
 

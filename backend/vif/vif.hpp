@@ -65,7 +65,7 @@ class Vif final : public VifHandle {
   void adoption_refused() override { adopted_ = "reconnected"; }
   void remember_keys(const xenbus::KeySnapshot& keys) override { connect_keys_ = keys; }
   [[nodiscard]] std::optional<xenbus::KeySnapshot> handed_over_keys() override;
-  void hand_over() override;
+  void hand_over(HandOver how) override;
   void rate_changed(const xenbus::Rate& rate) override;
   void multicast_control_changed(bool enabled) override;
   void mac_spoofing_changed(bool allowed) override;
@@ -102,6 +102,13 @@ class Vif final : public VifHandle {
   /// Stops the control ring and every queue (each between two passes) and releases them;
   /// true if there were any.
   bool stop_queues();
+  /// The queues and the control ring out of the vif, each stopped between two passes, nothing
+  /// released yet.
+  struct Halted {
+    std::vector<std::unique_ptr<VifQueue>> queues;
+    std::unique_ptr<CtrlRing> ctrl;
+  };
+  Halted halt_queues();
   /// Leaves the internal switch (no packet is routed to us after it).
   void leave_switch();
   /// The TAP's queues to the keeper (the record is live), or back from it.
@@ -126,6 +133,7 @@ class Vif final : public VifHandle {
   int kept_ifindex_ = 0;              // the TAP whose queues tap_keeper_ holds for us (0: none)
   VifRecord record_;                  // while connected with a state dir
   bool adopting_ = false;             // adopt() is building the queues (daemon's thread)
+  Halted left_to_exec_;               // hand_over(leave_to_exec): stopped, released by the execve
   xenbus::KeySnapshot connect_keys_;  // what the coming connect was read from (its record's)
   std::string adopted_ = "fresh";
   std::string prefix_;

@@ -50,7 +50,11 @@ class VifHandle : public xenbus::VifControl {
   [[nodiscard]] virtual bool disabled() const = 0;
   /// A planned takeover: stops the queues at a pass boundary, marks the record handed over
   /// and keeps the TAP (persistent) for the successor; nothing is written to xenstore.
-  virtual void hand_over() {}
+  /// HandOver::leave_to_exec (an upgrade in place) releases nothing after the stop: the
+  /// execve() that follows unmaps, unbinds and closes everything at once in the kernel, as
+  /// when a daemon dies, instead of call after call while the guest waits.
+  enum class HandOver { release, leave_to_exec };
+  virtual void hand_over(HandOver /*how*/) {}
 };
 
 /// Daemon-wide tunables (xenstore: /local/domain/<self>/unetback/<name>), as the vif layer
