@@ -299,8 +299,7 @@ void BackendManager::shutdown() {
   vifs_.clear();
 }
 
-void BackendManager::hand_over(const std::function<void(int)>& at_step,
-                               vif::VifHandle::HandOver how) {
+void BackendManager::hand_over(const std::function<void(int)>& at_step) {
   if (shut_down_) return;
   shut_down_ = true;
   const auto step = [&](int n) {
@@ -311,14 +310,13 @@ void BackendManager::hand_over(const std::function<void(int)>& at_step,
   release_watch_.reset();
   bool first = true;
   for (auto& [id, vif] : vifs_) {
-    vif.handle->hand_over(how);
+    vif.handle->hand_over();
     if (std::exchange(first, false)) step(2);
   }
   if (first) step(2);
   step(3);
-  if (how == vif::VifHandle::HandOver::leave_to_exec) return;
-  // The machines go without a word: BackendXenbus's destructor writes nothing.
-  vifs_.clear();
+  // The machines and the vifs stay until the image ends; BackendXenbus's destructor writes
+  // nothing, a handed-over vif's releases memory only.
 }
 
 std::vector<VifStatus> BackendManager::list() const {

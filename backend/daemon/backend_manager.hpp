@@ -98,9 +98,8 @@ class BackendManager {
   /// for the successor to adopt). Stops reacting to events.
   /// `at_step(n)` runs at step 1 (nothing done yet), 2 (the first vif handed over) and 3
   /// (every vif handed over): fault injection kills the daemon there.
-  /// `how`: vif::VifHandle::hand_over's (leave_to_exec keeps every object: an execve follows).
-  void hand_over(const std::function<void(int)>& at_step = {},
-                 vif::VifHandle::HandOver how = vif::VifHandle::HandOver::release);
+  /// The vifs stay, inert (VifHandle::hand_over): the daemon's image ends right after.
+  void hand_over(const std::function<void(int)>& at_step = {});
 
   [[nodiscard]] std::vector<VifStatus> list() const;
   [[nodiscard]] std::optional<VifStatus> status(const VifId& id) const;

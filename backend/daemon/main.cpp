@@ -253,26 +253,24 @@ int run(const DaemonOptions& opts, const Process& process) {
     notifier.ready(serving);
   });
 
-  bool handed_over = false;
-  // Every vif stopped between two passes, its record marked handed over, its TAP kept.
-  const auto hand_over_all = [&](const std::string& why, vif::VifHandle::HandOver how) {
+  // Every vif stopped between two passes, its record marked handed over, its TAP kept; nothing
+  // else released. The image ends right after, by execve() (an upgrade in place) or _exit() (a
+  // successor process): unmapping the rings, unbinding the ports and joining the threads call
+  // after call would all fall into the guests' gap, and the kernel releases them at once, as
+  // when a daemon dies (the crash path adopts from exactly that).
+  const auto hand_over_all = [&](const std::string& why) {
     loop.stop();
     log::write(log::Level::info, kLog, why + ": handing every vif over to a successor");
     log_milestone("handover_requested");
-    manager.hand_over(die_at_handover_step, how);
+    manager.hand_over(die_at_handover_step);
     log_milestone("handed_over");
-    handed_over = true;
   };
-  // `unetback-ctl upgrade`: the successor is this process's next image. Once every queue has
-  // stopped between two passes (the records as a successor reads them), the program runs again
-  // at once: unmapping the rings, unbinding the ports and joining the threads one call after
-  // another would all fall into the guests' gap, and execve() releases them in the kernel, as
-  // when a daemon dies (the crash path adopts from exactly that).
+  // `unetback-ctl upgrade`: the successor is this process's next image.
   start_upgrade = [&] {
     if (std::exchange(stopping, true)) return;  // a signal came first
     log_milestone("upgrade_requested");
     notifier.reloading("upgrading in place: executing " + process.program);
-    hand_over_all("upgrade in place", vif::VifHandle::HandOver::leave_to_exec);
+    hand_over_all("upgrade in place");
     auto fds = fd_store->release_held();
     log_milestone("exec", "fds=" + std::to_string(fds.size()));
     const std::string why = exec_with_fds(process.program, process.argv, std::move(fds));
@@ -298,8 +296,14 @@ int run(const DaemonOptions& opts, const Process& process) {
                          (signo == SIGTERM && !opts.state_dir.empty() && systemd_restarting_us());
     notifier.stopping();
     if (restart) {
-      hand_over_all(signo == SIGUSR2 ? "SIGUSR2" : "SIGTERM (unit restarting)",
-                    vif::VifHandle::HandOver::release);
+      hand_over_all(signo == SIGUSR2 ? "SIGUSR2" : "SIGTERM (unit restarting)");
+      // A successor polls the lock, which the exit releases; the owner node goes first (a
+      // zombie still answers kill(pid, 0)).
+      release_owner_node(*xs, self);
+      die_at_handover_step(4);
+      log::write(log::Level::info, kLog, "handed over");
+      log_milestone("exit", "status=" + std::to_string(kExitHandedOver));
+      ::_exit(kExitHandedOver);
     } else {
       loop.stop();
       log::write(log::Level::info, kLog,
@@ -316,11 +320,6 @@ int run(const DaemonOptions& opts, const Process& process) {
   io.run();
   if (xenstore_lost) return kExitXenstoreLost;
   release_owner_node(*xs, self);
-  if (handed_over) {
-    die_at_handover_step(4);
-    log::write(log::Level::info, kLog, "handed over");
-    return kExitHandedOver;
-  }
   log::write(log::Level::info, kLog, "stopped");
   return kExitOk;
 }

@@ -88,6 +88,8 @@ Vif::Vif(hv::Hypervisor& hv, EventLoopPool& loops, DomId frontend, DevId devid, 
       prefix_(vif_prefix(frontend, devid)) {}
 
 Vif::~Vif() {
+  // Handed over: closing would drop the record and the TAP the successor adopts.
+  if (handed_over_) return;
   disconnect();
   destroy_tap();
 }
@@ -295,19 +297,13 @@ std::error_code Vif::adopt(const xenbus::FrontendConfig& fe, const xenbus::Backe
   return {};
 }
 
-void Vif::hand_over(HandOver how) {
-  if (how == HandOver::leave_to_exec) {
-    left_to_exec_ = halt_queues();
-    if (record_.valid()) record_.set_state(RecordState::handed_over);
-    return;
-  }
-  (void)stop_queues();
+void Vif::hand_over() {
+  left_to_kernel_ = halt_queues();
   if (record_.valid()) record_.set_state(RecordState::handed_over);
-  record_ = VifRecord();
   // What the keeper holds is the successor's now: never forgotten from here.
   kept_ifindex_ = 0;
   if (tap_ && tap_->persistent()) tap_->keep_for_successor();
-  tap_.reset();
+  handed_over_ = true;
 }
 
 Result<std::unique_ptr<VifQueue>> Vif::make_queue(const xenbus::FrontendConfig& fe,

@@ -65,7 +65,7 @@ class Vif final : public VifHandle {
   void adoption_refused() override { adopted_ = "reconnected"; }
   void remember_keys(const xenbus::KeySnapshot& keys) override { connect_keys_ = keys; }
   [[nodiscard]] std::optional<xenbus::KeySnapshot> handed_over_keys() override;
-  void hand_over(HandOver how) override;
+  void hand_over() override;
   void rate_changed(const xenbus::Rate& rate) override;
   void multicast_control_changed(bool enabled) override;
   void mac_spoofing_changed(bool allowed) override;
@@ -133,7 +133,8 @@ class Vif final : public VifHandle {
   int kept_ifindex_ = 0;              // the TAP whose queues tap_keeper_ holds for us (0: none)
   VifRecord record_;                  // while connected with a state dir
   bool adopting_ = false;             // adopt() is building the queues (daemon's thread)
-  Halted left_to_exec_;               // hand_over(leave_to_exec): stopped, released by the execve
+  Halted left_to_kernel_;             // hand_over(): stopped, released by the execve or exit
+  bool handed_over_ = false;          // the record and the TAP are the successor's
   xenbus::KeySnapshot connect_keys_;  // what the coming connect was read from (its record's)
   std::string adopted_ = "fresh";
   std::string prefix_;

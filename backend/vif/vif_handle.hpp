@@ -49,12 +49,12 @@ class VifHandle : public xenbus::VifControl {
   /// manager then reports it fatal through xenbus (from the manager's thread, XSA-90).
   [[nodiscard]] virtual bool disabled() const = 0;
   /// A planned takeover: stops the queues at a pass boundary, marks the record handed over
-  /// and keeps the TAP (persistent) for the successor; nothing is written to xenstore.
-  /// HandOver::leave_to_exec (an upgrade in place) releases nothing after the stop: the
-  /// execve() that follows unmaps, unbinds and closes everything at once in the kernel, as
-  /// when a daemon dies, instead of call after call while the guest waits.
-  enum class HandOver { release, leave_to_exec };
-  virtual void hand_over(HandOver /*how*/) {}
+  /// and keeps the TAP (persistent) for the successor; nothing is written to xenstore, and
+  /// nothing else is released: the daemon's image ends right after (execve for an upgrade in
+  /// place, exit for a successor), and the kernel unmaps, unbinds and closes everything at
+  /// once, as when a daemon dies, instead of call after call while the guest waits. From here
+  /// the vif is inert: destroying it releases memory only.
+  virtual void hand_over() {}
 };
 
 /// Daemon-wide tunables (xenstore: /local/domain/<self>/unetback/<name>), as the vif layer

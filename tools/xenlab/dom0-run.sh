@@ -951,11 +951,11 @@ adopt_fig() {
 # the daemon's milestones). Figures (ms):
 #   request_to_signal_ms   T0 to the old daemon's SIGTERM (takeover: systemctl and systemd)
 #   request_to_upgrade_ms  upgrade: T0 to the daemon's upgrade_requested (unetback-ctl)
-#   handed_over_to_exec_ms upgrade: handed_over to the execve (destructors: threads, lock)
+#   handed_over_to_exec_ms upgrade: handed_over to the execve (the TAP queues placed at 3..)
 #   execve_to_main_ms      upgrade: the execve to the new image's main() (kernel, dynamic linking)
 #   restart_query_ms       SIGTERM to handover_requested (the sd-bus question: a restart job?)
 #   handover_ms            SIGTERM to handed_over (every vif stopped at a pass boundary)
-#   handed_over_to_exit_ms handed_over to the end of main (destructors: vifs, threads, lock)
+#   handed_over_to_exit_ms handed_over to the _exit (the owner node removed from xenstore)
 #   exit_to_exec_ms        the old process's exit to the new one's main() (systemd, exec)
 #   kill_to_exec_ms        T0 to the new process's main()
 #   fork_to_main_ms        systemd's ExecMainStartTimestamp to main() (exec, dynamic linking)
