@@ -388,18 +388,20 @@ iperf_d2d() {
   iperf_once "$tag" domu_to_domu_reverse -- in_domu 10.99.0.2 -c 10.99.0.5 -f m -t "$SECS" -R
 }
 
-# syscall_window TAG IP DIRECTION: one more iperf3 run, apart from the throughput runs, with
-# unetbackd's syscalls counted: perf stat -e raw_syscalls:sys_enter (counting only), or
-# strace -c -f when perf cannot count here (strace stops the daemon at every syscall: its run
-# is far slower, so fewer packets are left per pass). Records TAG.DIRECTION.syscalls_per_packet
-# and the method (TAG.syscalls_method). The run's throughput is logged, not a figure.
+# syscall_window TAG DIRECTION CMD...: one more run of CMD (an iperf3 transfer), apart from the
+# throughput runs, with unetbackd's syscalls counted: perf stat -e raw_syscalls:sys_enter
+# (counting only), or strace -c -f when perf cannot count here (strace stops the daemon at every
+# syscall: its run is far slower, so fewer packets are left per pass). Records
+# TAG.DIRECTION.syscalls_per_packet, per packet of unetbackd's counters (a domU -> domU frame is
+# two: one guest's TX, the other's RX), and the method (TAG.syscalls_method). The run's
+# throughput is logged, not a figure.
 SYSCALL_NAMES="read write readv writev pread64 pwrite64 preadv2 ioctl io_uring_enter epoll_wait epoll_pwait epoll_ctl
   poll ppoll futex mmap munmap madvise mprotect brk recvmsg sendmsg recvmmsg sendmmsg recvfrom sendto clock_nanosleep
   nanosleep timerfd_settime timerfd_gettime eventfd2 sched_yield rt_sigprocmask rt_sigtimedwait getpid gettid tgkill
   lseek fcntl dup close openat newfstatat statx getrandom getrusage clock_gettime times prctl socket connect accept4"
 syscall_window() {
-  local tag=$1 ip=$2 dir=$3 args=(-c "$2" -f m -t "$SECS") method tracer p0 p1 n
-  [ "$dir" = guest_tx ] && args+=(-R)
+  local tag=$1 dir=$2 method tracer p0 p1 n
+  shift 2
   [ -n "$UNETBACKD_PID" ] || return 0
   if [ -z "${SYSCALL_METHOD:-}" ]; then
     SYSCALL_METHOD=none
@@ -429,7 +431,7 @@ syscall_window() {
   tracer=$!
   sleep 1 # attached before the traffic starts
   p0=$(ub_packets)
-  timeout $((SECS + 40)) iperf3 "${args[@]}" >>"$OUT/iperf3-$tag.syscalls.log" 2>&1
+  "$@" >>"$OUT/iperf3-$tag.syscalls.log" 2>&1
   p1=$(ub_packets)
   kill -INT "$tracer"
   wait "$tracer"
@@ -701,13 +703,15 @@ unetbackd_round() { # ROUND [b]: b runs unetbackd with B_ARGS added and B_ENV se
     if xl_create "$tag.d2d" /tmp/u2.cfg labu2 10.99.0.5; then
       iperf_d2d "$tag"
       profile_d2d "$tag"
+      syscall_window "$tag" domu_to_domu in_domu 10.99.0.2 -c 10.99.0.5 -f m -t "$SECS"
+      syscall_window "$tag" domu_to_domu_reverse in_domu 10.99.0.2 -c 10.99.0.5 -f m -t "$SECS" -R
       destroy_checked "$tag.d2d" labu2 "$maps1"
     else
       xl destroy labu2 >/dev/null 2>&1
     fi
     # Apart from the throughput runs above: the same transfers with unetbackd's syscalls counted.
-    syscall_window "$tag" 10.99.0.2 guest_rx
-    syscall_window "$tag" 10.99.0.2 guest_tx
+    syscall_window "$tag" guest_rx timeout $((SECS + 40)) iperf3 -c 10.99.0.2 -f m -t "$SECS"
+    syscall_window "$tag" guest_tx timeout $((SECS + 40)) iperf3 -c 10.99.0.2 -f m -t "$SECS" -R
     profile_window "$tag" 10.99.0.2 guest_rx
     profile_window "$tag" 10.99.0.2 guest_tx
     "$CTL" stats >"$OUT/ctl-stats-$tag.txt" 2>&1
