@@ -398,6 +398,8 @@ class XlWorld {
     extra_.push_back(std::make_unique<Daemon>(full, dir_ + "/" + log_name));
     return *extra_.back();
   }
+  /// A network namespace of the test's own (lo up), deleted when the world goes.
+  bool add_namespace(const std::string& ns) { return add_netns(ns); }
   [[nodiscard]] bool link_exists(const std::string& ns, const std::string& dev) {
     return run({"ip", "-n", ns, "link", "show", "dev", dev}, dir_).status == 0;
   }

@@ -19,7 +19,8 @@ using hv::sim::BrokerRequest;
 
 namespace {
 
-enum class ClientRole : std::uint8_t { unregistered, dom0, domu };
+// backend: a backend process inside a driver domain (unetbackd --backend-domid N).
+enum class ClientRole : std::uint8_t { unregistered, dom0, domu, backend };
 
 std::string name_of(const BrokerRequest& req) {
   return std::string(req.name, strnlen(req.name, sizeof(req.name)));
@@ -187,7 +188,11 @@ Broker::Outcome Broker::handle(Client& c, const BrokerRequest& req) {
                            req.op == BrokerOp::register_domain || req.op == BrokerOp::claim_domain;
   if (is_register && registered) return fail(errno_code(EISCONN));
   if (!is_register && !registered) return fail(errno_code(ENOTCONN));
-  if (dom0_only(req.op) && c.role != ClientRole::dom0) return fail(errno_code(EPERM));
+  // A driver domain's backend maps and copies other domains' grants, as dom0's does; the
+  // grant entries say whether they may (SimGrantTable checks the granted domid).
+  const bool backend_may = c.role == ClientRole::backend && req.op == BrokerOp::get_domain_memory;
+  if (dom0_only(req.op) && c.role != ClientRole::dom0 && !backend_may)
+    return fail(errno_code(EPERM));
 
   auto give_domain = [&](Domain& d) {
     r.domid = d.id.value();
@@ -217,6 +222,14 @@ Broker::Outcome Broker::handle(Client& c, const BrokerRequest& req) {
     }
     case BrokerOp::claim_domain: {
       const DomId id{req.domid};
+      if (req.arg0 == hv::sim::kClaimAsBackend) {
+        if (auto ec = registry_.join_backend(id, c.id, c.pid)) return fail(ec);
+        c.role = ClientRole::backend;
+        c.domid = id;
+        r.domid = id.value();
+        out.fds = {registry_.find(id)->control.get()};
+        return out;
+      }
       if (auto ec = registry_.attach(id, c.id, c.pid)) return fail(ec);
       c.role = ClientRole::domu;
       c.domid = id;
@@ -224,7 +237,8 @@ Broker::Outcome Broker::handle(Client& c, const BrokerRequest& req) {
       return out;
     }
     case BrokerOp::create_domain: {
-      auto id = registry_.create(name_of(req), req.arg0);
+      auto id =
+          registry_.create(name_of(req), req.arg0, (req.arg1 & hv::sim::kCreateDriverDomain) != 0);
       if (!id) return fail(id.error());
       r.domid = id->value();
       return out;
@@ -235,6 +249,9 @@ Broker::Outcome Broker::handle(Client& c, const BrokerRequest& req) {
       if (d == nullptr) return fail(errno_code(ESRCH));
       if (id == kDom0) return fail(errno_code(EINVAL));
       if (d->client && d->pid > 0) ::kill(d->pid, SIGKILL);
+      // A driver domain dies with everything that runs in it.
+      for (const auto& [cid, pid] : d->backends)
+        if (pid > 0) ::kill(pid, SIGKILL);
       registry_.release(id);
       return out;
     }
@@ -309,10 +326,13 @@ void Broker::close_client(ClientId id) {
   clients_.erase(it);
   boost::system::error_code ignored;
   c->sd.close(ignored);
-  if (c->role == ClientRole::domu)
+  if (c->role == ClientRole::domu) {
     registry_.client_closed(id, c->domid);
-  else if (c->role == ClientRole::dom0)
+  } else if (c->role == ClientRole::dom0) {
     registry_.client_closed(id, std::nullopt);
+  } else if (c->role == ClientRole::backend) {
+    registry_.backend_closed(id, c->domid);
+  }
 }
 
 }  // namespace unetback::xensim

@@ -17,7 +17,6 @@ namespace unetback::xensim {
 
 namespace {
 
-using hv::sim::DomainControl;
 using hv::sim::kMaxPortsPerDomain;
 using hv::sim::shared_u32;
 using hv::sim::SharedGrantEntry;
@@ -79,7 +78,7 @@ Result<Domain> DomainRegistry::make_domain(DomId id, std::string name, std::uint
   return d;
 }
 
-Result<DomId> DomainRegistry::create(std::string_view name, std::uint32_t nr_frames) {
+Result<DomId> DomainRegistry::create(std::string_view name, std::uint32_t nr_frames, bool driver) {
   if (!valid_name(name)) return errno_code(EINVAL);
   if (nr_frames == 0) nr_frames = config_.default_frames;
   if (nr_frames > config_.max_frames) return errno_code(EINVAL);
@@ -90,6 +89,7 @@ Result<DomId> DomainRegistry::create(std::string_view name, std::uint32_t nr_fra
   auto d = make_domain(id, std::string(name), nr_frames);
   if (!d) return d.error();
   ++next_domid_;
+  d->driver = driver;
   try {
     listener_.domain_introduced(id, name);
   } catch (const SetupError& e) {
@@ -100,7 +100,7 @@ Result<DomId> DomainRegistry::create(std::string_view name, std::uint32_t nr_fra
   domains_.emplace(id.value(), std::move(*d));
   log::write(log::Level::info, "xensim",
              "domain " + std::to_string(id.value()) + " (" + std::string(name) + ") created, " +
-                 std::to_string(nr_frames) + " frames");
+                 std::to_string(nr_frames) + " frames" + (driver ? ", a driver domain" : ""));
   return id;
 }
 
@@ -110,6 +110,14 @@ std::error_code DomainRegistry::attach(DomId id, ClientId client, pid_t pid) {
   if (d->client) return errno_code(EBUSY);
   d->client = client;
   d->pid = pid;
+  return {};
+}
+
+std::error_code DomainRegistry::join_backend(DomId id, ClientId client, pid_t pid) {
+  Domain* d = find(id);
+  if (d == nullptr || id == kDom0) return errno_code(ESRCH);
+  if (!d->driver) return errno_code(EPERM);
+  d->backends.emplace_back(client, pid);
   return {};
 }
 
@@ -140,12 +148,18 @@ void DomainRegistry::client_closed(ClientId client, std::optional<DomId> ran) {
     if (d != nullptr && d->client == client) release(*ran);
     return;
   }
+  backend_closed(client, kDom0);
+}
+
+void DomainRegistry::backend_closed(ClientId client, DomId in) {
   for (auto& [id, d] : domains_) release_pins(d, client);
-  Domain* dom0 = find(kDom0);
+  Domain* home = find(in);
+  if (home == nullptr) return;  // the driver domain went first
+  std::erase_if(home->backends, [client](const auto& b) { return b.first == client; });
   std::vector<std::uint32_t> ports;
-  for (const auto& [p, ep] : dom0->ports)
+  for (const auto& [p, ep] : home->ports)
     if (ep.owner == client) ports.push_back(p);
-  for (const std::uint32_t p : ports) close_port_locked(*dom0, p);
+  for (const std::uint32_t p : ports) close_port_locked(*home, p);
 }
 
 Result<int> DomainRegistry::new_pin_table(DomId id, ClientId client) {
@@ -199,16 +213,18 @@ void DomainRegistry::release_pins(Domain& d, ClientId client) {
         static_cast<std::uint16_t>((other_users == 0 ? GTF_reading : 0) |
                                    (writers != 0 && other_writers == 0 ? GTF_writing : 0));
     // ORDERING: release, as SimGrantTable::unpin: the granter may reuse the page after this.
-    if (clear != 0)
+    if (clear != 0) {
       hv::sim::word_of(entries[i])
           .fetch_and(~static_cast<std::uint32_t>(clear), std::memory_order_release);
+    }
     ++released;
   }
   d.pin_tables = std::move(kept);
-  if (released != 0)
+  if (released != 0) {
     log::write(log::Level::info, "xensim",
                "domain " + std::to_string(d.id.value()) + ": released " + std::to_string(released) +
                    " grant(s) a dead process still held");
+  }
 }
 
 void DomainRegistry::bump_gen(Domain& d, std::uint32_t port) {

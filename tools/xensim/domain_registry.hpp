@@ -69,6 +69,11 @@ struct Domain {
   hv::sim::MappedRegion grant_map, control_map;
   std::optional<ClientId> client;  // the process running it (none: created, not running)
   pid_t pid = 0;
+  /// libxl's driver_domain=1: backend processes may join it (they map and copy other
+  /// domains' grants as it). It lives until destroyed, whoever joins or leaves.
+  bool driver = false;
+  /// The backend processes joined to this driver domain (broker client, pid).
+  std::vector<std::pair<ClientId, pid_t>> backends;
   std::map<std::uint32_t, EventPort> ports;
   std::vector<PinTable> pin_tables;
 
@@ -96,9 +101,12 @@ class DomainRegistry {
 
   /// A new domain with its memory, grant table and control page, introduced to the
   /// listener. EEXIST: name in use; EINVAL: bad name or size; ENOSPC: no domid left.
-  Result<DomId> create(std::string_view name, std::uint32_t nr_frames);
+  Result<DomId> create(std::string_view name, std::uint32_t nr_frames, bool driver = false);
   /// `client` (process `pid`) runs `id`. EBUSY if someone already does; ESRCH unknown.
   std::error_code attach(DomId id, ClientId client, pid_t pid);
+  /// `client` (process `pid`) is a backend process inside driver domain `id` (any number of
+  /// them). ESRCH unknown or dom0; EPERM not a driver domain.
+  std::error_code join_backend(DomId id, ClientId client, pid_t pid);
   [[nodiscard]] Domain* find(DomId id);
   [[nodiscard]] bool exists(DomId id) const { return domains_.contains(id.value()); }
   /// The domain dies: its ports close (peers become unbound), its control page says dead,
@@ -107,6 +115,9 @@ class DomainRegistry {
   /// A broker connection closed: the domU it ran dies; dom0 ports it made close, and the
   /// grants it still held (its pin tables) are released as gntdev does at process exit.
   void client_closed(ClientId client, std::optional<DomId> ran);
+  /// A backend process's connection closed (dom0's or a driver domain's): the ports it made
+  /// in `in` close and the grants it still held are released; the domain lives on.
+  void backend_closed(ClientId client, DomId in);
   /// A new zeroed pin table of `id`'s grant entries for `client` (its fd stays here).
   Result<int> new_pin_table(DomId id, ClientId client);
 

@@ -14,7 +14,10 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <optional>
+#include <poll.h>
+#include <set>
 #include <span>
 #include <sstream>
 #include <string>
@@ -27,6 +30,7 @@
 #include "common/hotplug/hotplug_script.hpp"
 #include "common/hv/hypervisor_spec.hpp"
 #include "common/hv/sim/sim_hypervisor.hpp"
+#include "common/hv/xen/xen_xenstore.hpp"
 #include "common/util/arg_parser.hpp"
 #include "common/util/parse_decimal.hpp"
 #include "tools/xl/guest_launcher.hpp"
@@ -57,6 +61,7 @@ libxl's role for a xensim world (DIR is where `xensim --dir DIR` runs).
 
   create NAME --vif SPEC [--vif SPEC]... [--guest-netns NS] [--address CIDR]
               [--queues N] [--shim PATH] [--no-guest] [--ready-timeout-ms N] [-- SHIM ARGS...]
+  create NAME --driver-domain
       Creates domain NAME, writes each vif's backend/frontend nodes as libxl does, waits up
       to 10 s for the backend's InitWait (state 2), runs the vif's hotplug script
       `<script> online type_if=vif` (40 s limit), then starts the guest: netfront-shim
@@ -69,10 +74,17 @@ libxl's role for a xensim world (DIR is where `xensim --dir DIR` runs).
       the backend's TAP is made as vif<domid>.<devid> and the script renames it (as with the
       kernel netback). ip and gatewaydev are for vif-route (gatewaydev reaches the script
       as $netdev, as libxl passes it). Also writes libxl's /vm/<uuid> nodes (uuid, name).
+      backend=NAME|DOMID: a driver domain serves the vif (its backend dir is
+      /local/domain/<that>/backend/vif/N/D); its `unetback-xl devd` runs the script there and
+      create waits (40 s) for the hotplug-status it writes.
+      --driver-domain (libxl's driver_domain=1): a domain with no vif and no guest program,
+      which backends join (unetbackd --backend-domid N) to serve other domains' vifs.
   destroy NAME|DOMID
       For each vif: online=0 + state=5, wait up to 10 s for Closed (6), run the script
-      `offline` (only for a vif whose `online` run succeeded: hotplug-status=connected),
-      delete the nodes; then SIGTERM the guest and destroy the domain and its /vm node.
+      `offline` (only for a vif whose `online` run succeeded: hotplug-status=connected;
+      a driver domain's devd runs it there, and dom0 waits up to 10 s for it to remove the
+      backend dir), delete the nodes; then SIGTERM the guest and destroy the domain and its
+      /vm node. Destroying a driver domain kills every backend process in it.
   list
       Domains with their vifs: devid, backend state, hotplug-status, bridge, TAP, guest pid.
   save NAME|DOMID FILE
@@ -87,6 +99,11 @@ libxl's role for a xensim world (DIR is where `xensim --dir DIR` runs).
       adds the vifs as create does, then resumes the guest: writes "domid N" to its resume
       file (DIR/guest-NAME.resume) and sends it SIGUSR1. Waits for the first vif's frontend
       to be Connected (4) again and prints "domid N".
+  devd NAME|DOMID
+      `xl devd` of a driver domain: on that domain's xenstore connection, runs the hotplug
+      scripts of the vifs it serves (online at InitWait, offline once Closed, then removes
+      the backend dir). Run it in the driver domain's network namespace; it exits on
+      SIGTERM, or when the domain is destroyed.
   migrate NAME|DOMID [localhost]
       A localhost migration: save and restore in one go, without a file; the old domain is
       destroyed and the guest carries on in a new one. Prints "domid N".
@@ -122,6 +139,7 @@ struct CreateArgs {
   std::optional<std::uint32_t> queues;
   std::optional<std::string> shim;
   bool no_guest = false;
+  bool driver_domain = false;  // libxl's driver_domain=1: no vif, no guest program
   std::uint32_t ready_timeout_ms = 20000;
   std::vector<std::string> shim_extra;
 };
@@ -149,6 +167,12 @@ std::string find_shim(const std::optional<std::string>& explicit_path) {
   return kShimName;
 }
 
+/// One vif of a domain and the domain serving it (dom0, or a driver domain).
+struct VifRef {
+  DevId devid;
+  DomId backend;
+};
+
 class World {
  public:
   explicit World(std::string dir)
@@ -169,14 +193,33 @@ class World {
     return dir_ + "/guest-" + name + ".resume";
   }
 
-  /// Devids with a backend dir for `domid` (under dom0's backend/vif).
-  std::vector<DevId> vif_devids(DomId domid) {
-    std::vector<DevId> out;
-    auto dir = xs_->directory("/local/domain/0/backend/vif/" + num(domid.value()));
-    if (!dir) return out;
-    for (const auto& d : *dir)
-      if (auto v = parse_uint(d, 0xffff)) out.push_back(DevId{*v});
-    std::sort(out.begin(), out.end(), [](DevId a, DevId b) { return a.value() < b.value(); });
+  /// The vifs of `domid` and the domains serving them: libxl's private copies
+  /// (/libxl/<domid>/device/vif/<devid>, with the backend's domid), and any backend dir under
+  /// dom0's backend/vif without one.
+  std::vector<VifRef> vifs_of(DomId domid) {
+    std::vector<VifRef> out;
+    auto add = [&out](DevId devid, DomId backend) {
+      for (const auto& r : out)
+        if (r.devid == devid) return;
+      out.push_back(VifRef{devid, backend});
+    };
+    const std::string priv = "/libxl/" + num(domid.value()) + "/device/vif";
+    if (auto dir = xs_->directory(priv)) {
+      for (const auto& d : *dir) {
+        auto v = parse_uint(d, 0xffff);
+        if (!v) continue;
+        std::string key = priv;
+        key.append("/").append(d).append("/backend-id");
+        auto be = parse_uint(read_or(key, "0"), 0xfffe);
+        add(DevId{*v}, DomId{static_cast<std::uint16_t>(be.value_or(0))});
+      }
+    }
+    if (auto dir = xs_->directory("/local/domain/0/backend/vif/" + num(domid.value()))) {
+      for (const auto& d : *dir)
+        if (auto v = parse_uint(d, 0xffff)) add(DevId{*v}, kDom0);
+    }
+    std::sort(out.begin(), out.end(),
+              [](const VifRef& a, const VifRef& b) { return a.devid.value() < b.devid.value(); });
     return out;
   }
 
@@ -189,7 +232,11 @@ class World {
   hp::HotplugCall hotplug_call(const std::string& script, std::string action, DomId domid,
                                DevId devid) {
     const std::string netdev = read_or(ts::backend_path(kDom0, domid, devid) + "/gatewaydev", "");
-    return hp::HotplugCall{script, std::move(action), domid, devid, netdev, dir_ + "/dom0.sock"};
+    return hp::HotplugCall{script, std::move(action), domid, devid, netdev, sock_of(kDom0)};
+  }
+  /// The xenstore socket of domain `d` (what a process inside it connects to).
+  [[nodiscard]] std::string sock_of(DomId d) const {
+    return dir_ + "/dom" + num(d.value()) + ".sock";
   }
 
  private:
@@ -198,9 +245,41 @@ class World {
   std::unique_ptr<hv::XenStore> xs_;
 };
 
+/// How long dom0 waits for a driver domain's `xl devd` to run the script `offline` and remove
+/// the backend dir once the vif is Closed, before it removes what is left itself.
+constexpr std::chrono::seconds kDriverDomainCleanupTimeout{10};
+
+/// A vif a driver domain serves: close it, let that domain's devd run the script `offline`
+/// and remove the backend dir (the backend domain's duty), then remove the rest (libxl's
+/// libxl__xs_path_cleanup of what the driver domain cannot remove).
+void remove_remote_vif(World& w, DomId domid, const VifRef& vif) {
+  const std::string be = ts::backend_path(vif.backend, domid, vif.devid);
+  if (auto ec = ts::close_vif(w.xs(), vif.backend, domid, vif.devid)) {
+    err("libxl: error: " + be + ": backend did not reach Closed (6) within " +
+        num(ts::kDestroyTimeout.count()) + " s: " + ec.message() + "; tearing down anyway");
+  } else if (w.hv().domain_exists(vif.backend)) {
+    const auto deadline = std::chrono::steady_clock::now() + kDriverDomainCleanupTimeout;
+    while (w.xs().read(be + "/state") && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    if (w.xs().read(be + "/state")) {
+      err("libxl: warning: " + be + ": the driver domain did not remove it within " +
+          num(kDriverDomainCleanupTimeout.count()) + " s (is `unetback-xl devd` running there?)");
+    }
+  }
+  ts::delete_vif_nodes(w.xs(), vif.backend, domid, vif.devid);
+  const std::string parent =
+      "/local/domain/" + num(vif.backend.value()) + "/backend/vif/" + num(domid.value());
+  if (auto left = w.xs().directory(parent); left && left->empty()) (void)w.xs().rm(parent);
+}
+
 /// libxl's device removal for every vif of `domid`: close, script offline, delete nodes.
 void remove_all_vifs(World& w, DomId domid) {
-  for (DevId devid : w.vif_devids(domid)) {
+  for (const VifRef& vif : w.vifs_of(domid)) {
+    const DevId devid = vif.devid;
+    if (vif.backend != kDom0) {
+      remove_remote_vif(w, domid, vif);
+      continue;
+    }
     const std::string be = ts::backend_path(kDom0, domid, devid);
     const std::string script = w.read_or(be + "/script", "");
     // `offline` undoes what `online` did; for a vif whose online run failed or never ran there
@@ -258,12 +337,24 @@ void undo_create(World& w, DomId domid) {
   destroy_domain(w, domid, true);
 }
 
+/// Waits until `be`/hotplug-status is no longer empty (a driver domain's script ran); its
+/// value, or "" after `limit`.
+std::string wait_hotplug_status(World& w, const std::string& be, std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  for (;;) {
+    std::string v = w.read_or(be + "/hotplug-status", "");
+    if (!v.empty() || std::chrono::steady_clock::now() >= deadline) return v;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
 /// libxl's domain build for `create` and `restore`: the domain, its /vm and control nodes
 /// and each vif (nodes, InitWait, the hotplug script `online`). The domid, or the exit code
 /// (the domain destroyed again).
 std::variant<DomId, int> build_domain(World& w, const std::string& name, const std::string& uuid,
-                                      const std::vector<ts::VifSpec>& vifs) {
-  auto created = w.hv().create_domain(name);
+                                      const std::vector<ts::VifSpec>& vifs,
+                                      bool driver_domain = false) {
+  auto created = w.hv().create_domain(name, 0, driver_domain);
   if (!created) {
     err("cannot create domain '" + name + "': " + created.error().message() +
         (created.error() == std::errc::file_exists ? " (name in use)" : ""));
@@ -282,7 +373,7 @@ std::variant<DomId, int> build_domain(World& w, const std::string& name, const s
   }
 
   for (const ts::VifSpec& spec : vifs) {
-    if (auto ec = ts::add_vif(w.xs(), kDom0, domid, spec)) {
+    if (auto ec = ts::add_vif(w.xs(), spec.backend_id, domid, spec)) {
       err("cannot write the nodes of vif " + num(spec.devid.value()) + ": " + ec.message());
       undo_create(w, domid);
       return kExitError;
@@ -290,13 +381,32 @@ std::variant<DomId, int> build_domain(World& w, const std::string& name, const s
   }
   // libxl__wait_device_connection: InitWait within LIBXL_INIT_TIMEOUT, then the script.
   for (const ts::VifSpec& spec : vifs) {
-    const std::string be = ts::backend_path(kDom0, domid, spec.devid);
+    const std::string be = ts::backend_path(spec.backend_id, domid, spec.devid);
     if (ts::wait_for_value(w.xs(), be + "/state", "2", ts::kInitTimeout)) {
       err("libxl: error: unable to add device with path " + be + " (backend state " +
           w.read_or(be + "/state", "missing") + " after " + num(ts::kInitTimeout.count()) +
-          " s; is unetbackd running on this world?)");
+          " s; is unetbackd running " +
+          (spec.backend_id == kDom0 ? std::string("on this world?)")
+                                    : "in domain " + num(spec.backend_id.value()) + "?)"));
       undo_create(w, domid);
       return kExitDeviceFailed;
+    }
+    if (spec.backend_id != kDom0) {
+      // The driver domain's own `xl devd` runs the script there (libxl does not run it for a
+      // backend in another domain): wait for the outcome it writes.
+      const std::string status = wait_hotplug_status(w, be, hp::kHotplugTimeout);
+      if (status != "connected") {
+        const std::string herr = w.read_or(be + "/hotplug-error", "");
+        err("libxl: error: hotplug script " + spec.script + " online for " + be + " in domain " +
+            num(spec.backend_id.value()) + ": " +
+            (status.empty() ? "no outcome within " + num(hp::kHotplugTimeout.count()) +
+                                  " s (is `unetback-xl devd` running there?)"
+                            : "hotplug-status " + status) +
+            (herr.empty() ? "" : ": " + herr));
+        undo_create(w, domid);
+        return kExitDeviceFailed;
+      }
+      continue;
     }
     auto r = hp::run_hotplug_script(w.hotplug_call(spec.script, "online", domid, spec.devid),
                                     hp::kHotplugTimeout);
@@ -314,12 +424,37 @@ std::variant<DomId, int> build_domain(World& w, const std::string& name, const s
   return domid;
 }
 
-int cmd_create(World& w, const CreateArgs& a) {
-  const auto built = build_domain(w, a.name, ts::generate_uuid(), a.vifs);
+std::optional<DomId> resolve_domain(World& w, const std::string& name_or_id) {
+  if (auto v = parse_uint(name_or_id, 0xfffe)) {
+    const DomId d{static_cast<std::uint16_t>(*v)};
+    return d;
+  }
+  auto doms = w.xs().directory("/local/domain");
+  if (!doms) return std::nullopt;
+  for (const auto& d : *doms) {
+    auto v = parse_uint(d, 0xfffe);
+    if (v && *v != 0 && w.read_or("/local/domain/" + d + "/name", "") == name_or_id)
+      return DomId{static_cast<std::uint16_t>(*v)};
+  }
+  return std::nullopt;
+}
+
+int cmd_create(World& w, CreateArgs a) {
+  // backend=: the serving domain, by name or domid, must exist now (libxl resolves it too).
+  for (ts::VifSpec& spec : a.vifs) {
+    if (spec.backend.empty()) continue;
+    const auto be = resolve_domain(w, spec.backend);
+    if (!be || !w.hv().domain_exists(*be)) {
+      err("vif " + num(spec.devid.value()) + ": no such backend domain: " + spec.backend);
+      return kExitError;
+    }
+    spec.backend_id = *be;
+  }
+  const auto built = build_domain(w, a.name, ts::generate_uuid(), a.vifs, a.driver_domain);
   if (const int* code = std::get_if<int>(&built)) return *code;
   const DomId domid = std::get<DomId>(built);
 
-  if (!a.no_guest) {
+  if (!a.no_guest && !a.driver_domain) {
     const ts::VifSpec& first = a.vifs.front();
     ts::GuestLaunch launch;
     launch.argv = {find_shim(a.shim),  "--hypervisor", hv::format_sim_spec(w.dir()), "--domid",
@@ -345,21 +480,6 @@ int cmd_create(World& w, const CreateArgs& a) {
   return kExitOk;
 }
 
-std::optional<DomId> resolve_domain(World& w, const std::string& name_or_id) {
-  if (auto v = parse_uint(name_or_id, 0xfffe)) {
-    const DomId d{static_cast<std::uint16_t>(*v)};
-    return d;
-  }
-  auto doms = w.xs().directory("/local/domain");
-  if (!doms) return std::nullopt;
-  for (const auto& d : *doms) {
-    auto v = parse_uint(d, 0xfffe);
-    if (v && *v != 0 && w.read_or("/local/domain/" + d + "/name", "") == name_or_id)
-      return DomId{static_cast<std::uint16_t>(*v)};
-  }
-  return std::nullopt;
-}
-
 int cmd_destroy(World& w, const std::string& target) {
   const auto domid = resolve_domain(w, target);
   if (!domid || *domid == kDom0) {
@@ -367,7 +487,7 @@ int cmd_destroy(World& w, const std::string& target) {
     return kExitError;
   }
   const bool exists = w.hv().domain_exists(*domid);
-  const bool has_vifs = !w.vif_devids(*domid).empty();
+  const bool has_vifs = !w.vifs_of(*domid).empty();
   if (!exists && !has_vifs && !fs::exists(w.pid_file(*domid))) {
     err("no such domain: " + target);
     return kExitError;
@@ -398,13 +518,14 @@ int cmd_list(World& w) {
       guest = num(static_cast<std::uint64_t>(pid)) +
               (ts::process_is(static_cast<pid_t>(pid), kShimName) ? "" : "(gone)");
     }
-    const auto devids = w.vif_devids(domid);
-    if (devids.empty()) {
+    const auto vifs = w.vifs_of(domid);
+    if (vifs.empty()) {
       std::printf("%-6s %-16s %-6s %-6s %-10s %-12s %-14s %s\n", d.c_str(), name.c_str(), "-", "-",
                   "-", "-", "-", guest.c_str());
     }
-    for (DevId devid : devids) {
-      const std::string be = ts::backend_path(kDom0, domid, devid);
+    for (const VifRef& vif : vifs) {
+      const DevId devid = vif.devid;
+      const std::string be = ts::backend_path(vif.backend, domid, devid);
       const std::string tap = w.read_or(be + "/vifname", "vif" + d + "." + num(devid.value()));
       std::string hp = w.read_or(be + "/hotplug-status", "-");
       if (hp.empty()) hp = "(pending)";
@@ -440,7 +561,8 @@ std::optional<ts::SavedDomain> suspend_domain(World& w, DomId domid) {
     err("domain " + num(domid.value()) + " has no running guest to suspend");
     return std::nullopt;
   }
-  for (DevId devid : w.vif_devids(domid)) {
+  for (const VifRef& vif : w.vifs_of(domid)) {
+    const DevId devid = vif.devid;
     auto spec = ts::read_vif_spec(w.xs(), domid, devid);
     if (!spec) {
       err("vif " + num(devid.value()) + " of domain " + num(domid.value()) +
@@ -573,6 +695,164 @@ int cmd_migrate(World& w, const std::string& target) {
   return resume_domain(w, *saved);
 }
 
+/// `xl devd` inside a driver domain: on its own xenstore connection it watches the vifs it
+/// serves (/local/domain/<self>/backend/vif) and runs their hotplug scripts there, as libxl's
+/// device events handler does: `online` once the backend is in InitWait with online=1 and no
+/// hotplug-status yet, `offline` once the vif is Closed with online=0 (or its dir is gone),
+/// after which it removes the backend dir, which only the backend's domain may do.
+class Devd {
+ public:
+  Devd(const std::string& world, DomId self)
+      : self_(self),
+        sock_(world + "/dom" + num(self.value()) + ".sock"),
+        root_("/local/domain/" + num(self.value()) + "/backend/vif"),
+        xs_(sock_) {}
+
+  int run() {
+    auto watch = hv::XsWatch::add(xs_, root_, "devd");
+    if (!watch) {
+      err("devd: cannot watch " + root_ + ": " + watch.error().message());
+      return kExitError;
+    }
+    std::cerr << "unetback-xl devd: serving the hotplug scripts of " << root_ << "\n";
+    while (stop_requested == 0) {
+      while (xs_.read_watch()) {
+      }
+      if (auto ec = xs_.connection_error()) {
+        // The domain was destroyed (its xenstore connection with it), as xl devd dies with
+        // its domain.
+        std::cerr << "unetback-xl devd: xenstore connection gone (" << ec.message()
+                  << "): exiting\n";
+        return kExitOk;
+      }
+      scan();
+      pollfd pfd{xs_.watch_fd(), POLLIN, 0};
+      (void)::poll(&pfd, 1, 200);
+    }
+    return kExitOk;
+  }
+
+  static inline volatile std::sig_atomic_t stop_requested = 0;
+
+ private:
+  struct Online {
+    std::string script, netdev;
+  };
+  using Key = std::pair<std::uint16_t, std::uint32_t>;  // frontend domid, devid
+
+  std::string read_or(const std::string& path, const std::string& fallback) {
+    auto v = xs_.read(path);
+    return v ? *v : fallback;
+  }
+  std::string be_path(const Key& k) const {
+    return root_ + "/" + num(k.first) + "/" + num(k.second);
+  }
+
+  void scan() {
+    std::vector<Key> present;
+    if (auto fronts = xs_.directory(root_)) {
+      for (const auto& f : *fronts) {
+        auto fd = parse_uint(f, 0xfffe);
+        if (!fd) continue;
+        if (auto devs = xs_.directory(root_ + "/" + f)) {
+          for (const auto& d : *devs) {
+            if (auto dv = parse_uint(d, 0xffff))
+              present.emplace_back(static_cast<std::uint16_t>(*fd), *dv);
+          }
+        }
+      }
+    }
+    for (const Key& k : present) {
+      const std::string be = be_path(k);
+      const std::string state = read_or(be + "/state", "");
+      const std::string online = read_or(be + "/online", "");
+      if (!online_.contains(k) && !failed_.contains(k) && state == "2" && online == "1" &&
+          read_or(be + "/hotplug-status", "x").empty()) {
+        bring_online(k);
+      } else if (online_.contains(k) && online == "0" && state == "6") {
+        take_offline(k);
+      }
+    }
+    // A vif whose dir went before we saw it Closed (dom0 removed it): offline all the same.
+    std::vector<Key> gone;
+    for (const auto& [k, o] : online_)
+      if (std::find(present.begin(), present.end(), k) == present.end()) gone.push_back(k);
+    for (const Key& k : gone) take_offline(k);
+    std::erase_if(failed_, [&](const Key& k) {
+      return std::find(present.begin(), present.end(), k) == present.end();
+    });
+  }
+
+  hp::HotplugCall call(const Key& k, const Online& o, std::string action) const {
+    return hp::HotplugCall{o.script,        std::move(action), DomId{k.first},
+                           DevId{k.second}, o.netdev,          sock_};
+  }
+
+  void bring_online(const Key& k) {
+    const std::string be = be_path(k);
+    Online o{read_or(be + "/script", ""), read_or(be + "/gatewaydev", "")};
+    if (o.script.empty()) {
+      failed_.insert(k);
+      (void)xs_.write(be + "/hotplug-error", "no script");
+      (void)xs_.write(be + "/hotplug-status", "error");
+      return;
+    }
+    auto r = hp::run_hotplug_script(call(k, o, "online"), hp::kHotplugTimeout);
+    if (!r || !r->ok()) {
+      const std::string why = !r ? "cannot run: " + r.error().message() : r->describe();
+      err("devd: hotplug script " + o.script + " online for " + be + " " + why);
+      failed_.insert(k);
+      // The script writes its own error on failure; one that could not even run cannot.
+      if (read_or(be + "/hotplug-status", "").empty()) {
+        (void)xs_.write(be + "/hotplug-error", o.script + " " + why);
+        (void)xs_.write(be + "/hotplug-status", "error");
+      }
+      return;
+    }
+    std::cerr << "unetback-xl devd: " << o.script << " online for " << be << "\n";
+    online_.emplace(k, std::move(o));
+  }
+
+  void take_offline(const Key& k) {
+    const std::string be = be_path(k);
+    const Online o = online_.at(k);
+    online_.erase(k);
+    auto r = hp::run_hotplug_script(call(k, o, "offline"), hp::kHotplugTimeout);
+    if (!r || !r->ok()) {
+      err("devd: hotplug script " + o.script + " offline for " + be + " " +
+          (!r ? "cannot run: " + r.error().message() : r->describe()));
+    } else {
+      std::cerr << "unetback-xl devd: " << o.script << " offline for " << be << "\n";
+    }
+    (void)xs_.rm(be);
+    const std::string parent = root_ + "/" + num(k.first);
+    if (auto left = xs_.directory(parent); left && left->empty()) (void)xs_.rm(parent);
+  }
+
+  DomId self_;
+  std::string sock_, root_;
+  hv::LibXenStore xs_;
+  std::map<Key, Online> online_;
+  std::set<Key> failed_;
+};
+
+int cmd_devd(const std::string& dir, const std::string& target) {
+  DomId self{};
+  {
+    World w(dir);  // dom0's view, to find the domain
+    const auto d = resolve_domain(w, target);
+    if (!d || *d == kDom0 || !w.hv().domain_exists(*d)) {
+      err("no such domain: " + target);
+      return kExitError;
+    }
+    self = *d;
+  }
+  std::signal(SIGTERM, [](int) { Devd::stop_requested = 1; });
+  std::signal(SIGINT, [](int) { Devd::stop_requested = 1; });
+  Devd devd(dir, self);
+  return devd.run();
+}
+
 int usage_error(const std::string& msg) {
   err(msg);
   std::cerr << "Try 'unetback-xl --help'.\n";
@@ -600,7 +880,7 @@ int run(std::vector<std::string_view> args) {
   if (const auto& e = parser.error()) return usage_error(e->message());
   if (!world) return usage_error("--world DIR is required");
   if (rest.empty())
-    return usage_error("missing command (create, destroy, list, save, restore, migrate)");
+    return usage_error("missing command (create, destroy, list, save, restore, migrate, devd)");
   const std::string_view cmd = rest.front();
   std::error_code ec;
   const std::string dir = fs::absolute(*world, ec).lexically_normal().string();
@@ -625,6 +905,10 @@ int run(std::vector<std::string_view> args) {
     World w(dir);
     return cmd_restore(w, std::string(rest[1]));
   }
+  if (cmd == "devd") {
+    if (rest.size() != 2) return usage_error("devd NAME|DOMID");
+    return cmd_devd(dir, std::string(rest[1]));
+  }
   if (cmd == "migrate") {
     // Real xl wants a host; only this one is reachable in a xensim world.
     if (rest.size() != 2 && !(rest.size() == 3 && rest[2] == "localhost"))
@@ -635,13 +919,10 @@ int run(std::vector<std::string_view> args) {
   if (cmd != "create") return usage_error("unknown command '" + std::string(cmd) + "'");
 
   static constexpr cli::OptionSpec kCreateOptions[] = {
-      cli::valued("vif", "a SPEC"),
-      cli::valued("guest-netns", "a name"),
-      cli::valued("address", "a CIDR"),
-      cli::valued("queues", "1..64"),
-      cli::valued("shim", "a path"),
-      cli::flag("no-guest"),
-      cli::valued("ready-timeout-ms", "1..600000")};
+      cli::valued("vif", "a SPEC"),     cli::valued("guest-netns", "a name"),
+      cli::valued("address", "a CIDR"), cli::valued("queues", "1..64"),
+      cli::valued("shim", "a path"),    cli::flag("no-guest"),
+      cli::flag("driver-domain"),       cli::valued("ready-timeout-ms", "1..600000")};
   CreateArgs a;
   std::uint32_t next_devid = 0;
   const std::span<const std::string_view> create_args(rest);
@@ -674,6 +955,8 @@ int run(std::vector<std::string_view> args) {
       a.shim = std::string(value);
     } else if (opt->is("no-guest")) {
       a.no_guest = true;
+    } else if (opt->is("driver-domain")) {
+      a.driver_domain = true;
     } else if (opt->is("ready-timeout-ms")) {
       auto t = parse_decimal<std::uint32_t>(value, 1, 600000);
       if (!t) return usage_error("--ready-timeout-ms needs 1..600000");
@@ -690,9 +973,11 @@ int run(std::vector<std::string_view> args) {
     return usage_error(e->message());
   }
   if (a.name.empty()) return usage_error("create needs a domain NAME");
-  if (a.vifs.empty()) return usage_error("create needs at least one --vif");
+  if (a.driver_domain && !a.vifs.empty())
+    return usage_error("create --driver-domain takes no --vif (its backends serve other domains)");
+  if (a.vifs.empty() && !a.driver_domain) return usage_error("create needs at least one --vif");
   World w(dir);
-  return cmd_create(w, a);
+  return cmd_create(w, std::move(a));
 }
 
 }  // namespace

@@ -100,6 +100,10 @@ std::optional<VifSpec> read_vif_spec(hv::XenStore& xs, DomId frontend, DevId dev
   VifSpec spec;
   spec.devid = devid;
   spec.mac = *mac;
+  if (auto id = read("backend-id")) {
+    if (auto v = hv::parse_xs_uint<std::uint16_t>(*id)) spec.backend_id = DomId{*v};
+  }
+  spec.backend = std::to_string(spec.backend_id.value());
   spec.script = read("script").value_or("");
   spec.bridge = read("bridge").value_or("");
   spec.vifname = read("vifname");
@@ -159,7 +163,7 @@ std::error_code add_vif(hv::XenStore& xs, DomId backend, DomId frontend, const V
     if (auto ec = xs.write(fe + "/mtu", mtu, tx)) return ec;
     if (auto ec = xs.set_perms(fe + "/mtu", ro_perms, tx)) return ec;
     if (auto ec = write_all(xs, tx, priv, be_keys)) return ec;
-    return {};
+    return xs.write(priv + "/backend-id", num(backend.value()), tx);
   });
 }
 

@@ -22,6 +22,10 @@ inline constexpr std::chrono::seconds kDestroyTimeout{10};
 
 struct VifSpec {
   DevId devid{0};
+  /// xl's backend=: the domain serving the vif, a name or a domid as written ("": dom0), and
+  /// the domid it named when the device was added (libxl's backend_domid).
+  std::string backend;
+  DomId backend_id{0};
   std::string mac = "00:16:3e:00:00:01";
   std::string bridge;
   std::string script = "/etc/xen/scripts/vif-bridge";

@@ -82,6 +82,9 @@ std::variant<VifSpec, VifOptionError> parse_vif_option(std::string_view text, De
       std::uint32_t d = 0;
       if (!parse_u32(value, 0, 255, d)) return fail("devid must be 0..255");
       spec.devid = DevId{d};
+    } else if (key == "backend") {
+      if (value.empty()) return fail("empty backend (a domain name or domid)");
+      spec.backend = value;
     } else if (key == "trusted") {
       if (value != "0" && value != "1") return fail("trusted must be 0 or 1");
       spec.trusted = value == "1";

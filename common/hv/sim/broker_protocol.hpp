@@ -27,12 +27,17 @@ enum class BrokerOp : std::uint16_t {
   /// The caller is a dom0 process. Reply fds: [dom0 control page].
   register_dom0 = 1,
   /// dom0 (toolstack): create domain `name` with `arg0` frames (0: the daemon's default),
-  /// introduce it to xenstored; nobody runs it yet. Reply: domid.
+  /// introduce it to xenstored; nobody runs it yet. `arg1` & kCreateDriverDomain: a driver
+  /// domain (libxl's driver_domain=1), which backend processes may join. Reply: domid.
   create_domain = 2,
   /// A new domU process: as create_domain, run by the caller. Reply: domid, sizes,
   /// fds [memory, grant table, control page].
   register_domain = 3,
   /// A domU process takes over `domid` made by create_domain. Reply as register_domain.
+  /// With `arg0` == kClaimAsBackend the caller joins driver domain `domid` as one of its
+  /// backend processes instead (EPERM if it is none): it does not run the domain (any number
+  /// may join, the domain outlives them), and it may GET_DOMAIN_MEMORY as dom0's backend
+  /// does. Reply: domid, fds [its control page].
   claim_domain = 4,
   /// dom0: SIGKILL the process running `domid` and release the domain.
   destroy_domain = 5,
@@ -67,6 +72,9 @@ enum class BrokerOp : std::uint16_t {
   /// 0 releases it (held notifications are delivered, one per port).
   fault_stall_domain = 15,
 };
+
+inline constexpr std::uint32_t kCreateDriverDomain = 1;  // create_domain's arg1
+inline constexpr std::uint32_t kClaimAsBackend = 1;      // claim_domain's arg0
 
 [[nodiscard]] std::string_view broker_op_name(BrokerOp op);
 

@@ -26,10 +26,12 @@ SimHypervisor::SimHypervisor(std::string world_dir, const HypervisorOptions& opt
   peers_ = std::make_unique<sim::ControlPageCache>();
 
   sim::BrokerRequest req;
-  if (opts.role == Role::backend) {
-    if (opts.domid && opts.domid->value() != 0)
-      throw SetupError("xensim runs backends in dom0 only (asked for domain " +
-                       std::to_string(opts.domid->value()) + ")");
+  if (opts.role == Role::backend && opts.domid && opts.domid->value() != 0) {
+    // A backend in a driver domain (unetback-xl create NAME --driver-domain).
+    req = make_request(BrokerOp::claim_domain);
+    req.domid = opts.domid->value();
+    req.arg0 = sim::kClaimAsBackend;
+  } else if (opts.role == Role::backend) {
     req = make_request(BrokerOp::register_dom0);
   } else if (opts.domid) {
     req = make_request(BrokerOp::claim_domain);
@@ -38,11 +40,17 @@ SimHypervisor::SimHypervisor(std::string world_dir, const HypervisorOptions& opt
     req = make_request(BrokerOp::register_domain, opts.name);
   }
   auto resp = broker_->call(req);
-  if (!resp)
-    throw SetupError("xensim at " + broker_->socket_path() + " refused " +
-                     std::string(sim::broker_op_name(req.op)) +
-                     (opts.domid ? " of domain " + std::to_string(opts.domid->value()) : "") +
-                     ": " + resp.error().message());
+  if (!resp) {
+    throw SetupError(
+        "xensim at " + broker_->socket_path() + " refused " +
+        std::string(sim::broker_op_name(req.op)) +
+        (opts.domid ? " of domain " + std::to_string(opts.domid->value()) : "") + ": " +
+        resp.error().message() +
+        (opts.role == Role::backend && resp.error() == std::errc::operation_not_permitted
+             ? " (a backend outside dom0 runs in a driver domain: unetback-xl "
+               "create NAME --driver-domain)"
+             : ""));
+  }
   self_ = DomId{resp->reply.domid};
   auto& fds = resp->fds;
   if (fds.empty()) throw SetupError("xensim sent no control page");
@@ -96,9 +104,11 @@ bool SimHypervisor::domain_exists(DomId domid) {
   return resp && resp->reply.arg != 0;
 }
 
-Result<DomId> SimHypervisor::create_domain(std::string_view name, std::uint32_t nr_frames) {
+Result<DomId> SimHypervisor::create_domain(std::string_view name, std::uint32_t nr_frames,
+                                           bool driver_domain) {
   auto req = make_request(BrokerOp::create_domain, name);
   req.arg0 = nr_frames;
+  req.arg1 = driver_domain ? sim::kCreateDriverDomain : 0;
   auto resp = broker_->call(req);
   if (!resp) return resp.error();
   return DomId{resp->reply.domid};

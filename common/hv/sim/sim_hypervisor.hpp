@@ -54,8 +54,10 @@ class SimHypervisor final : public Hypervisor {
 
   // --- toolstack (dom0 only) ---
   /// Creates domain `name` with `nr_frames` frames of memory (0: xensim's --frames) and
-  /// introduces it to xenstored; a frontend process then claims it (opts.domid).
-  Result<DomId> create_domain(std::string_view name, std::uint32_t nr_frames = 0);
+  /// introduces it to xenstored; a frontend process then claims it (opts.domid). A driver
+  /// domain is joined by backend processes instead (Role::backend with opts.domid).
+  Result<DomId> create_domain(std::string_view name, std::uint32_t nr_frames = 0,
+                              bool driver_domain = false);
   /// Kills the process running `domid` (SIGKILL) and releases the domain.
   std::error_code destroy_domain(DomId domid);
 

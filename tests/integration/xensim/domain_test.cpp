@@ -129,6 +129,37 @@ TEST(DomainLifecycle, ToolstackCreatesDomainThatAProcessClaims) {
   EXPECT_EQ(dom0.destroy_domain(want), std::errc::no_such_process);
 }
 
+// A backend outside dom0 (unetbackd --backend-domid N) joins a driver domain: any number of
+// them, none of them running it; an ordinary domain refuses them, and a backend leaving does
+// not end the driver domain.
+TEST(DomainLifecycle, BackendsJoinADriverDomainButNoOtherDomain) {
+  XensimProcess world;
+  const std::string dir = world.dir();
+  hv::SimHypervisor dom0(dir, backend_opts());
+  auto plain = dom0.create_domain("plain");
+  auto driver = dom0.create_domain("netdd", 0, /*driver_domain=*/true);
+  ASSERT_TRUE(plain && driver);
+  hv::HypervisorOptions o = backend_opts();
+  o.domid = *plain;
+  try {
+    hv::SimHypervisor refused(dir, o);
+    ADD_FAILURE() << "a backend joined an ordinary domain";
+  } catch (const SetupError& e) {
+    EXPECT_NE(std::string(e.what()).find("driver domain"), std::string::npos) << e.what();
+  }
+  o.domid = *driver;
+  {
+    hv::SimHypervisor first(dir, o);
+    hv::SimHypervisor second(dir, o);
+    EXPECT_EQ(first.self(), *driver);
+    EXPECT_EQ(second.self(), *driver);
+  }
+  // Both left: the driver domain lives on until the toolstack destroys it.
+  EXPECT_TRUE(dom0.domain_exists(*driver));
+  ASSERT_FALSE(dom0.destroy_domain(*driver));
+  EXPECT_FALSE(dom0.domain_exists(*driver));
+}
+
 TEST(DomainLifecycle, CreatedDomainIsIntroducedToXenstore) {
   XensimProcess world;
   hv::SimHypervisor dom0(world.dir(), backend_opts());

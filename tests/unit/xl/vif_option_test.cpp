@@ -67,6 +67,13 @@ TEST(VifOption, DevidAndTrustedOverride) {
   EXPECT_FALSE(s.trusted);
 }
 
+TEST(VifOption, BackendNamesTheDriverDomainServingTheVif) {
+  EXPECT_EQ(ok("bridge=br0").backend, "");  // dom0
+  EXPECT_EQ(ok("backend=netdd,bridge=br0").backend, "netdd");
+  EXPECT_EQ(ok("backend=3").backend, "3");
+  EXPECT_NE(fails("backend=").find("backend"), std::string::npos);
+}
+
 TEST(VifOption, BadValuesAreRefusedWithTheKeyNamed) {
   EXPECT_NE(fails("mac=00:16:3e:00:00").find("mac"), std::string::npos);
   EXPECT_NE(fails("rate=10Mbit").find("rate"), std::string::npos);
