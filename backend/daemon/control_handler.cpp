@@ -136,6 +136,7 @@ std::string handle_request(const Request& request, BackendManager& manager,
           w.begin_object().key("pid").value(static_cast<std::int64_t>(daemon->pid));
           w.key("program").value(daemon->program).key("started").value(daemon->started);
           w.key("version").value(daemon->version);
+          if (!daemon->upgrade_error.empty()) w.key("upgrade_error").value(daemon->upgrade_error);
           w.key("vifs").value(static_cast<std::uint64_t>(manager.list().size())).end_object();
         } else if constexpr (std::is_same_v<T, UpgradeRequest>) {
           if (daemon == nullptr || !daemon->upgrade)

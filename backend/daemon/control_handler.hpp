@@ -34,8 +34,11 @@ struct DaemonInfo {
   /// This image's start (realtime seconds, "s.us").
   std::string started;
   std::string version;
-  /// Starts an upgrade in place once the reply is sent; why not, if it cannot.
+  /// Starts an upgrade once the reply is sent; why not, if it cannot.
   std::function<std::optional<std::string>()> upgrade;
+  /// Why the last upgrade did not happen (its successor could not start, or ended before it
+  /// took over); empty otherwise. `status` reports it.
+  std::string upgrade_error;
 };
 
 /// `daemon` may be null (tests of the vif requests): status and upgrade then answer an error.

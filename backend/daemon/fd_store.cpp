@@ -219,6 +219,16 @@ std::vector<std::pair<std::string, UniqueFd>> FdStore::release_held() {
   return out;
 }
 
+std::vector<std::pair<std::string, int>> FdStore::held() const {
+  const std::lock_guard lock(mu_);
+  std::vector<std::pair<std::string, int>> out;
+  for (const auto& [ifindex, queues] : held_) {
+    for (std::size_t q = 0; q < queues.size(); ++q)
+      out.emplace_back(fd_name(ifindex, static_cast<std::uint32_t>(q)), queues[q].get());
+  }
+  return out;
+}
+
 std::size_t FdStore::held_count() const {
   const std::lock_guard lock(mu_);
   std::size_t n = 0;

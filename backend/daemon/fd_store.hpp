@@ -68,6 +68,9 @@ class FdStore final : public vif::TapKeeper {
   /// The store's own copies of every queue kept and not forgotten, named as in systemd's store,
   /// for the next image of this process; the store holds none after.
   [[nodiscard]] std::vector<std::pair<std::string, UniqueFd>> release_held();
+  /// The store's own copies, borrowed (they stay here), named as in systemd's store: what a
+  /// successor process gets as LISTEN_FDS.
+  [[nodiscard]] std::vector<std::pair<std::string, int>> held() const;
   /// Queue fds the store holds copies of.
   [[nodiscard]] std::size_t held_count() const;
   /// TAP queue fds passed at start (before any take).

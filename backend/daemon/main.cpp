@@ -1,6 +1,7 @@
 // unetbackd: the userspace Xen netback daemon. Opens the hypervisor, then runs the
 // BackendManager and the control socket on one io_context until SIGTERM/SIGINT, when every
 // vif is closed (state 6) before exit. Exit codes: see daemon_options.hpp and --help.
+#include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -12,7 +13,9 @@
 #include <execinfo.h>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <string_view>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <utility>  // std::exchange, which Boost 1.74 Asio uses without including it
 #include <variant>
@@ -150,6 +153,22 @@ int run(const DaemonOptions& opts, const Process& process) {
   log_milestone("xenstore_connected");
   // One daemon per backend domain, claimed before anything reads or writes a vif. A takeover
   // has everything opened before it asks the old daemon to go: the gap is only the handover.
+  boost::asio::io_context io;
+  TunableStore tunables(*xs, self, opts.tunables, opts.explicit_tunables);
+  // What an earlier run left in xenstore (`set threads 4`) sizes the data-path threads, so the
+  // store is read before the pool is made; later changes apply to vifs made after them.
+  std::optional<vif::EventLoopPool> loops;
+  const auto start_tunables = [&] {
+    if (auto ec = tunables.start())
+      throw SetupError("cannot read " + tunables_dir(self) + ": " + ec.message());
+    loops.emplace(tunables.current().threads);
+    log_milestone("tunables_read");
+  };
+  // A successor reads them and starts its threads while the old daemon still serves (the
+  // guests' gap is then only the handover and the adoption). Anyone else waits for the lock
+  // first: a daemon that is refused must not write its command line's tunables over the
+  // running one's.
+  if (opts.takeover) start_tunables();
   const InstanceLock lock = opts.takeover ? InstanceLock::take_over(opts.lock_path, 30000)
                                           : InstanceLock::acquire(opts.lock_path);
   log_milestone("lock_taken");
@@ -160,20 +179,13 @@ int run(const DaemonOptions& opts, const Process& process) {
       throw SetupError("cannot make the state directory " + opts.state_dir + ": " + mk.message());
   }
   claim_owner_node(*xs, self);
-
-  boost::asio::io_context io;
-  TunableStore tunables(*xs, self, opts.tunables, opts.explicit_tunables);
-  // What an earlier run left in xenstore (`set threads 4`) sizes the data-path threads, so the
-  // store is read before the pool is made; later changes apply to vifs made after them.
-  if (auto ec = tunables.start())
-    throw SetupError("cannot read " + tunables_dir(self) + ": " + ec.message());
-  vif::EventLoopPool loops(tunables.current().threads);
+  if (!opts.takeover) start_tunables();
   // Guests' connects must leave descriptors to the control plane (fd_reserve.hpp).
   FdReserve fd_reserve;
   BackendManager* manager_ptr = nullptr;
   // Runs on a data-path thread: only wake the manager, which reports the vif from here (XSA-90).
   vif::VifFactoryImpl factory(
-      *hypervisor, loops,
+      *hypervisor, *loops,
       [&io, &manager_ptr] {
         boost::asio::post(io, [&manager_ptr] {
           if (manager_ptr != nullptr) manager_ptr->check_vifs();
@@ -190,7 +202,8 @@ int run(const DaemonOptions& opts, const Process& process) {
   info.version = UNETBACK_VERSION;
   // Set below, once the loop and the notifier exist: the upgrade's own steps.
   std::function<void()> start_upgrade;
-  bool stopping = false;  // a signal or an upgrade began the end of this image
+  bool stopping = false;  // a signal began the end of this image
+  pid_t successor = 0;    // an upgrade's new process, until it takes over or fails
   info.upgrade = [&]() -> std::optional<std::string> {
     // With a state dir there is always an fd store (FdStore::from_environment).
     if (opts.state_dir.empty())
@@ -199,7 +212,8 @@ int run(const DaemonOptions& opts, const Process& process) {
     if (::access(process.program.c_str(), X_OK) != 0)
       return "cannot execute " + process.program + ": " + std::system_category().message(errno);
     if (stopping) return "already stopping";
-    // After this reply is written: the handover stops the loop that writes it.
+    if (successor != 0)
+      return "already upgrading: pid " + std::to_string(successor) + " takes over";
     boost::asio::post(io, start_upgrade);
     return std::nullopt;
   };
@@ -235,12 +249,12 @@ int run(const DaemonOptions& opts, const Process& process) {
   });
 
   ServiceNotifier notifier(io);
+  std::string serving;  // the status line systemd shows while this image serves
   // Ready (systemd's READY=1) only once the first scan of backend/vif is done: every vif
   // libxl wrote before is served, and the control socket already listens.
   loop.set_serving_handler([&] {
-    const std::string serving = "serving " + manager.backend_root() + " as domain " +
-                                std::to_string(self.value()) + ", control socket " +
-                                control.path() + ", lock " + lock.path();
+    serving = "serving " + manager.backend_root() + " as domain " + std::to_string(self.value()) +
+              ", control socket " + control.path() + ", lock " + lock.path();
     log::write(log::Level::info, kLog, serving);
     log_milestone("serving");
     // What no vif of this daemon claims (a guest gone while no daemon ran) goes now.
@@ -265,24 +279,52 @@ int run(const DaemonOptions& opts, const Process& process) {
     manager.hand_over(die_at_handover_step);
     log_milestone("handed_over");
   };
-  // `unetback-ctl upgrade`: the successor is this process's next image.
+  // `unetback-ctl upgrade`: the successor is the program file started again with --takeover,
+  // which sets up while this image serves and then asks for the handover (SIGUSR2, below).
   start_upgrade = [&] {
-    if (std::exchange(stopping, true)) return;  // a signal came first
+    if (stopping || successor != 0) return;
     log_milestone("upgrade_requested");
-    notifier.reloading("upgrading in place: executing " + process.program);
-    hand_over_all("upgrade in place");
-    auto fds = fd_store->release_held();
-    log_milestone("exec", "fds=" + std::to_string(fds.size()));
-    const std::string why = exec_with_fds(process.program, process.argv, std::move(fds));
-    // The descriptors were moved for the new image: nothing of this one can be released in
-    // order any more. The records say handed over and the TAPs persist: exit as after a
-    // takeover, so that systemd starts a successor (RestartForceExitStatus=4), which adopts
-    // every vif.
-    log::write(log::Level::error, kLog,
-               "upgrade in place failed (" + why + "): exiting with status " +
-                   std::to_string(kExitHandedOver) + " for a successor to adopt the vifs");
-    ::_exit(kExitHandedOver);
+    std::vector<std::string> argv = process.argv;
+    if (std::find(argv.begin(), argv.end(), "--takeover") == argv.end())
+      argv.emplace_back("--takeover");
+    auto child = spawn_with_fds(process.program, argv, fd_store->held());
+    if (!child) {
+      info.upgrade_error = "cannot start " + process.program + ": " + child.error().message();
+      log::write(log::Level::error, kLog, "upgrade: " + info.upgrade_error + "; serving on");
+      return;
+    }
+    successor = *child;
+    info.upgrade_error.clear();
+    log_milestone("successor_started", "successor=" + std::to_string(successor));
+    log::write(log::Level::info, kLog,
+               "upgrade: started " + process.program + " (pid " + std::to_string(successor) +
+                   ") to take over; serving until it asks for the handover");
+    notifier.reloading("upgrading: " + process.program + " (pid " + std::to_string(successor) +
+                       ") takes over");
   };
+  // A successor that ends before it took over (a new binary that cannot start, a lock it
+  // could not get): this image serves on, ready again.
+  boost::asio::signal_set children(io, SIGCHLD);
+  std::function<void()> watch_children = [&] {
+    children.async_wait([&](const boost::system::error_code& ec, int) {
+      if (ec) return;
+      int st = 0;
+      if (successor != 0 && ::waitpid(successor, &st, WNOHANG) == successor) {
+        const pid_t failed = std::exchange(successor, 0);
+        info.upgrade_error =
+            "the successor " + process.program + " (pid " + std::to_string(failed) + ") " +
+            (WIFEXITED(st)     ? "exited with status " + std::to_string(WEXITSTATUS(st))
+             : WIFSIGNALED(st) ? "died of signal " + std::to_string(WTERMSIG(st))
+                               : "ended") +
+            " before it took over";
+        log::write(log::Level::error, kLog,
+                   "upgrade failed: " + info.upgrade_error + "; this daemon serves on");
+        if (!stopping) notifier.ready(serving);
+      }
+      watch_children();
+    });
+  };
+  watch_children();
   boost::asio::signal_set signals(io, SIGTERM, SIGINT, SIGUSR2);
   signals.async_wait([&](const boost::system::error_code& ec, int signo) {
     if (ec) return;
@@ -290,16 +332,24 @@ int run(const DaemonOptions& opts, const Process& process) {
                                  : signo == SIGTERM ? "signal=TERM"
                                                     : "signal=INT");
     if (std::exchange(stopping, true)) return;  // an upgrade came first
-    // SIGUSR2 (--takeover, `systemctl kill -s USR2`), or SIGTERM while systemd restarts the
-    // unit: hand over. Any other SIGTERM or SIGINT is an orderly stop.
+    // SIGUSR2 (--takeover, an upgrade's successor, `systemctl kill -s USR2`), or SIGTERM while
+    // systemd restarts the unit: hand over. Any other SIGTERM or SIGINT is an orderly stop.
     const bool restart = signo == SIGUSR2 ||
                          (signo == SIGTERM && !opts.state_dir.empty() && systemd_restarting_us());
-    notifier.stopping();
+    // An upgrade's successor becomes the unit's main process: the unit does not stop.
+    int st = 0;
+    const bool to_successor =
+        signo == SIGUSR2 && successor != 0 && ::waitpid(successor, &st, WNOHANG) == 0;
+    if (!to_successor) notifier.stopping();
     if (restart) {
       hand_over_all(signo == SIGUSR2 ? "SIGUSR2" : "SIGTERM (unit restarting)");
       // A successor polls the lock, which the exit releases; the owner node goes first (a
       // zombie still answers kill(pid, 0)).
       release_owner_node(*xs, self);
+      if (to_successor) {
+        notifier.main_pid(successor);
+        log_milestone("main_pid", "successor=" + std::to_string(successor));
+      }
       die_at_handover_step(4);
       log::write(log::Level::info, kLog, "handed over");
       log_milestone("exit", "status=" + std::to_string(kExitHandedOver));

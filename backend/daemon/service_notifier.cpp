@@ -52,6 +52,7 @@ bool ServiceNotifier::enabled() {
 
 void ServiceNotifier::ready(std::string_view status) {
   notify("READY=1\nSTATUS=" + std::string(status));
+  stopped_ = false;  // ready again after a reload (an upgrade whose successor failed)
   if (watchdog_.count() > 0) {
     log::write(log::Level::info, kLog,
                "systemd watchdog: " + std::to_string(watchdog_.count() / 1000) +
@@ -67,9 +68,14 @@ void ServiceNotifier::stopping() {
 }
 
 void ServiceNotifier::reloading(std::string_view status) {
+  // The watchdog is still fed: this process serves until its successor takes over.
+  notify("RELOADING=1\nSTATUS=" + std::string(status));
+}
+
+void ServiceNotifier::main_pid(pid_t pid) {
   stopped_ = true;
   timer_.cancel();
-  notify("RELOADING=1\nSTATUS=" + std::string(status));
+  notify("MAINPID=" + std::to_string(pid));
 }
 
 void ServiceNotifier::do_ping() {

@@ -12,6 +12,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <string_view>
+#include <sys/types.h>
 #include <utility>  // std::exchange, which Boost 1.74 Asio uses without including it
 
 namespace unetback::daemon {
@@ -33,6 +34,8 @@ class ServiceNotifier {
   /// RELOADING=1 with STATUS=`status` (an upgrade in place: the same pid sends READY=1 again
   /// from its new image) and no more watchdog pings from this image.
   void reloading(std::string_view status);
+  /// MAINPID=`pid`: another process of the unit (the successor) is its main process now.
+  void main_pid(pid_t pid);
 
   /// The watchdog interval systemd asked for (WATCHDOG_USEC), zero if none.
   [[nodiscard]] std::chrono::microseconds watchdog_interval() const { return watchdog_; }

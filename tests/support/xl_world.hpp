@@ -116,6 +116,14 @@ class Daemon {
       ::_exit(127);
     }
   }
+  /// A process this test did not start (an upgrade's successor, which the daemon forked),
+  /// writing to `log`: signalled by pid; its end is seen in /proc, its status is not known (0).
+  static std::unique_ptr<Daemon> follow(pid_t pid, std::string log) {
+    auto d = std::unique_ptr<Daemon>(new Daemon(std::move(log)));
+    d->pid_ = pid;
+    d->foreign_ = true;
+    return d;
+  }
   ~Daemon() { stop(); }
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
@@ -130,7 +138,12 @@ class Daemon {
     const auto deadline = std::chrono::steady_clock::now() + limit;
     int st = 0;
     while (std::chrono::steady_clock::now() < deadline) {
-      if (::waitpid(pid_, &st, WNOHANG) == pid_) {
+      if (foreign_ && !running(pid_)) {
+        pid_ = -1;
+        status_ = 0;
+        return 0;
+      }
+      if (!foreign_ && ::waitpid(pid_, &st, WNOHANG) == pid_) {
         pid_ = -1;
         status_ = st;
         return st;
@@ -158,8 +171,17 @@ class Daemon {
   [[nodiscard]] std::string log() const { return slurp(log_); }
 
  private:
+  explicit Daemon(std::string log) : log_(std::move(log)) {}
+  /// Exists and is not a zombie.
+  static bool running(pid_t pid) {
+    const std::string stat = slurp("/proc/" + std::to_string(pid) + "/stat");
+    const auto paren = stat.rfind(')');
+    return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z';
+  }
+
   std::string log_;
   pid_t pid_ = -1;
+  bool foreign_ = false;
   std::optional<int> status_;
 };
 
@@ -246,6 +268,8 @@ class XlWorld {
   [[nodiscard]] const Binaries& bins() const { return bins_; }
   static constexpr const char* kBridge = "e2ebr0";
 
+  /// The unetbackd program the world starts from now on (start_daemon, start_successor).
+  void set_daemon_binary(const std::string& path) { bins_.unetbackd = path; }
   /// (Re)starts unetbackd in the dom0 namespace and waits for its control socket.
   bool start_daemon() {
     std::error_code ec;
@@ -304,6 +328,13 @@ class XlWorld {
         argv, dir_ + "/unetbackd-" + std::to_string(++daemon_runs_) + ".log", high);
     for (int fd : high) ::close(fd);
     return true;
+  }
+  /// The daemon is now `pid`, a process the current one started (an upgrade's successor),
+  /// logging where it did; the current one is kept as predecessor().
+  void follow_daemon(pid_t pid) {
+    const std::string log = dir_ + "/unetbackd-" + std::to_string(daemon_runs_) + ".log";
+    predecessors_.push_back(std::move(daemon_));
+    daemon_ = Daemon::follow(pid, log);
   }
   /// The daemon start_successor() replaced.
   [[nodiscard]] Daemon& predecessor() { return *predecessors_.back(); }

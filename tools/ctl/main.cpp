@@ -37,10 +37,11 @@ constexpr std::string_view kUsage =
     "  set NAME VALUE       change a tunable (validated by the daemon; applies to vifs that\n"
     "                       connect afterwards)\n"
     "  status               the daemon: version, pid, program file, when it started, vifs\n"
-    "  upgrade              upgrade in place: the daemon hands every vif over and executes\n"
-    "                       its program file again (a new binary installed there) in the\n"
-    "                       same process; the guests stay Connected. Waits until the new\n"
-    "                       image serves (30 s at most) and prints how long it took\n"
+    "  upgrade              the daemon starts its program file again (a new binary installed\n"
+    "                       there) as its successor, serving until the successor asks for\n"
+    "                       the handover; the successor takes every vif over (the guests\n"
+    "                       stay Connected) and becomes systemd's main process. Waits until\n"
+    "                       it serves (30 s at most) and prints how long it took\n"
     "  metrics [--listen ADDR:PORT]\n"
     "                       serve the Prometheus metrics over HTTP at /metrics (default\n"
     "                       127.0.0.1:9469; other paths 404, 503 while the daemon is not\n"
@@ -84,8 +85,9 @@ ctl::MetricsFetch fetch_metrics(const std::string& path, const std::string& line
 }
 
 /// `upgrade`: asks for it, then polls `status` until an image that started after the request
-/// answers (the same pid: in place; another pid: the exec failed and systemd started a
-/// successor, which adopted the vifs).
+/// answers: another pid, the successor that took the vifs over (a daemon of session 12 or
+/// earlier executes itself again instead: the same pid). The daemon's `upgrade_error` (its
+/// successor could not start or ended first; it serves on) is a failure.
 int upgrade_in_place(const std::string& path, bool json) {
   using Clock = std::chrono::steady_clock;
   auto before = ask(path, "status");
@@ -97,6 +99,8 @@ int upgrade_in_place(const std::string& path, bool json) {
   const auto& was = *std::get_if<ctl::JsonValue>(&before);  // not the error: returned above
   const std::string started = text_of(was.get("started"));
   const std::string pid = text_of(was.get("pid"));
+  // An earlier upgrade's failure is no news: only one that names another successor counts.
+  const std::string error_before = text_of(was.get("upgrade_error"));
   const auto t0 = Clock::now();
   if (auto r = ask(path, "upgrade"); auto* why = std::get_if<std::string>(&r)) {
     // The daemon may go before its reply is read: only a refusal is an error.
@@ -111,19 +115,28 @@ int upgrade_in_place(const std::string& path, bool json) {
     if (auto* doc = std::get_if<ctl::JsonValue>(&now)) {
       const auto* st = doc->get("started");
       const auto* p = doc->get("pid");
+      if (const auto* e = doc->get("upgrade_error"); e != nullptr && st != nullptr &&
+                                                     st->text() == started && !e->text().empty() &&
+                                                     e->text() != error_before) {
+        std::cerr << "unetback-ctl: the upgrade failed: " << e->text() << "; the daemon (pid "
+                  << pid << ") serves on\n";
+        return 1;
+      }
       if (st != nullptr && st->text() != started) {
         const auto ms =
             std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
         const bool same = p != nullptr && p->text() == pid;
         if (json) {
-          std::cout << "{\"upgraded_in_place\":" << (same ? "true" : "false")
+          std::cout << "{\"upgraded\":true,\"same_pid\":" << (same ? "true" : "false")
                     << ",\"serving_after_ms\":" << ms << ",\"pid\":" << ctl::field(*doc, "pid")
-                    << ",\"started\":\"" << ctl::field(*doc, "started") << "\"}\n";
+                    << ",\"previous_pid\":" << pid << ",\"started\":\""
+                    << ctl::field(*doc, "started") << "\"}\n";
         } else {
-          std::cout << (same ? "upgraded in place: " : "the exec failed; a new process serves: ")
+          std::cout << (same ? "upgraded in place (the same pid): "
+                             : "upgraded: pid " + pid + " handed over to its successor: ")
                     << ctl::format_reply("status", *doc) << "serving again after " << ms << " ms\n";
         }
-        return same ? 0 : 1;
+        return 0;
       }
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));

@@ -899,10 +899,11 @@ adopt_step() { # TAG KIND(crash|takeover|upgrade) DOMID IP
     kill -KILL "$old"
   elif [ "$kind" = upgrade ]; then
     # A package upgrade, as an operator makes it: dpkg -i of the package again (its postinst
-    # runs with the old version as $2) makes unetback-ctl upgrade the running daemon: the same
-    # process executes /usr/sbin/unetbackd again; the unit's MainPID stays. With
-    # --programs-from-share the daemon is not the package's: unetback-ctl upgrade directly.
-    want=taken_over pidcmp='='
+    # runs with the old version as $2) makes unetback-ctl upgrade the running daemon: it starts
+    # /usr/sbin/unetbackd again as its successor, which sets up while the old one serves, asks
+    # for the handover and becomes the unit's MainPID (MAINPID=). With --programs-from-share the
+    # daemon is not the package's: unetback-ctl upgrade directly.
+    want=taken_over
     if [ "$FROM_SHARE" = 1 ]; then
       "$CTL" upgrade >"$OUT/upgrade-$tag.txt" 2>&1
     else
@@ -912,7 +913,7 @@ adopt_step() { # TAG KIND(crash|takeover|upgrade) DOMID IP
     # dpkg's whole run (unpack, postinst, daemon-reload): adopted_s below counts it too.
     fig "$tag.trigger_s" "$(since "$t0")"
     say "after the upgrade: unit $(systemctl show -p ActiveState -p SubState --value "$UNIT" | tr '\n' '/')"
-    check "$tag.in_place" "$([ $rc = 0 ] && grep -q '^upgraded in place' "$OUT/upgrade-$tag.txt" && echo 0 || echo 1)" \
+    check "$tag.to_successor" "$([ $rc = 0 ] && grep -q '^upgraded: pid' "$OUT/upgrade-$tag.txt" && echo 0 || echo 1)" \
       "$([ "$FROM_SHARE" = 1 ] && echo "unetback-ctl upgrade" || echo "dpkg -i (the postinst's unetback-ctl upgrade)") rc=$rc: $(grep -E 'upgraded|serving again|unetback-ctl' "$OUT/upgrade-$tag.txt" | tr '\n' ' ')"
   else
     want=taken_over
@@ -923,7 +924,7 @@ adopt_step() { # TAG KIND(crash|takeover|upgrade) DOMID IP
   fig "$tag.adopted_s" "$(since "$t0")"
   UNETBACKD_PID=$(unit_prop MainPID)
   [ "$kind" = upgrade ] && check "$tag.unit_running" "$([ "$(unit_prop ActiveState)/$(unit_prop SubState)" = active/running ] && echo 0 || echo 1)" \
-    "systemd: $(unit_prop ActiveState)/$(unit_prop SubState) after RELOADING=1 and the new image's READY=1"
+    "systemd: $(unit_prop ActiveState)/$(unit_prop SubState), NRestarts $(unit_prop NRestarts), after RELOADING=1, MAINPID= and the successor's READY=1"
   check "$tag.adopted" $rc "pid $old -> $UNETBACKD_PID ($kind), unetback-ctl list: $("$CTL" list 2>&1 | tail -n +2 | tr -s ' ' | tr '\n' ';')"
   stream_stop "$tag"
   outage_stop "$tag"
@@ -955,8 +956,11 @@ adopt_fig() {
 # the daemon's milestones). Figures (ms):
 #   request_to_signal_ms   T0 to the old daemon's SIGTERM (takeover: systemctl and systemd)
 #   request_to_upgrade_ms  upgrade: T0 to the daemon's upgrade_requested (unetback-ctl)
-#   handed_over_to_exec_ms upgrade: handed_over to the execve (the TAP queues placed at 3..)
-#   execve_to_main_ms      upgrade: the execve to the new image's main() (kernel, dynamic linking)
+#   successor_to_main_ms   upgrade: the successor's fork to its main() (exec, dynamic linking;
+#                          the old daemon serves meanwhile)
+#   successor_setup_ms     upgrade: its main() to its tunables read and threads started
+#   successor_ask_ms       upgrade: from then to the old daemon's SIGUSR2 (the lock asked for)
+#   exit_to_lock_ms        upgrade: the old daemon's exit to the successor's lock
 #   restart_query_ms       SIGTERM to handover_requested (the sd-bus question: a restart job?)
 #   handover_ms            SIGTERM to handed_over (every vif stopped at a pass boundary)
 #   handed_over_to_exit_ms handed_over to the _exit (the owner node removed from xenstore)
@@ -974,29 +978,34 @@ adopt_fig() {
 #   gap_before_start_ms    the part before it
 adopt_split() {
   local tag=$1 kind=$2 t0=$3 old=$4 new=$5 d=$6 sig req hov oexit nmain nxs nsetup nadopt exec_at gap a b
-  local ncfg nrings upg nexec
+  local ncfg nrings upg nsucc ntun nlock
   ADOPT_JOURNAL=$OUT/journal-$tag.txt
   journalctl -u "$UNIT" --since "@${t0%.*}" -o cat >"$ADOPT_JOURNAL" 2>&1
   sig=$(adopt_ms signal_seen "$old")
   upg=$(adopt_ms upgrade_requested "$old")
-  nexec=$(adopt_ms exec "$old")
+  nsucc=$(adopt_ms successor_started "$old")
   req=$(adopt_ms handover_requested "$old")
   hov=$(adopt_ms handed_over "$old")
   oexit=$(adopt_ms exit "$old")
   nmain=$(adopt_ms main_entered "$new")
   nxs=$(adopt_ms xenstore_connected "$new")
   nsetup=$(adopt_ms setup_done "$new")
+  ntun=$(adopt_ms tunables_read "$new")
+  nlock=$(adopt_ms lock_taken "$new")
   nadopt=$(adopt_vif_ms vif_adopted "$new" "$d")
   ncfg=$(adopt_vif_ms vif_config_read "$new" "$d")
   nrings=$(adopt_vif_ms vif_rings_taken "$new" "$d")
   check "$tag.milestones" "$([ -n "$nmain" ] && [ -n "$nsetup" ] && [ -n "$nadopt" ] &&
-    { [ "$kind" = crash ] || [ -n "$hov" ]; } && { [ "$kind" != upgrade ] || [ -n "$nexec" ]; } && echo 0 || echo 1)" \
-    "old pid $old: signal_seen=${sig:--} upgrade_requested=${upg:--} exec=${nexec:--} handover_requested=${req:--} handed_over=${hov:--} exit=${oexit:--}; new pid $new: main_entered=${nmain:--} xenstore_connected=${nxs:--} setup_done=${nsetup:--} vif_adopted=${nadopt:--}; T0=$t0"
+    { [ "$kind" = crash ] || [ -n "$hov" ]; } && { [ "$kind" != upgrade ] || [ -n "$nsucc" ]; } && echo 0 || echo 1)" \
+    "old pid $old: signal_seen=${sig:--} upgrade_requested=${upg:--} successor_started=${nsucc:--} handover_requested=${req:--} handed_over=${hov:--} exit=${oexit:--}; new pid $new: main_entered=${nmain:--} xenstore_connected=${nxs:--} setup_done=${nsetup:--} vif_adopted=${nadopt:--}; T0=$t0"
   if [ "$kind" = upgrade ]; then
     adopt_fig "$tag.request_to_upgrade_ms" "$t0" "$upg"
-    adopt_fig "$tag.handover_ms" "$upg" "$hov"
-    adopt_fig "$tag.handed_over_to_exec_ms" "$hov" "$nexec"
-    adopt_fig "$tag.execve_to_main_ms" "$nexec" "$nmain"
+    adopt_fig "$tag.successor_to_main_ms" "$nsucc" "$nmain"
+    adopt_fig "$tag.successor_setup_ms" "$nmain" "$ntun"
+    adopt_fig "$tag.successor_ask_ms" "$ntun" "$sig"
+    adopt_fig "$tag.handover_ms" "$sig" "$hov"
+    adopt_fig "$tag.handed_over_to_exit_ms" "$hov" "$oexit"
+    adopt_fig "$tag.exit_to_lock_ms" "$oexit" "$nlock"
   fi
   if [ "$kind" = takeover ]; then
     adopt_fig "$tag.request_to_signal_ms" "$t0" "$sig"
@@ -1007,7 +1016,7 @@ adopt_split() {
   fi
   adopt_fig "$tag.kill_to_exec_ms" "$t0" "$nmain"
   # systemd's fork of the main process, in microseconds (systemctl show --timestamp=us); an
-  # upgrade in place forks nothing.
+  # upgrade's successor is forked by the old daemon, not by systemd.
   if [ "$kind" != upgrade ]; then
     exec_at=$(systemctl show --timestamp=us -p ExecMainStartTimestamp --value "$UNIT" 2>/dev/null)
     [ -n "$exec_at" ] && exec_at=$(date -d "$exec_at" +%s.%N 2>/dev/null)

@@ -137,13 +137,20 @@ class Adoption : public EndToEnd {
     const pid_t pid_before = w().daemon().pid();
     const double restart_at = now_s();
     if (how == Restart::upgrade) {
-      // The same process executes its program file again: it stays the world's daemon.
+      // The daemon starts its program file again as its successor, which takes over: the
+      // old process exits 4 and the successor is the world's daemon from then on.
       const RunResult r = w().ctl({"upgrade"});
       ASSERT_EQ(r.status, 0) << r.out << r.err << w().daemon().log();
-      EXPECT_NE(r.out.find("upgraded in place"), std::string::npos) << r.out;
+      EXPECT_NE(r.out.find("handed over to its successor"), std::string::npos) << r.out;
       std::cout << r.out;
-      EXPECT_EQ(w().daemon().pid(), pid_before);
-      EXPECT_TRUE(::kill(pid_before, 0) == 0) << "the same process serves";
+      const auto st = w().daemon().wait_exit(10s);
+      ASSERT_TRUE(st) << "the old daemon did not hand over\n" << w().daemon().log();
+      EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 4) << "status " << *st;
+      const std::string status = w().ctl({"--json", "status"}).out;
+      const pid_t successor = static_cast<pid_t>(testing::sum_counter(status, "pid"));
+      ASSERT_GT(successor, 0) << status;
+      EXPECT_NE(successor, pid_before) << status;
+      w().follow_daemon(successor);
       // Where the daemon's part went: its milestones from the request to the last adoption.
       const std::string log = w().daemon().log();
       const std::regex ms("milestone (\\w+) realtime=([0-9.]+)");
@@ -217,12 +224,17 @@ TEST_F(Adoption, ACrashAndARestartKeepTcpStreamsBothWaysAndBothStatesAt4) {
   restart_under_load(Restart::crash);
 }
 
-// `unetback-ctl upgrade`: the daemon hands its vifs over to its own next image (execve of its
-// program file, the TAP queues passed as LISTEN_FDS), with no second process and no service
-// manager in between.
-TEST_F(Adoption, AnUpgradeInPlaceKeepsTcpStreamsBothWaysBothStatesAt4AndThePid) {
+// `unetback-ctl upgrade`: the daemon starts its program file again with --takeover (the TAP
+// queues passed as LISTEN_FDS) and serves on while that successor sets up; the successor then
+// asks for the handover and takes every vif over, with no service manager in between.
+TEST_F(Adoption, AnUpgradeHandsEveryVifToItsSuccessorAndKeepsTcpStreamsBothWaysAndStatesAt4) {
   restart_under_load(Restart::upgrade);
-  EXPECT_NE(w().daemon().log().find("upgrade in place: handing every vif over"), std::string::npos);
+  const std::string log = w().daemon().log();
+  EXPECT_NE(log.find("to take over; serving until it asks for the handover"), std::string::npos)
+      << log;
+  EXPECT_NE(log.find("SIGUSR2: handing every vif over"), std::string::npos) << log;
+  // The successor read the tunables and started its threads before it asked.
+  EXPECT_LT(log.rfind("milestone tunables_read"), log.rfind("asked pid")) << log;
   EXPECT_NE(w().daemon().log().find("passed at start (LISTEN_FDS): 8 TAP queue fd(s) of 2 TAP(s)"),
             std::string::npos)
       << "every queue of both TAPs (4 each: max-queues) crossed the exec\n"
@@ -314,7 +326,8 @@ TEST_F(Adoption, TheOldDaemonKilledAtEveryStepOfATakeoverLeavesEveryVifServed) {
 
 /// The service manager's side of sd_notify(3) for the daemons of one test: a datagram socket
 /// at $NOTIFY_SOCKET that keeps what FDSTORE=1 sends (under its FDNAME) and drops what
-/// FDSTOREREMOVE=1 names, as systemd's fd store does; READY=1 and the rest are read and ignored.
+/// FDSTOREREMOVE=1 names, as systemd's fd store does; every other notification (READY=1,
+/// RELOADING=1, MAINPID=...) is kept in order, for the tests to read.
 class ServiceManagerFdStore {
  public:
   ServiceManagerFdStore() : sock_("/tmp/ubad-notify-" + std::to_string(::getpid()) + ".sock") {}
@@ -333,8 +346,19 @@ class ServiceManagerFdStore {
         stored_.erase(name);
       } else if (t.find("FDSTORE=1") != std::string::npos) {
         for (auto& fd : n->fds) stored_[name].push_back(std::move(fd));
+      } else if (!t.starts_with("WATCHDOG=1")) {
+        messages_.push_back(t);
       }
     }
+  }
+  /// The notifications other than the fd store's since the last call, oldest first, the first
+  /// line of each.
+  std::string messages() {
+    drain();
+    std::string out;
+    for (const auto& m : messages_) out += m.substr(0, m.find('\n')) + "\n";
+    messages_.clear();
+    return out;
   }
   /// The stored fds whose name starts with `prefix`, in name order (one per name).
   std::vector<std::pair<std::string, int>> stored(const std::string& prefix = "") {
@@ -350,6 +374,7 @@ class ServiceManagerFdStore {
  private:
   test::NotifySocket sock_;
   std::map<std::string, std::vector<UniqueFd>> stored_;
+  std::vector<std::string> messages_;
 };
 
 /// unetbackd started as systemd starts unetbackd.service: $NOTIFY_SOCKET set, and after a crash
@@ -410,6 +435,72 @@ TEST_F(AdoptionWithAnFdStore, ACrashLeavesTheTapItsCarrierAndTheHostsFramesUntil
   for (int i = 0; i < 50 && !store_.stored(tap_names).empty(); ++i)
     std::this_thread::sleep_for(100ms);
   EXPECT_TRUE(store_.stored(tap_names).empty()) << "a destroyed vif leaves nothing in the store";
+}
+
+// An upgrade under a service manager whose new binary cannot start: the daemon serves on and is
+// ready again, unetback-ctl says why and exits 1. With a working binary back in place, the next
+// upgrade's successor takes over and the old daemon names it the unit's main process (MAINPID=)
+// before it exits.
+TEST_F(AdoptionWithAnFdStore, AnUpgradeWhoseSuccessorFailsServesOnAndTheNextOneTakesOver) {
+  namespace fs = std::filesystem;
+  const std::string program = w().dir() + "/unetbackd-installed";
+  const std::string built = w().bins().unetbackd;
+  fs::copy_file(built, program);
+  w().kill_daemon(SIGTERM);
+  w().set_daemon_binary(program);
+  ASSERT_TRUE(w().start_successor({}));
+  ASSERT_TRUE(w().daemon().wait_for("serving", 20s)) << w().daemon().log();
+  auto g1 = w().create_guest(1);
+  ASSERT_TRUE(g1) << w().why();
+  ASSERT_TRUE(ping(g1->ns, w().host_ip(), 1));
+  const pid_t old = w().daemon().pid();
+
+  // A package upgrade put a binary there that cannot run.
+  const auto install = [&](const std::string& text_or_copy, bool copy) {
+    const std::string tmp = program + ".new";
+    if (copy) {
+      fs::copy_file(text_or_copy, tmp, fs::copy_options::overwrite_existing);
+    } else {
+      std::ofstream(tmp) << text_or_copy;
+      fs::permissions(tmp, fs::perms::owner_all);
+    }
+    fs::rename(tmp, program);
+  };
+  install("#!/bin/sh\necho 'unetbackd: this build is broken' >&2\nexit 1\n", false);
+  (void)store_.messages();
+  const RunResult bad = w().ctl({"upgrade"});
+  EXPECT_EQ(bad.status, 1) << bad.out << bad.err;
+  EXPECT_NE(bad.err.find("the upgrade failed"), std::string::npos) << bad.err;
+  EXPECT_NE(bad.err.find("exited with status 1"), std::string::npos) << bad.err;
+  EXPECT_FALSE(w().daemon().wait_exit(0ms).has_value()) << "the daemon serves on";
+  EXPECT_NE(w().ctl({"--json", "status"}).out.find("\"upgrade_error\""), std::string::npos);
+  EXPECT_TRUE(ping(g1->ns, w().host_ip(), 2));
+  const std::string after_bad = store_.messages();
+  EXPECT_NE(after_bad.find("RELOADING=1"), std::string::npos) << after_bad;
+  EXPECT_NE(after_bad.find("READY=1", after_bad.find("RELOADING=1")), std::string::npos)
+      << "ready again after the failed upgrade\n"
+      << after_bad;
+  EXPECT_EQ(after_bad.find("MAINPID="), std::string::npos) << after_bad;
+
+  // The real binary again: this time the successor takes over.
+  install(built, true);
+  const RunResult good = w().ctl({"upgrade"});
+  ASSERT_EQ(good.status, 0) << good.out << good.err << w().daemon().log();
+  const auto st = w().daemon().wait_exit(10s);
+  ASSERT_TRUE(st);
+  EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 4) << *st;
+  const pid_t successor = static_cast<pid_t>(sum_counter(w().ctl({"--json", "status"}).out, "pid"));
+  ASSERT_GT(successor, 0);
+  EXPECT_NE(successor, old);
+  w().follow_daemon(successor);
+  const std::string msgs = store_.messages();
+  EXPECT_NE(msgs.find("MAINPID=" + std::to_string(successor)), std::string::npos) << msgs;
+  EXPECT_EQ(msgs.find("STOPPING=1"), std::string::npos) << "the unit does not stop\n" << msgs;
+  EXPECT_NE(msgs.find("READY=1", msgs.find("MAINPID=")), std::string::npos)
+      << "the successor is ready after it became the main process\n"
+      << msgs;
+  EXPECT_EQ(adopted(*g1), "taken_over");
+  EXPECT_TRUE(ping(g1->ns, w().host_ip(), 2));
 }
 
 }  // namespace

@@ -55,11 +55,10 @@ class DriverDomain : public EndToEnd {
              {"ip", "link", "set", kDdBridge, "up"}})
       ASSERT_EQ(w().in_ns(ns_, argv).status, 0);
     control_ = w().world() + "/unetbackd-netdd.sock";
-    daemon_ = &w().spawn_in_ns(
-        ns_,
-        {w().bins().unetbackd, "--hypervisor", "sim:" + w().world(), "--backend-domid",
-         std::to_string(dd_), "--control", control_},
-        "unetbackd-netdd.log");
+    daemon_ = &w().spawn_in_ns(ns_,
+                               {w().bins().unetbackd, "--hypervisor", "sim:" + w().world(),
+                                "--backend-domid", std::to_string(dd_), "--control", control_},
+                               "unetbackd-netdd.log");
     ASSERT_TRUE(daemon_->wait_for("serving /local/domain/" + std::to_string(dd_), 15s))
         << daemon_->log();
     devd_ = &w().spawn_in_ns(ns_, {w().bins().xl, "--world", w().world(), "devd", "netdd"},
@@ -92,9 +91,9 @@ TEST_F(DriverDomain, AGuestIsServedFromTheDriverDomainAndReleasedThereWhenDestro
   hv::LibXenStore xs(w().world() + "/dom0.sock");
   const std::string be = be_dir(*g) + "/0";
   EXPECT_EQ(xs.read(be + "/state").value_or("?"), "4");
-  EXPECT_EQ(xs.read("/local/domain/" + std::to_string(g->domid) + "/device/vif/0/backend")
-                .value_or("?"),
-            be);
+  EXPECT_EQ(
+      xs.read("/local/domain/" + std::to_string(g->domid) + "/device/vif/0/backend").value_or("?"),
+      be);
   EXPECT_EQ(xs.read(be + "/hotplug-status").value_or("?"), "connected");
   // The TAP is the driver domain's, on its bridge; dom0 has none.
   EXPECT_TRUE(w().link_exists(ns_, g->tap()));
@@ -106,8 +105,8 @@ TEST_F(DriverDomain, AGuestIsServedFromTheDriverDomainAndReleasedThereWhenDestro
 
   // The guest reaches the driver domain, and iperf3 runs both ways.
   EXPECT_TRUE(ping(g->ns, dd_ip())) << "the guest cannot ping the driver domain";
-  Daemon& server = w().spawn_in_ns(ns_, {"iperf3", "-s", "--forceflush", "-p", "5202"},
-                                   "iperf3-netdd.log");
+  Daemon& server =
+      w().spawn_in_ns(ns_, {"iperf3", "-s", "--forceflush", "-p", "5202"}, "iperf3-netdd.log");
   ASSERT_TRUE(server.wait_for("Server listening", 10s)) << server.log();
   for (const bool reverse : {false, true}) {
     std::vector<std::string> argv = {"iperf3", "-c", dd_ip(), "-p", "5202", "-t", "3", "-J"};
@@ -154,9 +153,8 @@ TEST_F(DriverDomain, DestroyingTheDriverDomainLeavesTheGuestAliveWithItsVifGone)
 
   // A backend outside dom0 runs only in a driver domain: the guest's own domain is refused.
   const RunResult refused =
-      w().in_ns(ns_, {w().bins().unetbackd, "--hypervisor", "sim:" + w().world(),
-                      "--backend-domid", std::to_string(g->domid), "--control",
-                      w().world() + "/refused.sock"});
+      w().in_ns(ns_, {w().bins().unetbackd, "--hypervisor", "sim:" + w().world(), "--backend-domid",
+                      std::to_string(g->domid), "--control", w().world() + "/refused.sock"});
   EXPECT_EQ(refused.status, 1) << refused.out << refused.err;
   EXPECT_NE(refused.err.find("driver domain"), std::string::npos) << refused.err;
 

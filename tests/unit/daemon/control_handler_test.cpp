@@ -123,6 +123,12 @@ TEST_F(ControlHandlerTest, StatusNamesTheDaemonAndItsImage) {
   EXPECT_EQ(handle_line("status", manager_, &info),
             R"({"pid":812,"program":"/usr/sbin/unetbackd","started":"1764748800.123456",)"
             R"("version":"0.1.0","vifs":1})");
+  // An upgrade whose successor ended before it took over: said until the next one starts.
+  info.upgrade_error = "the successor /usr/sbin/unetbackd (pid 900) exited with status 1";
+  EXPECT_EQ(handle_line("status", manager_, &info),
+            R"({"pid":812,"program":"/usr/sbin/unetbackd","started":"1764748800.123456",)"
+            R"("version":"0.1.0","upgrade_error":"the successor /usr/sbin/unetbackd (pid 900) )"
+            R"(exited with status 1","vifs":1})");
   EXPECT_EQ(ask("status"), R"({"error":"status: not answered here"})");
   EXPECT_EQ(ask("status now"), R"({"error":"'status': too many arguments"})");
 }

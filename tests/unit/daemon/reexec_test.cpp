@@ -1,10 +1,11 @@
-// Upgrading in place: the environment and the fds a re-executed unetbackd finds, checked by
-// executing a shell in a child the way the daemon executes itself.
+// Upgrading: the environment and the fds an upgrade's successor finds, checked by starting a
+// shell the way the daemon starts its successor.
 #include "backend/daemon/reexec.hpp"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <string>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,7 +14,7 @@
 namespace unetback::daemon {
 namespace {
 
-TEST(UpgradeInPlace, TheNewImageGetsFreshListenVariablesAndKeepsTheRest) {
+TEST(Upgrade, TheSuccessorGetsFreshListenVariablesAndKeepsTheRest) {
   const char* env[] = {"PATH=/usr/bin",
                        "LISTEN_PID=1",
                        "LISTEN_FDS=9",
@@ -29,7 +30,7 @@ TEST(UpgradeInPlace, TheNewImageGetsFreshListenVariablesAndKeepsTheRest) {
       << "nothing to pass: no stale LISTEN_* either";
 }
 
-TEST(UpgradeInPlace, TheProgramPathNamesThisProgramFile) {
+TEST(Upgrade, TheProgramPathNamesThisProgramFile) {
   const std::string p = program_path_now();
   ASSERT_FALSE(p.empty());
   EXPECT_EQ(p.front(), '/');
@@ -41,49 +42,57 @@ ino_t inode_of(int fd) {
   return ::fstat(fd, &st) == 0 ? st.st_ino : 0;
 }
 
-// The child places two pipes' read ends (opened at whatever numbers, the first of them at 3
-// where something else sat) and executes a shell that reports what it got: the same pid in
-// LISTEN_PID, the names, and the inodes at 3 and 4, which the parent compares with its own.
-TEST(UpgradeInPlace, TheFdsArriveAtThreeOnwardsOpenAcrossTheExecWithTheirNames) {
+// The successor gets two pipes' read ends (opened at whatever numbers) at 3 and 4 and a shell
+// reports what it got: its own pid in LISTEN_PID (and in WATCHDOG_PID, when this process has a
+// watchdog), the names, and the inodes at 3 and 4, which the test compares with its own. The
+// descriptors stay this process's too: the old daemon serves on until the handover.
+TEST(Upgrade, TheSuccessorGetsTheFdsAtThreeOnwardsNamedAndItsOwnPid) {
   int a[2], b[2], out[2];
   ASSERT_EQ(::pipe2(a, O_CLOEXEC), 0);
   ASSERT_EQ(::pipe2(b, O_CLOEXEC), 0);
   ASSERT_EQ(::pipe2(out, O_CLOEXEC), 0);
   const ino_t ia = inode_of(a[0]), ib = inode_of(b[0]);
-  const pid_t child = ::fork();
-  ASSERT_GE(child, 0);
-  if (child == 0) {
-    ::dup2(out[1], STDOUT_FILENO);
-    std::vector<std::pair<std::string, UniqueFd>> fds;
-    fds.emplace_back("tap-5-q0", UniqueFd(::dup(b[0])));
-    fds.emplace_back("tap-6-q0", UniqueFd(::dup(a[0])));
-    const std::string why = exec_with_fds(
-        "/bin/sh",
-        {"sh", "-c",
-         "echo \"$LISTEN_PID=$$ $LISTEN_FDS $LISTEN_FDNAMES $(stat -L -c %i /proc/$$/fd/3) "
-         "$(stat -L -c %i /proc/$$/fd/4)\""},
-        std::move(fds));
-    (void)!::write(STDOUT_FILENO, why.data(), why.size());
-    ::_exit(127);
-  }
+  const int saved_stdout = ::dup(STDOUT_FILENO);
+  ASSERT_GE(saved_stdout, 0);
+  ::dup2(out[1], STDOUT_FILENO);  // the child's stdout
+  // A descriptor of this process without close-on-exec (a library's): it must not cross.
+  const int probe = ::memfd_create("leak-probe", 0);
+  ASSERT_GE(probe, 0);
+  ::setenv("WATCHDOG_USEC", "30000000", 1);
+  ::setenv("WATCHDOG_PID", "1", 1);
+  auto child = spawn_with_fds("/bin/sh",
+                              {"sh", "-c",
+                               "echo \"$LISTEN_PID=$$ $WATCHDOG_PID $LISTEN_FDS $LISTEN_FDNAMES "
+                               "$(stat -L -c %i /proc/$$/fd/3) $(stat -L -c %i /proc/$$/fd/4) "
+                               "$(ls -l /proc/$$/fd | grep -c leak-probe)\""},
+                              {{"tap-5-q0", b[0]}, {"tap-6-q0", a[0]}});
+  ::unsetenv("WATCHDOG_USEC");
+  ::unsetenv("WATCHDOG_PID");
+  ::dup2(saved_stdout, STDOUT_FILENO);
+  ::close(saved_stdout);
   ::close(out[1]);
+  ASSERT_TRUE(child) << child.error().message();
   std::string got;
   char buf[256];
   ssize_t n;
   while ((n = ::read(out[0], buf, sizeof buf)) > 0) got.append(buf, static_cast<std::size_t>(n));
   int status = 0;
-  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_EQ(::waitpid(*child, &status, 0), *child);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << got;
-  const std::string pid = std::to_string(child);
-  EXPECT_EQ(got, pid + "=" + pid + " 2 tap-5-q0:tap-6-q0 " + std::to_string(ib) + " " +
-                     std::to_string(ia) + "\n");
+  const std::string pid = std::to_string(*child);
+  EXPECT_EQ(got, pid + "=" + pid + " " + pid + " 2 tap-5-q0:tap-6-q0 " + std::to_string(ib) + " " +
+                     std::to_string(ia) + " 0\n");
+  ::close(probe);
+  EXPECT_EQ(inode_of(a[0]), ia) << "the parent keeps its own descriptors";
   for (int fd : {a[0], a[1], b[0], b[1], out[0]}) ::close(fd);
 }
 
-TEST(UpgradeInPlace, AProgramThatCannotBeExecutedIsAnErrorNotAnExit) {
-  std::vector<std::pair<std::string, UniqueFd>> none;
-  const std::string why = exec_with_fds("/nonexistent/unetbackd", {"unetbackd"}, std::move(none));
-  EXPECT_NE(why.find("cannot execute /nonexistent/unetbackd"), std::string::npos) << why;
+TEST(Upgrade, AProgramThatCannotBeExecutedEndsTheChildWith127) {
+  auto child = spawn_with_fds("/nonexistent/unetbackd", {"unetbackd"}, {});
+  ASSERT_TRUE(child) << child.error().message();
+  int status = 0;
+  ASSERT_EQ(::waitpid(*child, &status, 0), *child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 127) << status;
 }
 
 }  // namespace

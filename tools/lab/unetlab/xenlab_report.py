@@ -65,9 +65,9 @@ def adoption_summary(figs):
 
 
 # The parts of a restart's gap, in the order they happen (adopt_split in dom0-run.sh).
-ADOPTION_SPLIT = ("request_to_signal_ms", "request_to_upgrade_ms", "restart_query_ms", "handover_ms",
-                  "handed_over_to_exit_ms", "exit_to_exec_ms", "handed_over_to_exec_ms", "execve_to_main_ms",
-                  "kill_to_exec_ms", "fork_to_main_ms", "exec_to_xenstore_ms",
+ADOPTION_SPLIT = ("request_to_signal_ms", "request_to_upgrade_ms", "successor_to_main_ms",
+                  "successor_setup_ms", "successor_ask_ms", "restart_query_ms", "handover_ms",
+                  "handed_over_to_exit_ms", "exit_to_exec_ms", "exit_to_lock_ms", "kill_to_exec_ms", "fork_to_main_ms", "exec_to_xenstore_ms",
                   "exec_to_setup_ms", "setup_to_adopted_ms", "setup_to_config_ms", "config_to_rings_ms",
                   "rings_to_adopted_ms", "adopted_to_reply_ms", "gap_before_start_ms",
                   "gap_after_start_ms")

@@ -113,20 +113,22 @@ class XenlabReportTest(unittest.TestCase):
                       "states_seen 4/4,4/6,6/6, window_ms 20400", text)
         self.assertNotIn("kernel_reload: outage", text)
 
-    def test_an_upgrade_in_place_is_reported_with_its_own_split(self):
+    def test_an_upgrade_to_a_successor_is_reported_with_its_own_split(self):
         with open(self.results, "a") as f:
             f.write("FIG adopt.unetbackd.upgrade.outage_ms 310\n"
                     "FIG adopt.unetbackd.upgrade.request_to_upgrade_ms 40\n"
+                    "FIG adopt.unetbackd.upgrade.successor_to_main_ms 150\n"
+                    "FIG adopt.unetbackd.upgrade.successor_setup_ms 90\n"
+                    "FIG adopt.unetbackd.upgrade.successor_ask_ms 2\n"
                     "FIG adopt.unetbackd.upgrade.handover_ms 20\n"
-                    "FIG adopt.unetbackd.upgrade.handed_over_to_exec_ms 15\n"
-                    "FIG adopt.unetbackd.upgrade.execve_to_main_ms 120\n"
-                    "FIG adopt.unetbackd.upgrade.exec_to_setup_ms 150\n")
+                    "FIG adopt.unetbackd.upgrade.handed_over_to_exit_ms 5\n"
+                    "FIG adopt.unetbackd.upgrade.exit_to_lock_ms 15\n")
         rc, d, text = self.report()
         self.assertEqual(rc, 0)
-        self.assertEqual(d["adoption"]["upgrade"]["execve_to_main_ms"], 120.0)
+        self.assertEqual(d["adoption"]["upgrade"]["successor_to_main_ms"], 150.0)
         self.assertIn("upgrade: outage 310 ms", text)
-        self.assertIn("upgrade, ms: request_to_upgrade 40, handover 20, handed_over_to_exec 15, "
-                      "execve_to_main 120, exec_to_setup 150", text)
+        self.assertIn("upgrade, ms: request_to_upgrade 40, successor_to_main 150, successor_setup 90, "
+                      "successor_ask 2, handover 20, handed_over_to_exit 5, exit_to_lock 15", text)
 
     def test_a_failed_check_fails_the_run(self):
         with open(self.results, "a") as f:
