@@ -84,6 +84,13 @@ inline RunResult run(const std::vector<std::string>& argv, const std::string& di
   return r;
 }
 
+/// Whether process `pid` runs: it exists and is not a zombie waiting for its parent.
+inline bool running(pid_t pid) {
+  const std::string stat = slurp("/proc/" + std::to_string(pid) + "/stat");
+  const auto paren = stat.rfind(')');
+  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z';
+}
+
 /// A long-running child (xensim, unetbackd, an iperf3 server or client), output to a log;
 /// SIGTERM then SIGKILL when dropped.
 class Daemon {
@@ -172,12 +179,6 @@ class Daemon {
 
  private:
   explicit Daemon(std::string log) : log_(std::move(log)) {}
-  /// Exists and is not a zombie.
-  static bool running(pid_t pid) {
-    const std::string stat = slurp("/proc/" + std::to_string(pid) + "/stat");
-    const auto paren = stat.rfind(')');
-    return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z';
-  }
 
   std::string log_;
   pid_t pid_ = -1;

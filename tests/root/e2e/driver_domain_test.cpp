@@ -23,13 +23,6 @@ using testing::EndToEnd;
 using testing::RunResult;
 using testing::XlWorld;
 
-/// A process that runs (not gone, not a zombie waiting for its parent).
-bool alive(pid_t pid) {
-  const std::string stat = testing::slurp("/proc/" + std::to_string(pid) + "/stat");
-  const auto paren = stat.rfind(')');
-  return paren != std::string::npos && paren + 2 < stat.size() && stat[paren + 2] != 'Z';
-}
-
 class DriverDomain : public EndToEnd {
  protected:
   std::string tag() const override { return "ubdd"; }
@@ -169,7 +162,7 @@ TEST_F(DriverDomain, DestroyingTheDriverDomainLeavesTheGuestAliveWithItsVifGone)
   // The guest lives on (its process answers, its namespace and TAP are its own), without a
   // network: nothing serves its vif.
   std::this_thread::sleep_for(1s);
-  EXPECT_TRUE(alive(shim)) << "the guest died with its driver domain";
+  EXPECT_TRUE(testing::running(shim)) << "the guest died with its driver domain";
   EXPECT_FALSE(ping(g->ns, dd_ip(), 1));
   // And it can still be destroyed, promptly: its vif's backend is gone, nothing to wait for.
   const auto t0 = std::chrono::steady_clock::now();
@@ -179,8 +172,8 @@ TEST_F(DriverDomain, DestroyingTheDriverDomainLeavesTheGuestAliveWithItsVifGone)
   EXPECT_LT(took, 8s);
   std::cout << "xl destroy of the guest after its driver domain went: "
             << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms\n";
-  for (int i = 0; i < 50 && alive(shim); ++i) std::this_thread::sleep_for(100ms);
-  EXPECT_FALSE(alive(shim)) << "the guest outlived xl destroy";
+  for (int i = 0; i < 50 && testing::running(shim); ++i) std::this_thread::sleep_for(100ms);
+  EXPECT_FALSE(testing::running(shim)) << "the guest outlived xl destroy";
   EXPECT_FALSE(xs.read("/local/domain/" + std::to_string(g->domid) + "/device/vif/0").has_value());
 }
 
