@@ -167,6 +167,16 @@ std::string find_shim(const std::optional<std::string>& explicit_path) {
   return kShimName;
 }
 
+/// The xenstore socket of domain `d` in world `dir` (what a process inside it connects to).
+std::string xs_socket(const std::string& dir, DomId d) {
+  return dir + "/dom" + num(d.value()) + ".sock";
+}
+
+/// libxl__xs_path_cleanup's last step: `dir` goes once no device is left in it.
+void rm_if_empty(hv::XenStore& xs, const std::string& dir) {
+  if (auto left = xs.directory(dir); left && left->empty()) (void)xs.rm(dir);
+}
+
 /// One vif of a domain and the domain serving it (dom0, or a driver domain).
 struct VifRef {
   DevId devid;
@@ -232,11 +242,7 @@ class World {
   hp::HotplugCall hotplug_call(const std::string& script, std::string action, DomId domid,
                                DevId devid) {
     const std::string netdev = read_or(ts::backend_path(kDom0, domid, devid) + "/gatewaydev", "");
-    return hp::HotplugCall{script, std::move(action), domid, devid, netdev, sock_of(kDom0)};
-  }
-  /// The xenstore socket of domain `d` (what a process inside it connects to).
-  [[nodiscard]] std::string sock_of(DomId d) const {
-    return dir_ + "/dom" + num(d.value()) + ".sock";
+    return hp::HotplugCall{script, std::move(action), domid, devid, netdev, xs_socket(dir_, kDom0)};
   }
 
  private:
@@ -269,7 +275,7 @@ void remove_remote_vif(World& w, DomId domid, const VifRef& vif) {
   ts::delete_vif_nodes(w.xs(), vif.backend, domid, vif.devid);
   const std::string parent =
       "/local/domain/" + num(vif.backend.value()) + "/backend/vif/" + num(domid.value());
-  if (auto left = w.xs().directory(parent); left && left->empty()) (void)w.xs().rm(parent);
+  rm_if_empty(w.xs(), parent);
 }
 
 /// libxl's device removal for every vif of `domid`: close, script offline, delete nodes.
@@ -303,7 +309,7 @@ void remove_all_vifs(World& w, DomId domid) {
   }
   // libxl__xs_path_cleanup also removes the parents the device dirs leave empty.
   const std::string parent = "/local/domain/0/backend/vif/" + num(domid.value());
-  if (auto left = w.xs().directory(parent); left && left->empty()) (void)w.xs().rm(parent);
+  rm_if_empty(w.xs(), parent);
   (void)w.xs().rm("/libxl/" + num(domid.value()));
 }
 
@@ -704,7 +710,7 @@ class Devd {
  public:
   Devd(const std::string& world, DomId self)
       : self_(self),
-        sock_(world + "/dom" + num(self.value()) + ".sock"),
+        sock_(xs_socket(world, self)),
         root_("/local/domain/" + num(self.value()) + "/backend/vif"),
         xs_(sock_) {}
 
@@ -826,7 +832,7 @@ class Devd {
     }
     (void)xs_.rm(be);
     const std::string parent = root_ + "/" + num(k.first);
-    if (auto left = xs_.directory(parent); left && left->empty()) (void)xs_.rm(parent);
+    rm_if_empty(xs_, parent);
   }
 
   DomId self_;
