@@ -1,12 +1,9 @@
 #include "backend/vif/ctrl_ring.hpp"
 
-#include <boost/asio/post.hpp>
-#include <fcntl.h>
 #include <thread>
 
 #include "backend/vif/loop_handler.hpp"
 #include "common/util/log.hpp"
-#include "common/util/unique_fd.hpp"
 
 namespace unetback::vif {
 namespace {
@@ -24,25 +21,23 @@ void CtrlRing::guarded(F&& f) noexcept {
 
 template <typename F>
 void CtrlRing::post(F&& f) {
-  boost::asio::post(io_, [this, t = HandlerToken(outstanding_), f = std::forward<F>(f)]() mutable {
-    guarded(f);
-  });
+  loop_.post(
+      [this, t = HandlerToken(outstanding_), f = std::forward<F>(f)]() mutable { guarded(f); });
 }
 
 void CtrlRing::handler_threw(const char* what) noexcept {
   // As a protocol violation: this vif stops, the loop and the other vifs on it go on.
   stopped_ = true;
-  boost::system::error_code ignored;
-  sd_.cancel(ignored);
+  sd_.cancel();
   try {
     if (on_fatal_) on_fatal_(std::string("ctrl ring: internal error: ") + what);
   } catch (...) {
   }
 }
 
-CtrlRing::CtrlRing(boost::asio::io_context& io, std::string log_prefix,
+CtrlRing::CtrlRing(EventLoop& loop, std::string log_prefix,
                    std::function<void(std::string)> on_fatal)
-    : io_(io), prefix_(std::move(log_prefix)), on_fatal_(std::move(on_fatal)), sd_(io) {}
+    : loop_(loop), prefix_(std::move(log_prefix)), on_fatal_(std::move(on_fatal)), sd_(loop) {}
 
 CtrlRing::~CtrlRing() {
   // stop() ran. The port goes before its channel handle, the page before its table.
@@ -50,13 +45,13 @@ CtrlRing::~CtrlRing() {
   page_.reset();
 }
 
-Result<std::unique_ptr<CtrlRing>> CtrlRing::open(boost::asio::io_context& io, hv::Hypervisor& hv,
+Result<std::unique_ptr<CtrlRing>> CtrlRing::open(EventLoop& loop, hv::Hypervisor& hv,
                                                  DomId frontend, GrantRef ring_ref, Port evtchn,
                                                  std::uint32_t num_queues,
                                                  std::shared_ptr<SharedHashSettings> publish,
                                                  std::string log_prefix,
                                                  std::function<void(std::string)> on_fatal) {
-  std::unique_ptr<CtrlRing> r(new CtrlRing(io, std::move(log_prefix), std::move(on_fatal)));
+  std::unique_ptr<CtrlRing> r(new CtrlRing(loop, std::move(log_prefix), std::move(on_fatal)));
   r->table_ = hv.open_grant_table();
   r->evtchn_ = hv.open_event_channel();
   const GrantRef refs[] = {ring_ref};
@@ -71,15 +66,7 @@ Result<std::unique_ptr<CtrlRing>> CtrlRing::open(boost::asio::io_context& io, hv
   if (!port) return port.error();
   r->port_ = hv::BoundPort(*r->evtchn_, *port);
   r->handler_.emplace(*r->table_, frontend, num_queues, std::move(publish));
-  UniqueFd dup(::fcntl(r->evtchn_->fd(), F_DUPFD_CLOEXEC, 0));
-  if (!dup) {
-    const auto ec = last_errno();
-    throw SetupError("dup: " + ec.message(), ec);
-  }
-  boost::system::error_code ec;
-  r->sd_.assign(dup.get(), ec);
-  if (ec) throw SetupError("epoll_ctl: " + ec.message(), errno_code(ec.value()));
-  (void)dup.release();
+  r->sd_.watch(r->evtchn_->fd());  // SetupError with epoll_ctl's errno
   return r;
 }
 
@@ -93,25 +80,27 @@ void CtrlRing::start() {
 void CtrlRing::stop() {
   post([this] {
     stopped_ = true;
-    boost::system::error_code ignored;
-    sd_.cancel(ignored);
+    sd_.cancel();
   });
   while (outstanding_.load() != 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
 }
 
 void CtrlRing::do_wait() {
-  sd_.async_wait(boost::asio::posix::stream_descriptor::wait_read,
-                 [this, t = HandlerToken(outstanding_)](const boost::system::error_code& ec) {
-                   guarded([&] { on_event(ec); });
-                 });
+  sd_.async_wait([this, t = HandlerToken(outstanding_)](const std::error_code& ec) {
+    guarded([&] { on_event(ec); });
+  });
 }
 
-void CtrlRing::on_event(const boost::system::error_code& ec) {
+void CtrlRing::on_event(const std::error_code& ec) {
   if (stopped_ || ec) return;
   bump(counters_.events);
   for (;;) {
     auto p = evtchn_->pending();
-    if (!p || !*p) break;
+    if (!p) break;  // the fd stays ready: the next wait looks again
+    if (!*p) {
+      sd_.drained();
+      break;
+    }
   }
   run();
   if (stopped_) return;
@@ -125,8 +114,7 @@ void CtrlRing::run() {
   for (;;) {
     if (ring_->request_prod_overflow()) {
       stopped_ = true;
-      boost::system::error_code ignored;
-      sd_.cancel(ignored);
+      sd_.cancel();
       if (on_fatal_) on_fatal_("ctrl ring: impossible number of requests");
       return;
     }

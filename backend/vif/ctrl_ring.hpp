@@ -12,14 +12,13 @@
 #pragma once
 
 #include <atomic>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/posix/stream_descriptor.hpp>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
-#include <utility>  // before Boost.Asio (Boost 1.74 + C++20)
+#include <utility>
 
+#include "backend/vif/event_loop.hpp"
 #include "backend/vif/hash_control.hpp"
 #include "common/hv/event_channel.hpp"
 #include "common/hv/hypervisor.hpp"
@@ -41,8 +40,8 @@ class CtrlRing {
   /// Maps the ring (read-write), binds the port and builds the handler. Errors (a bad ref, a
   /// ring already overflowing, a port that does not bind) are this connect's failure. Throws
   /// SetupError only when a handle cannot be opened (EMFILE, ENOMEM).
-  static Result<std::unique_ptr<CtrlRing>> open(boost::asio::io_context& io, hv::Hypervisor& hv,
-                                                DomId frontend, GrantRef ring_ref, Port evtchn,
+  static Result<std::unique_ptr<CtrlRing>> open(EventLoop& loop, hv::Hypervisor& hv, DomId frontend,
+                                                GrantRef ring_ref, Port evtchn,
                                                 std::uint32_t num_queues,
                                                 std::shared_ptr<SharedHashSettings> publish,
                                                 std::string log_prefix,
@@ -58,10 +57,9 @@ class CtrlRing {
   [[nodiscard]] const Counters& counters() const { return counters_; }
 
  private:
-  CtrlRing(boost::asio::io_context& io, std::string log_prefix,
-           std::function<void(std::string)> on_fatal);
+  CtrlRing(EventLoop& loop, std::string log_prefix, std::function<void(std::string)> on_fatal);
   void do_wait();
-  void on_event(const boost::system::error_code& ec);
+  void on_event(const std::error_code& ec);
   /// Answers up to kRequestsPerPass requests; posts itself again while work is left.
   void run();
   /// Runs a handler of the ring: what it throws fails the vif (loop_handler.hpp).
@@ -71,7 +69,7 @@ class CtrlRing {
   void post(F&& f);
   void handler_threw(const char* what) noexcept;
 
-  boost::asio::io_context& io_;
+  EventLoop& loop_;
   std::string prefix_;
   std::function<void(std::string)> on_fatal_;
   std::unique_ptr<hv::GrantTable> table_;
@@ -80,7 +78,7 @@ class CtrlRing {
   std::unique_ptr<hv::EventChannel> evtchn_;
   hv::BoundPort port_;
   std::optional<HashControl> handler_;
-  boost::asio::posix::stream_descriptor sd_;
+  LoopWatch sd_;
   Counters counters_;
   bool stopped_ = false;
   bool run_posted_ = false;

@@ -1,9 +1,8 @@
 #include "backend/vif/event_loop_pool.hpp"
 
 #include <algorithm>
-#include <boost/asio/steady_timer.hpp>
+#include <string>
 
-#include "common/util/log.hpp"
 #include "common/util/result.hpp"
 
 namespace unetback::vif {
@@ -15,38 +14,27 @@ EventLoopPool::EventLoopPool(unsigned threads) {
 
 void EventLoopPool::add_loop() {
   const auto i = static_cast<unsigned>(loops_.size());
-  auto loop = std::make_unique<Loop>();
+  // The loop's epoll, eventfd and timerfd come now rather than at the first vif: the
+  // daemon's fds and memory then stay flat as vifs come and go. What a handler throws is
+  // logged by the loop, which goes on with every other vif on it.
+  auto loop = std::make_unique<Loop>("loop" + std::to_string(i));
   Loop* l = loop.get();
-  // Create the loop's reactor (epoll, eventfd, timerfd) now rather than at the first vif:
-  // the daemon's fds and memory then stay flat as vifs come and go.
-  { boost::asio::steady_timer warm_up(l->io); }
-  l->thread = std::thread([l, i] {
-    for (;;) {
-      try {
-        l->io.run();
-        return;
-      } catch (const std::exception& e) {
-        // A handler threw: log and keep the loop (and every other vif on it) alive.
-        log::write(log::Level::error, "loop" + std::to_string(i), e.what());
-      }
-    }
-  });
+  l->thread = std::thread([l] { l->loop.run(); });
   loops_.push_back(std::move(loop));
 }
 
 EventLoopPool::~EventLoopPool() {
-  for (auto& l : loops_) l->guard.reset();
-  for (auto& l : loops_) l->io.stop();
+  for (auto& l : loops_) l->loop.stop();
   for (auto& l : loops_)
     if (l->thread.joinable()) l->thread.join();
 }
 
-boost::asio::io_context& EventLoopPool::next(unsigned active) {
+EventLoop& EventLoopPool::next(unsigned active) {
   const std::lock_guard lock(mu_);
   active = std::max(active, 1U);
   // A loop that cannot start (threads or descriptors out) throws: the caller's connect fails.
   while (loops_.size() < active) add_loop();
-  return loops_[next_++ % active]->io;
+  return loops_[next_++ % active]->loop;
 }
 
 unsigned EventLoopPool::size() const {

@@ -1,4 +1,4 @@
-// EventLoopPool: the daemon's data-path threads, one Boost.Asio io_context each. Queues are
+// EventLoopPool: the daemon's data-path threads, one EventLoop each. Queues are
 // placed round-robin; everything a queue does runs on its thread, so the data paths need no
 // locks. The `threads` tunable sets the count: the daemon starts as many loops as it says,
 // and a later change applies to queues placed after it (more loops are started when it
@@ -6,13 +6,12 @@
 // their queues leave).
 #pragma once
 
-#include <boost/asio/executor_work_guard.hpp>
-#include <boost/asio/io_context.hpp>
 #include <memory>
 #include <mutex>
 #include <thread>
-#include <utility>  // before Boost.Asio (Boost 1.74 + C++20)
 #include <vector>
+
+#include "backend/vif/event_loop.hpp"
 
 namespace unetback::vif {
 
@@ -25,9 +24,9 @@ class EventLoopPool {
 
   /// The loop for the next queue, round-robin over the first `active` loops (at least 1),
   /// starting loops up to `active` if there are fewer. Thread-safe.
-  boost::asio::io_context& next(unsigned active);
+  EventLoop& next(unsigned active);
   /// The next loop among all of them.
-  boost::asio::io_context& next() { return next(size()); }
+  EventLoop& next() { return next(size()); }
   /// Loops running now.
   [[nodiscard]] unsigned size() const;
 
@@ -35,9 +34,8 @@ class EventLoopPool {
   void add_loop();  // under mu_ (or in the constructor)
 
   struct Loop {
-    boost::asio::io_context io{1};
-    boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard{
-        io.get_executor()};
+    explicit Loop(std::string name) : loop(std::move(name)) {}
+    EventLoop loop;
     std::thread thread;
   };
   mutable std::mutex mu_;  // guards loops_ (grown by next) and next_

@@ -1,7 +1,6 @@
 #include "backend/vif/vif.hpp"
 
 #include <algorithm>
-#include <boost/system/system_error.hpp>
 #include <cstdio>
 #include <fcntl.h>
 #include <fstream>
@@ -21,11 +20,13 @@ std::string vif_prefix(DomId fe, DevId dev) {
 }
 
 /// Descriptors a connect may take at most, per queue: its grant-table and event-channel
-/// handles, two bound ports (an eventfd each on xensim), the TAP queue and the two duplicates
-/// its loop waits on; and once per connect the frontend's memory (xensim) and slack.
+/// handles, two bound ports (an eventfd each on xensim), the TAP queue, the io_urings of its
+/// TAP reads and writes and of posted reads; and once per connect the frontend's memory
+/// (xensim) and slack. (The loop watches these fds themselves: no duplicates since
+/// EventLoop.)
 constexpr std::size_t kFdsPerQueue = 8;
 constexpr std::size_t kFdsPerConnect = 4;
-/// A control ring: its grant-table and event-channel handles, the port, the loop's duplicate.
+/// A control ring: its grant-table and event-channel handles, the port, and one spare.
 constexpr std::size_t kFdsPerCtrlRing = 4;
 
 /// The errno of what a connect threw (the error node shows it), and its text for the log.
@@ -38,9 +39,6 @@ std::error_code error_of_current_exception(std::string& what) {
   } catch (const std::bad_alloc&) {
     what = "out of memory";
     return std::make_error_code(std::errc::not_enough_memory);
-  } catch (const boost::system::system_error& e) {  // asio: epoll_ctl, timerfd, eventfd
-    what = e.what();
-    return errno_code(e.code().value());
   } catch (const std::system_error& e) {
     what = e.what();
     return e.code();

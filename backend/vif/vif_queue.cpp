@@ -2,10 +2,8 @@
 
 #include <algorithm>
 #include <array>
-#include <boost/asio/post.hpp>
 #include <cstdlib>
 #include <cstring>
-#include <fcntl.h>
 #include <future>
 #include <string_view>
 #include <thread>
@@ -65,25 +63,11 @@ VifQueue::TapReads tap_reads_from_env() {
   return batch;
 }
 
-/// Makes `sd` wait on a duplicate of `fd` (the queue keeps `fd`; `sd` closes its duplicate).
-/// Throws SetupError with the errno (EMFILE, or epoll_ctl's ENOMEM/ENOSPC); nothing leaks.
-void watch_duplicate(boost::asio::posix::stream_descriptor& sd, int fd) {
-  UniqueFd dup(::fcntl(fd, F_DUPFD_CLOEXEC, 0));
-  if (!dup) {
-    const auto ec = last_errno();
-    throw SetupError("dup: " + ec.message(), ec);
-  }
-  boost::system::error_code ec;
-  sd.assign(dup.get(), ec);  // registers with the loop's epoll: may fail too
-  if (ec) throw SetupError("epoll_ctl: " + ec.message(), errno_code(ec.value()));
-  (void)dup.release();
-}
-
 }  // namespace
 
-VifQueue::VifQueue(boost::asio::io_context& io, QueueResources res, std::string log_prefix,
+VifQueue::VifQueue(EventLoop& loop, QueueResources res, std::string log_prefix,
                    std::function<void(std::string)> on_fatal, std::function<void(bool)> on_carrier)
-    : io_(io),
+    : loop_(loop),
       res_(std::move(res)),
       prefix_(std::move(log_prefix)),
       on_fatal_(std::move(on_fatal)),
@@ -93,14 +77,16 @@ VifQueue::VifQueue(boost::asio::io_context& io, QueueResources res, std::string 
       tap_reads_(tap_reads_from_env()),
       tap_reader_(res_.tap_fd.get(), kTapReadBatch, tap_reads_ != TapReads::read),
       rx_pool_(kRxPoolBuffers),
-      evtchn_sd_(io),
-      tap_sd_(io),
-      tap_ring_sd_(io),
-      housekeeping_(io),
-      tx_retry_(io),
-      rx_poll_(io) {
-  watch_duplicate(evtchn_sd_, res_.evtchn->fd());
-  watch_duplicate(tap_sd_, res_.tap_fd.get());
+      evtchn_sd_(loop),
+      tap_sd_(loop),
+      tap_ring_sd_(loop),
+      housekeeping_(loop),
+      tx_retry_(loop),
+      rx_poll_(loop) {
+  // Registered once (SetupError with epoll_ctl's errno: ENOMEM, ENOSPC); the watches go
+  // before the fds they watch (members declared after res_).
+  evtchn_sd_.watch(res_.evtchn->fd());
+  tap_sd_.watch(res_.tap_fd.get());
   tx_.emplace(*res_.tx_ring, *res_.table, sink_, res_.tx, *counters_);
   tx_->set_rate(res_.rate_bytes, res_.rate_usecs, Clock::now());
   rx_.emplace(*res_.rx_ring, *res_.table, res_.rx, *counters_);
@@ -216,11 +202,10 @@ QueueReport VifQueue::report() {
 
 void VifQueue::do_wait_event() {
   evtchn_sd_.async_wait(
-      boost::asio::posix::stream_descriptor::wait_read,
-      [this, t = op()](const boost::system::error_code& ec) { guarded([&] { on_event(ec); }); });
+      [this, t = op()](const std::error_code& ec) { guarded([&] { on_event(ec); }); });
 }
 
-void VifQueue::on_event(const boost::system::error_code& ec) {
+void VifQueue::on_event(const std::error_code& ec) {
   if (stopped_ || ec) return;
   QueueCounters::add(counters_->events);
   bool tx = false, rx = false;
@@ -229,7 +214,9 @@ void VifQueue::on_event(const boost::system::error_code& ec) {
   std::array<Port, 8> fired{};
   for (;;) {
     auto n = res_.evtchn->pending_batch(fired);
-    if (!n || *n == 0) break;
+    if (!n) break;  // the channel's fd stays ready: the next wait looks again
+    if (*n < fired.size()) evtchn_sd_.drained();  // none left
+    if (*n == 0) break;
     for (std::size_t i = 0; i < *n; ++i) {
       if (fired[i] == res_.tx_port.port()) tx = true;
       if (!res_.rx_port.bound() || fired[i] == res_.rx_port.port()) {
@@ -353,7 +340,7 @@ bool VifQueue::start_posted_reads() {
     return false;
   }
   try {
-    watch_duplicate(tap_ring_sd_, tap_posted_->ring_fd());
+    tap_ring_sd_.watch(tap_posted_->ring_fd());
   } catch (const SetupError& e) {
     log::write(log::Level::warn, prefix_,
                std::string("TAP reads: no posted reads (") + e.what() + "): one read per frame");
@@ -361,8 +348,7 @@ bool VifQueue::start_posted_reads() {
     return false;
   }
   // From now on the frames come as completions: the TAP's readiness is not waited for.
-  boost::system::error_code ignored;
-  tap_sd_.cancel(ignored);
+  tap_sd_.cancel();
   tap_waiting_ = false;  // its cancelled handler returns at once; do_wait_tap posts from now on
   log::write(log::Level::info, prefix_,
              "TAP reads: kept posted in io_uring (the TAP refuses reads that must not wait)");
@@ -409,17 +395,16 @@ void VifQueue::take_posted(std::uint32_t buf, std::size_t len, Clock::time_point
 void VifQueue::do_wait_tap_ring() {
   if (stopped_ || tap_ring_waiting_ || !tap_posted_) return;
   tap_ring_waiting_ = true;
-  tap_ring_sd_.async_wait(boost::asio::posix::stream_descriptor::wait_read,
-                          [this, t = op()](const boost::system::error_code& ec) {
-                            guarded([&] { on_tap_ring_readable(ec); });
-                          });
+  tap_ring_sd_.async_wait(
+      [this, t = op()](const std::error_code& ec) { guarded([&] { on_tap_ring_readable(ec); }); });
 }
 
-void VifQueue::on_tap_ring_readable(const boost::system::error_code& ec) {
+void VifQueue::on_tap_ring_readable(const std::error_code& ec) {
   tap_ring_waiting_ = false;
   if (stopped_ || ec || !tap_posted_) return;
   refresh_hash();
   const auto now = pass_now();
+  tap_ring_sd_.drained();  // reap takes every completion: a later one is a new edge
   (void)tap_posted_->reap(
       [this, now](std::uint32_t b, std::size_t len) { take_posted(b, len, now); });
   run_rx();  // which posts the buffers again (post_tap_reads) as room allows
@@ -428,9 +413,7 @@ void VifQueue::on_tap_ring_readable(const boost::system::error_code& ec) {
 
 void VifQueue::stop_posted_reads() {
   if (!tap_posted_) return;
-  boost::system::error_code ignored;
-  tap_ring_sd_.cancel(ignored);
-  tap_ring_sd_.close(ignored);
+  tap_ring_sd_.close();  // cancels its wait
   tap_posted_->cancel_all(
       [this](std::uint32_t b, std::size_t) { rx_pool_.give_back(static_cast<int>(b)); });
   tap_posted_syscalls_ += tap_posted_->syscalls();
@@ -445,13 +428,11 @@ void VifQueue::do_wait_tap() {
   }
   if (stopped_ || tap_waiting_) return;
   tap_waiting_ = true;
-  tap_sd_.async_wait(boost::asio::posix::stream_descriptor::wait_read,
-                     [this, t = op()](const boost::system::error_code& ec) {
-                       guarded([&] { on_tap_readable(ec); });
-                     });
+  tap_sd_.async_wait(
+      [this, t = op()](const std::error_code& ec) { guarded([&] { on_tap_readable(ec); }); });
 }
 
-void VifQueue::on_tap_readable(const boost::system::error_code& ec) {
+void VifQueue::on_tap_readable(const std::error_code& ec) {
   tap_waiting_ = false;
   if (stopped_ || ec || tap_posted_) return;
   take_tap();
@@ -533,7 +514,10 @@ void VifQueue::read_tap_frames() {
       }
     }
     budget -= std::min(budget, tried);
-    if (drained) return;
+    if (drained) {
+      tap_sd_.drained();  // the next wait waits for a new frame
+      return;
+    }
   }
   // Budget used up with frames left: come back after serving the ring.
   post([this] {
@@ -594,16 +578,15 @@ void VifQueue::take_tap_frame(int buf, std::size_t len, Clock::time_point now) {
 
 void VifQueue::arm_housekeeping() {
   housekeeping_.expires_after(kHousekeepingPeriod);
-  housekeeping_.async_wait([this, t = op()](const boost::system::error_code& ec) {
-    guarded([&] { on_housekeeping(ec); });
-  });
+  housekeeping_.async_wait(
+      [this, t = op()](const std::error_code& ec) { guarded([&] { on_housekeeping(ec); }); });
 }
 
 void VifQueue::arm_rx_poll() {
   if (rx_poll_armed_ || stopped_) return;
   rx_poll_armed_ = true;
   rx_poll_.expires_after(*res_.rx.poll_interval);
-  rx_poll_.async_wait([this, t = op()](const boost::system::error_code& ec) {
+  rx_poll_.async_wait([this, t = op()](const std::error_code& ec) {
     rx_poll_armed_ = false;
     if (stopped_ || ec) return;
     QueueCounters::add(counters_->rx_polls);
@@ -614,7 +597,7 @@ void VifQueue::arm_rx_poll() {
   });
 }
 
-void VifQueue::on_housekeeping(const boost::system::error_code& ec) {
+void VifQueue::on_housekeeping(const std::error_code& ec) {
   if (stopped_ || ec) return;
   // Expiry and stall detection run even when no event arrives (a guest that stopped
   // posting buffers sends none). Packets of a sender that went away leave the queue now.
@@ -633,7 +616,7 @@ void VifQueue::arm_tx_retry(Clock::time_point at) {
   if (tx_retry_armed_ && tx_retry_.expiry() <= at) return;
   tx_retry_armed_ = true;
   tx_retry_.expires_at(at);  // a wait already armed completes with operation_aborted
-  tx_retry_.async_wait([this, t = op()](const boost::system::error_code& ec) {
+  tx_retry_.async_wait([this, t = op()](const std::error_code& ec) {
     if (ec) return;  // replaced by a sooner retry, or the queue stops
     tx_retry_armed_ = false;
     if (stopped_) return;
@@ -643,9 +626,8 @@ void VifQueue::arm_tx_retry(Clock::time_point at) {
 
 void VifQueue::cancel_all() {
   stopped_ = true;
-  boost::system::error_code ignored;
-  evtchn_sd_.cancel(ignored);
-  tap_sd_.cancel(ignored);
+  evtchn_sd_.cancel();
+  tap_sd_.cancel();
   // Posted reads hold pool buffers: back before the pool or the TAP fd may go (a frame one
   // of them read meanwhile is dropped, as a frame the TAP held at a stop is).
   stop_posted_reads();

@@ -9,15 +9,13 @@
 #pragma once
 
 #include <atomic>
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/posix/stream_descriptor.hpp>
-#include <boost/asio/post.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <functional>
 #include <memory>
 #include <string>
-#include <utility>  // before Boost.Asio (Boost 1.74 + C++20)
+#include <system_error>
+#include <utility>
 
+#include "backend/vif/event_loop.hpp"
 #include "backend/vif/loop_handler.hpp"
 #include "backend/vif/packet_pool.hpp"
 #include "backend/vif/packet_sink.hpp"
@@ -65,7 +63,7 @@ class VifQueue {
   /// Throws SetupError (code(): the errno) when a descriptor, the packet pools' memory or the
   /// loop's epoll registration cannot be had; everything taken, `res` included, is then
   /// released. Vif::connect turns that into the vif's connect failure.
-  VifQueue(boost::asio::io_context& io, QueueResources res, std::string log_prefix,
+  VifQueue(EventLoop& loop, QueueResources res, std::string log_prefix,
            std::function<void(std::string)> on_fatal, std::function<void(bool)> on_carrier);
   ~VifQueue();  // requires stop() first
   VifQueue(const VifQueue&) = delete;
@@ -106,7 +104,7 @@ class VifQueue {
   };
 
   void do_wait_event();
-  void on_event(const boost::system::error_code& ec);
+  void on_event(const std::error_code& ec);
   /// Whether frames may be read from the TAP now (a free buffer, the queue under its cap).
   [[nodiscard]] bool tap_has_room() const { return tap_room() > 0; }
   /// How many frames may be read from the TAP now: free buffers, and room under the queue's
@@ -114,7 +112,7 @@ class VifQueue {
   /// cap; an empty queue always takes one).
   [[nodiscard]] std::size_t tap_room() const;
   void do_wait_tap();
-  void on_tap_readable(const boost::system::error_code& ec);
+  void on_tap_readable(const std::error_code& ec);
   void read_tap_frames();
   /// Where a TAP read into pool buffer `buf` goes: its virtio_net_hdr, then the frame.
   [[nodiscard]] std::span<std::byte> tap_read_span(int buf) const;
@@ -129,7 +127,7 @@ class VifQueue {
   /// half the reader's depth is free or none is posted.
   void post_tap_reads();
   void do_wait_tap_ring();
-  void on_tap_ring_readable(const boost::system::error_code& ec);
+  void on_tap_ring_readable(const std::error_code& ec);
   /// A posted read's completion: the frame into the queue, or the buffer back.
   void take_posted(std::uint32_t buf, std::size_t len, std::chrono::steady_clock::time_point now);
   /// The posted reads are cancelled (their buffers back) and the TAP is read as before.
@@ -149,7 +147,7 @@ class VifQueue {
   void drain_switch();
   void arm_housekeeping();
   void arm_rx_poll();
-  void on_housekeeping(const boost::system::error_code& ec);
+  void on_housekeeping(const std::error_code& ec);
   void arm_tx_retry(std::chrono::steady_clock::time_point at);
   /// Stops every wait of this queue (their handlers then see stopped_ and return).
   void cancel_all();
@@ -163,12 +161,12 @@ class VifQueue {
   /// post() of a queue handler, counted and guarded.
   template <typename F>
   void post(F&& f) {
-    boost::asio::post(io_, [this, t = op(), f = std::forward<F>(f)]() mutable { guarded(f); });
+    loop_.post([this, t = op(), f = std::forward<F>(f)]() mutable { guarded(f); });
   }
   void fail(const std::string& why);
   void handler_threw(const char* what) noexcept;
 
-  boost::asio::io_context& io_;
+  EventLoop& loop_;
   QueueResources res_;
   std::string prefix_;
   std::function<void(std::string)> on_fatal_;
@@ -184,14 +182,14 @@ class VifQueue {
   std::optional<TxPath> tx_;
   std::optional<RxPath> rx_;
   PacketPool rx_pool_;
-  boost::asio::posix::stream_descriptor evtchn_sd_;
-  boost::asio::posix::stream_descriptor tap_sd_;
-  boost::asio::posix::stream_descriptor tap_ring_sd_;  // tap_posted_'s ring
+  LoopWatch evtchn_sd_;
+  LoopWatch tap_sd_;
+  LoopWatch tap_ring_sd_;  // tap_posted_'s ring
   bool tap_ring_waiting_ = false;
   bool tap_posted_frames_ = false;  // take_posted queued a frame since the flag was cleared
-  boost::asio::steady_timer housekeeping_;
-  boost::asio::steady_timer tx_retry_;
-  boost::asio::steady_timer rx_poll_;  // RxConfig::poll_interval (no feature-rx-notify)
+  LoopTimer housekeeping_;
+  LoopTimer tx_retry_;
+  LoopTimer rx_poll_;  // RxConfig::poll_interval (no feature-rx-notify)
   bool rx_poll_armed_ = false;
   bool tap_waiting_ = false;
   bool tx_retry_armed_ = false;

@@ -3,7 +3,6 @@
 #include "backend/vif/event_loop_pool.hpp"
 
 #include <atomic>
-#include <boost/asio/post.hpp>
 #include <chrono>
 #include <gtest/gtest.h>
 #include <set>
@@ -14,20 +13,20 @@ namespace {
 
 TEST(EventLoopPool, PlacesQueuesRoundRobinOverTheActiveLoops) {
   EventLoopPool pool(2);
-  std::set<boost::asio::io_context*> seen;
+  std::set<EventLoop*> seen;
   for (int i = 0; i < 4; ++i) seen.insert(&pool.next(2));
   EXPECT_EQ(seen.size(), 2U);
 }
 
 TEST(EventLoopPool, MoreThreadsLaterStartsLoopsForTheQueuesPlacedAfterIt) {
   EventLoopPool pool(1);
-  std::set<boost::asio::io_context*> seen;
+  std::set<EventLoop*> seen;
   for (int i = 0; i < 6; ++i) seen.insert(&pool.next(3));
   EXPECT_EQ(pool.size(), 3U);
   EXPECT_EQ(seen.size(), 3U);
   // A loop that was started runs handlers.
   std::atomic<int> ran{0};
-  for (auto* io : seen) boost::asio::post(*io, [&ran] { ++ran; });
+  for (auto* loop : seen) loop->post([&ran] { ++ran; });
   for (int i = 0; i < 500 && ran.load() < 3; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   EXPECT_EQ(ran.load(), 3);
@@ -35,7 +34,7 @@ TEST(EventLoopPool, MoreThreadsLaterStartsLoopsForTheQueuesPlacedAfterIt) {
 
 TEST(EventLoopPool, FewerThreadsLaterUsesOnlyTheFirstLoops) {
   EventLoopPool pool(4);
-  std::set<boost::asio::io_context*> seen;
+  std::set<EventLoop*> seen;
   for (int i = 0; i < 8; ++i) seen.insert(&pool.next(2));
   EXPECT_EQ(seen.size(), 2U);
   EXPECT_EQ(pool.size(), 4U);  // the others idle (their queues, if any, keep them)

@@ -2,7 +2,6 @@
 // a descriptor, an Asio wait refused) fails that vif, as a protocol violation does (on_fatal:
 // the daemon closes it through xenbus), and the loop goes on serving the other vifs on it.
 #include <atomic>
-#include <boost/asio/post.hpp>
 #include <chrono>
 #include <cstdint>
 #include <gtest/gtest.h>
@@ -94,7 +93,7 @@ TEST(VifQueueFaults, AHandlerThatThrowsFailsItsVifNotTheEventLoop) {
   }
   // The loop still serves everything else on it.
   std::atomic<bool> ran{false};
-  boost::asio::post(loops.next(1), [&ran] { ran = true; });
+  loops.next(1).post([&ran] { ran = true; });
   for (int i = 0; i < 2500 && !ran.load(); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   EXPECT_TRUE(ran.load());
