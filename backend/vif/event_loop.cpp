@@ -39,7 +39,9 @@ void add_edge(int ep, int fd, void* tag) {
   }
 }
 
-std::error_code canceled() { return std::make_error_code(std::errc::operation_canceled); }
+std::error_code canceled() {
+  return std::make_error_code(std::errc::operation_canceled);
+}
 
 }  // namespace
 
@@ -59,7 +61,9 @@ EventLoop::EventLoop(std::string name)
 
 EventLoop::~EventLoop() = default;
 
-bool EventLoop::in_loop_thread() const { return tl_current == this; }
+bool EventLoop::in_loop_thread() const {
+  return tl_current == this;
+}
 
 void EventLoop::post(Task t) {
   if (tl_current == this) {
@@ -143,8 +147,8 @@ void EventLoop::run() {
       stats_.sleeps.fetch_add(1, std::memory_order_relaxed);
     }
     stats_.waits.fetch_add(1, std::memory_order_relaxed);
-    const int n = ::epoll_wait(epoll_.get(), events.data(), static_cast<int>(events.size()),
-                               timeout);
+    const int n =
+        ::epoll_wait(epoll_.get(), events.data(), static_cast<int>(events.size()), timeout);
     if (timeout != 0) {
       sleeping_.store(false, std::memory_order_relaxed);
       wake_sent_.store(false, std::memory_order_relaxed);
@@ -237,9 +241,9 @@ void EventLoop::program_timerfd() {
   if (programmed_ != Clock::time_point::max()) {
     // steady_clock is CLOCK_MONOTONIC: an absolute expiry on its time line. A time already
     // past fires at once.
-    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                        programmed_.time_since_epoch())
-                        .count();
+    const auto ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(programmed_.time_since_epoch())
+            .count();
     its.it_value.tv_sec = static_cast<time_t>(std::max<std::int64_t>(ns, 1) / 1'000'000'000);
     its.it_value.tv_nsec = static_cast<long>(std::max<std::int64_t>(ns, 1) % 1'000'000'000);
   }
@@ -281,7 +285,8 @@ void LoopWatch::watch(int fd) {
 
 void LoopWatch::async_wait(EventLoop::Handler h) {
   if (slot_ == nullptr) {
-    loop_->post([h = std::move(h)]() mutable { h(std::make_error_code(std::errc::bad_file_descriptor)); });
+    loop_->post(
+        [h = std::move(h)]() mutable { h(std::make_error_code(std::errc::bad_file_descriptor)); });
     return;
   }
   if (slot_->ready) {

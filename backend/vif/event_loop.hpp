@@ -60,9 +60,9 @@ class EventLoop {
 
   /// What the loop did (its own thread's counts; read from any thread).
   struct Stats {
-    std::atomic<std::uint64_t> waits{0};    // epoll_wait calls
-    std::atomic<std::uint64_t> sleeps{0};   // of them, the ones that could block
-    std::atomic<std::uint64_t> wakes{0};    // eventfd writes by posters on other threads
+    std::atomic<std::uint64_t> waits{0};       // epoll_wait calls
+    std::atomic<std::uint64_t> sleeps{0};      // of them, the ones that could block
+    std::atomic<std::uint64_t> wakes{0};       // eventfd writes by posters on other threads
     std::atomic<std::uint64_t> timer_sets{0};  // timerfd_settime calls
   };
   [[nodiscard]] const Stats& stats() const { return stats_; }
@@ -81,7 +81,7 @@ class EventLoop {
     Handler handler;     // the armed wait
   };
 
-  Slot* open_slot(int fd);         // throws SetupError (epoll_ctl's errno)
+  Slot* open_slot(int fd);            // throws SetupError (epoll_ctl's errno)
   void close_slot(Slot* s) noexcept;  // any thread, when no wait is armed on another
   void recycle_slots();
   void on_ready(Slot* s);

@@ -18,8 +18,10 @@ template <typename R, typename... Args, std::size_t N>
 class InlineFunction<R(Args...), N> {
  public:
   InlineFunction() = default;
-  template <typename F, typename = std::enable_if_t<!std::is_same_v<std::decay_t<F>, InlineFunction>>>
-  InlineFunction(F&& f) {  // NOLINT(google-explicit-constructor): a callable converts, as std::function
+  template <typename F,
+            typename = std::enable_if_t<!std::is_same_v<std::decay_t<F>, InlineFunction>>>
+  InlineFunction(
+      F&& f) {  // NOLINT(google-explicit-constructor): a callable converts, as std::function
     emplace(std::forward<F>(f));
   }
   InlineFunction(InlineFunction&& o) noexcept { take(o); }
@@ -42,8 +44,9 @@ class InlineFunction<R(Args...), N> {
 
   /// Whether a callable of type F is kept in place (no allocation).
   template <typename F>
-  static constexpr bool kInPlace = sizeof(F) <= N && alignof(F) <= alignof(std::max_align_t) &&
-                                   std::is_nothrow_move_constructible_v<F>;
+  static constexpr bool kInPlace =
+      sizeof(F) <= N &&
+      alignof(F) <= alignof(std::max_align_t) && std::is_nothrow_move_constructible_v<F>;
 
  private:
   struct Ops {

@@ -5,9 +5,9 @@
 #include "backend/vif/event_loop.hpp"
 
 #include <atomic>
+#include <chrono>
 #include <fcntl.h>
 #include <functional>
-#include <chrono>
 #include <future>
 #include <gtest/gtest.h>
 #include <stdexcept>
