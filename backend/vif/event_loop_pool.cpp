@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <string>
 
+#include "common/util/log.hpp"
 #include "common/util/result.hpp"
 
 namespace unetback::vif {
@@ -19,7 +20,18 @@ void EventLoopPool::add_loop() {
   // logged by the loop, which goes on with every other vif on it.
   auto loop = std::make_unique<Loop>("loop" + std::to_string(i));
   Loop* l = loop.get();
-  l->thread = std::thread([l] { l->loop.run(); });
+  l->thread = std::thread([l, i] {
+    for (;;) {
+      try {
+        l->loop.run();
+        return;
+      } catch (const std::exception& e) {
+        // Only the loop's own bookkeeping can throw here (out of memory growing a vector):
+        // what handlers throw is caught around each one. Log it and keep the loop's vifs.
+        log::write(log::Level::error, "loop" + std::to_string(i), e.what());
+      }
+    }
+  });
   loops_.push_back(std::move(loop));
 }
 
