@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <sys/uio.h>
+#include <utility>
 
 #include "common/net/net_error.hpp"
 #include "frontend-shim/shim_offload.hpp"
@@ -24,23 +25,55 @@ void gather(std::span<const std::span<std::byte>> segs, std::span<std::byte> dst
 
 }  // namespace
 
-TapRxWriter::TapRxWriter() : linear_(std::size_t{netfront::kMaxRxDataSlots} * wire::kPageSize) {}
+TapRxWriter::TapRxWriter(bool allow_io_uring)
+    : allow_io_uring_(allow_io_uring),
+      heads_(kBatch),
+      linear_(std::size_t{netfront::kMaxRxDataSlots} * wire::kPageSize) {}
+
+void TapRxWriter::set_fd(int fd) {
+  if (writer_ != nullptr && fd == fd_) return;
+  flush();
+  fd_ = fd;
+  for (const auto& [f, w] : writers_) {
+    if (f == fd) {
+      writer_ = w.get();
+      return;
+    }
+  }
+  writers_.emplace_back(fd, std::make_unique<net::FrameBatchWriter>(fd, kBatch, allow_io_uring_));
+  writer_ = writers_.back().second.get();
+}
+
+std::uint64_t TapRxWriter::syscalls() const {
+  std::uint64_t n = 0;
+  for (const auto& [f, w] : writers_) n += w->syscalls();
+  return n;
+}
 
 void TapRxWriter::deliver(const netfront::RxView& packet) {
-  std::array<iovec, 2 + netfront::kMaxRxDataSlots> iov{};
-  std::size_t niov = 1;
+  if (writer_ == nullptr) {
+    ++dropped_;  // no TAP to write to
+    return;
+  }
+  if (writer_->queued() == kBatch) flush();
+  std::array<iovec, 1 + netfront::kMaxRxDataSlots> iov{};
+  std::size_t niov = 0;
   const std::size_t bytes = std::min<std::size_t>(packet.bytes, linear_.size());
   const std::size_t head_len = std::min(bytes, kHeadLen);
-  gather(packet.segments, std::span(head_.data(), head_len));
-  auto hdr = rx_to_tap(packet.flags, packet.gso, std::span(head_.data(), head_len), bytes);
+  std::byte* head = heads_[writer_->queued()].data();
+  gather(packet.segments, std::span(head, head_len));
+  auto hdr = rx_to_tap(packet.flags, packet.gso, std::span(head, head_len), bytes);
   if (!hdr && hdr.error() == make_error_code(net::NetError::truncated) && bytes > head_len) {
-    // The headers run past the head (IPv6 extension headers): map the whole packet.
+    // The headers run past the head (IPv6 extension headers): map the whole packet. One
+    // linear buffer: a packet still queued from it is written first.
+    if (linear_queued_) flush();
     gather(packet.segments, std::span(linear_.data(), bytes));
     hdr = rx_to_tap(packet.flags, packet.gso, std::span(linear_.data(), bytes), bytes);
     iov[niov++] = {linear_.data(), bytes};
+    linear_queued_ = true;
     ++linearised_;
   } else {
-    iov[niov++] = {head_.data(), head_len};
+    iov[niov++] = {head, head_len};
     // The rest from the pages, past the bytes the head took.
     std::size_t skip = head_len;
     for (const std::span<std::byte> seg : packet.segments) {
@@ -52,17 +85,22 @@ void TapRxWriter::deliver(const netfront::RxView& packet) {
       skip = 0;
     }
   }
-  if (!hdr) {
-    ++dropped_;
-    return;
-  }
-  iov[0] = {&*hdr, net::kVnetHdrLen};
-  if (::writev(fd_, iov.data(), static_cast<int>(niov)) < 0) {
+  if (!hdr || writer_->add(*hdr, std::span(iov.data(), niov))) ++dropped_;
+}
+
+void TapRxWriter::flush() {
+  linear_queued_ = false;
+  if (writer_ == nullptr || writer_->queued() == 0) return;
+  const std::size_t n = writer_->queued();
+  writer_->flush(std::span(results_).first(n));
+  for (std::size_t i = 0; i < n; ++i) {
     // A TAP that cannot take the frame drops it, as a NIC without room would.
-    ++dropped_;
-    return;
+    if (results_[i]) {
+      ++dropped_;
+    } else {
+      ++written_;
+    }
   }
-  ++written_;
 }
 
 }  // namespace unetback::shim

@@ -27,14 +27,6 @@ constexpr int kTapReadBudget = 64;
 constexpr std::size_t kTapReadBatch = 16;
 constexpr auto kHousekeepingPeriod = std::chrono::milliseconds(100);
 
-/// io_uring for the TAP unless UNETBACK_NO_IO_URING is set (an operator's way out, and the
-/// A/B of the batching; the kernel's own refusal is probed by the writer and reader).
-bool io_uring_wanted() {
-  // NOLINTNEXTLINE(concurrency-mt-unsafe): the daemon never changes its environment.
-  static const bool wanted = std::getenv("UNETBACK_NO_IO_URING") == nullptr;
-  return wanted;
-}
-
 /// The clock of a pass: coarse (no syscall, see coarse_clock.hpp) unless UNETBACK_PRECISE_CLOCK
 /// is set (steady_clock, as before: the way to compare the two in the lab, --b-env). In the
 /// lab's full 3-round A/B (PV dom0, session 9) the coarse clock cut clock_gettime from 0.47 /
@@ -54,7 +46,7 @@ Clock::time_point pass_now() {
 /// the bridge 2.2-2.9 times slower (README); `read` one read() per frame.
 VifQueue::TapReads tap_reads_from_env() {
   using enum VifQueue::TapReads;
-  if (!io_uring_wanted()) return read;
+  if (!net::io_uring_wanted()) return read;
   // NOLINTNEXTLINE(concurrency-mt-unsafe): nothing sets the environment while queues start.
   const char* v = std::getenv("UNETBACK_TAP_READS");
   const std::string_view m = v == nullptr ? "batch" : v;
@@ -73,7 +65,7 @@ VifQueue::VifQueue(EventLoop& loop, QueueResources res, std::string log_prefix,
       on_fatal_(std::move(on_fatal)),
       on_carrier_(std::move(on_carrier)),
       counters_(std::make_unique<QueueCounters>()),
-      sink_(res_.tap_fd.get(), io_uring_wanted()),
+      sink_(res_.tap_fd.get(), net::io_uring_wanted()),
       tap_reads_(tap_reads_from_env()),
       tap_reader_(res_.tap_fd.get(), kTapReadBatch, tap_reads_ != TapReads::read),
       rx_pool_(kRxPoolBuffers),

@@ -1,11 +1,18 @@
 #include "common/net/frame_batch_writer.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <unistd.h>
 
 #include "common/util/result.hpp"
 
 namespace unetback::net {
+
+bool io_uring_wanted() {
+  // NOLINTNEXTLINE(concurrency-mt-unsafe): read once; nothing here changes the environment.
+  static const bool wanted = std::getenv("UNETBACK_NO_IO_URING") == nullptr;
+  return wanted;
+}
 
 FrameBatchWriter::FrameBatchWriter(int fd, std::size_t capacity, bool allow_io_uring)
     : fd_(fd), slots_(capacity) {

@@ -23,6 +23,11 @@
 
 namespace unetback::net {
 
+/// io_uring for TAP I/O unless UNETBACK_NO_IO_URING is set in the environment (an operator's
+/// way out, and the A/B of the batching); the kernel's own refusal is probed by each writer
+/// and reader. Read once per process.
+[[nodiscard]] bool io_uring_wanted();
+
 class FrameBatchWriter {
  public:
   /// iovecs per frame, the vnet header included.
