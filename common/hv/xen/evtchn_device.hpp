@@ -15,8 +15,10 @@
 
 namespace unetback::hv {
 
-/// The ports pending on a non-blocking evtchn device fd, up to out.size(), in one read(); 0
-/// when none (EAGAIN).
+/// The ports pending on a non-blocking evtchn device fd, up to out.size(): one read() takes
+/// every port the device holds, and reads go on until it answers EAGAIN or out is full, so
+/// fewer than out.size() means none is left (a port can land during a read without a new
+/// wakeup); 0 when none.
 Result<std::size_t> read_pending_ports(int fd, std::span<Port> out);
 /// Unmasks `ports` with one write().
 std::error_code write_unmask_ports(int fd, std::span<const Port> ports);

@@ -48,19 +48,31 @@ bool evtchn_batch_wanted() {
 }  // namespace
 
 Result<std::size_t> read_pending_ports(int fd, std::span<Port> out) {
+  // A short read does not mean the device's ring is empty. Linux's evtchn driver wakes a
+  // reader (and so makes an edge for epoll) only when a port lands in an empty ring, and it
+  // advances the ring's consumer after copying: a port that lands while a read copies finds
+  // the ring not empty and wakes nobody. A caller that took the short read for "none left"
+  // and waited for the next edge would wait for ever, the port masked in the ring, its
+  // ring served only by timers. So read on until the device says EAGAIN (or out is full):
+  // a short batch then really means none is left, as pending_batch promises.
   std::array<std::uint32_t, 64> raw{};
   const std::size_t want = std::min({out.size(), raw.size(), kMaxPortsPerCall});
-  if (want == 0) return std::size_t{0};
-  ssize_t got;
-  do {
-    got = ::read(fd, raw.data(), want * sizeof(std::uint32_t));
-  } while (got < 0 && errno == EINTR);
-  if (got < 0) {
-    if (errno == EAGAIN || errno == EWOULDBLOCK) return std::size_t{0};
-    return last_errno();
+  std::size_t n = 0;
+  while (n < want) {
+    ssize_t got;
+    do {
+      got = ::read(fd, raw.data(), (want - n) * sizeof(std::uint32_t));
+    } while (got < 0 && errno == EINTR);
+    if (got < 0) {
+      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+      if (n > 0) break;  // the ports taken are reported; the error comes again next time
+      return last_errno();
+    }
+    const auto k = static_cast<std::size_t>(got) / sizeof(std::uint32_t);
+    if (k == 0) break;
+    for (std::size_t i = 0; i < k; ++i) out[n + i] = Port{raw[i]};
+    n += k;
   }
-  const auto n = static_cast<std::size_t>(got) / sizeof(std::uint32_t);
-  for (std::size_t i = 0; i < n; ++i) out[i] = Port{raw[i]};
   return n;
 }
 

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 #include <unistd.h>
 #include <vector>
 
@@ -54,6 +55,27 @@ TEST(EvtchnDevice, MorePendingPortsThanRoomAreLeftForTheNextRead) {
   ASSERT_TRUE(rest);
   ASSERT_EQ(*rest, 1u);
   EXPECT_EQ(out[0], Port{3});
+}
+
+// Linux's evtchn driver wakes a reader only when a port lands in an empty ring, and a port
+// that lands while a read copies the ring out finds it not empty: no wakeup, no epoll edge.
+// A SOCK_SEQPACKET pair hands out one record per read, so the first read here is short while
+// a second port waits, as after that race. The short batch must not be taken for "none
+// left": the port would stay masked in the ring with nothing to wake its reader again (in
+// the lab, a 2-queue guest's TX fell to 0.93 Mbit/s beside a host busy loop).
+TEST(EvtchnDevice, APortThatLandedDuringAShortReadIsTakenBeforeTheBatchCountsAsDrained) {
+  int fds[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, fds), 0);
+  const UniqueFd r(fds[0]), w(fds[1]);
+  const std::uint32_t tx = 7, rx = 8;
+  ASSERT_EQ(::write(w.get(), &tx, 4), 4);
+  ASSERT_EQ(::write(w.get(), &rx, 4), 4);
+  std::array<Port, 8> out{};
+  auto n = read_pending_ports(r.get(), out);
+  ASSERT_TRUE(n);
+  ASSERT_EQ(*n, 2u) << "a batch shorter than out must mean the device had nothing left";
+  EXPECT_EQ(out[0], Port{7});
+  EXPECT_EQ(out[1], Port{8});
 }
 
 TEST(EvtchnDevice, AReadOfAClosedHandleIsAnErrorNotAnEmptyBatch) {
