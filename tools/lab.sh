@@ -136,7 +136,18 @@ for line in (l for p in paths for l in open(p)):
         skipped += 1
     else:
         failed += 1
-        print(f"[lab] FAILED: {r.get('name')} ({res})", file=sys.stderr)
+        print(f"[lab] FAILED: {r.get('name')} ({res}, {r.get('duration', 0):.0f} s)",
+              file=sys.stderr)
+        # What failed, where only the end of a long CI log is kept: GoogleTest's failure
+        # lines with their context, then the last lines of the test's output.
+        out = ((r.get("stdout") or "") + (r.get("stderr") or "")).splitlines()
+        marks = [i for i, l in enumerate(out)
+                 if "Failure" in l or "[  FAILED  ]" in l or "ERROR: " in l or "runtime error" in l]
+        shown = sorted({j for i in marks[:8] for j in range(max(0, i - 2), min(len(out), i + 6))})
+        for j in shown:
+            print(f"[lab]   | {out[j][:300]}", file=sys.stderr)
+        for l in out[-25:]:
+            print(f"[lab]   $ {l[:300]}", file=sys.stderr)
 print(f"{label}: {passed} passed, {failed} failed, {skipped} skipped")
 sys.exit(1 if failed else 0)
 PY

@@ -144,11 +144,17 @@ void VifQueue::stop() {
 }
 
 void VifQueue::set_rate(std::uint64_t bytes, std::uint64_t usecs) {
-  post([this, bytes, usecs] {
-    if (stopped_) return;
-    tx_->set_rate(bytes, usecs, Clock::now());
-    run_tx();
+  // Waited for, as the headroom below: when the toolstack's write has been handled, every
+  // TX pass after it is under the new rate (and the log line saying so is true).
+  std::promise<void> done;
+  post([this, bytes, usecs, &done] {
+    if (!stopped_) {
+      tx_->set_rate(bytes, usecs, Clock::now());
+      run_tx();
+    }
+    done.set_value();
   });
+  done.get_future().wait();
 }
 
 void VifQueue::set_xdp_headroom(std::uint32_t headroom) {

@@ -75,6 +75,8 @@ class VifQueue {
   /// object may be destroyed (which unbinds the ports and unmaps the rings). Any thread.
   void stop();
 
+  /// The toolstack's new B:rate; returns once the queue's thread has taken it, so every TX
+  /// pass after the return is under it. Any thread but the queue's.
   void set_rate(std::uint64_t bytes, std::uint64_t usecs);
   /// The frontend's new XDP headroom; returns once the queue's thread has taken it (between
   /// two RX passes), so no packet laid out after the return uses the old one. Any thread

@@ -171,6 +171,10 @@ void BackendXenbus::on_rate() {
   if (last_rate_ == rate) return;
   last_rate_ = rate;
   vif_.rate_changed(rate);
+  log::write(log::Level::info, log_prefix_,
+             rate.unlimited() ? std::string("rate: unlimited, in force")
+                              : "rate: " + std::to_string(rate.bytes) + " bytes every " +
+                                    std::to_string(rate.usecs) + " us, in force");
 }
 
 void BackendXenbus::on_mac_spoofing() {

@@ -971,9 +971,21 @@ class HostileRate : public HostileFrontend {
               << ms << " ms\n";
     EXPECT_EQ(tr.received, tr.sent) << "the well-behaved guest lost traffic " << when;
   }
-  void set_rate(Rogue& bad, const std::string& rate) {
+  /// Writes B:rate and waits for the daemon's line saying what it made of it (`said`): from
+  /// then on every TX pass is under it. A fixed sleep was not always enough beside CI's lab
+  /// boot, and a late rate let a whole ring of frames through unlimited inside the window.
+  void set_rate(Rogue& bad, const std::string& rate, const std::string& said) {
     ASSERT_FALSE(toolstack_xs_->write(be_path(bad.dom()) + "/rate", rate));
-    std::this_thread::sleep_for(300ms);  // the watch reaches the queue
+    const std::string vif = "vif" + std::to_string(bad.dom().value()) + ".0";
+    ASSERT_TRUE(wait_for(
+        [&] {
+          const std::lock_guard lock(log_mu_);
+          return std::any_of(log_lines_.begin(), log_lines_.end(), [&](const std::string& l) {
+            return l.find(vif) != std::string::npos && l.find(said) != std::string::npos;
+          });
+        },
+        30s))
+        << "the daemon never said \"" << said << "\" of rate " << rate;
   }
 };
 
@@ -985,7 +997,8 @@ TEST_F(HostileRate, RateOfZeroBytesPerIntervalIsRefusedAndTheVifKeepsSending) {
   ASSERT_TRUE(page.has_value());
   const auto f = frame(1346, 9);
   copy_frame(*page, 0, f);
-  set_rate(*bad, "0,1");
+  set_rate(*bad, "0,1", "0 bytes per interval");
+  ASSERT_FALSE(HasFatalFailure());
   // Linux netback takes "0,1" and never refills the credit (TX stops after the first burst);
   // we refuse it with a reason and go unlimited, as netback does for a rate it cannot parse.
   const auto run = keep_sending(*bad, *page, f, 1500ms);
@@ -1016,7 +1029,8 @@ TEST_F(HostileRate, RateOfOneBytePerMicrosecondSendsSlowlyWithoutSpinningTheDaem
   ASSERT_TRUE(page.has_value());
   const auto f = frame(1346, 10);
   copy_frame(*page, 0, f);
-  set_rate(*bad, "1,1");  // 1 MB/s, in 1-byte intervals
+  set_rate(*bad, "1,1", "rate: 1 bytes every 1 us, in force");  // 1 MB/s, 1-byte intervals
+  ASSERT_FALSE(HasFatalFailure());
   const auto run = keep_sending(*bad, *page, f, 1500ms);
   std::cout << "rate 1,1: " << run.answered << " packets (" << run.bytes / 1000 << " kB) in "
             << run.elapsed.count() << " s, " << run.retries << " credit retries, daemon CPU "
