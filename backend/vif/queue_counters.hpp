@@ -35,6 +35,7 @@ namespace unetback::vif {
   X(rx_notify_suppressed,                                                                        \
     "host->guest notifications left out: the frontend did not ask (rsp_event)")                  \
   X(rx_stalls, "carrier went off: no slots for the head packet too long")                        \
+  X(rx_waits_for_slots, "RX passes that stopped: the head packet found too few posted buffers")  \
   X(rx_polls, "RX ring polls on the timer: no feature-rx-notify, so refills are not kicked")     \
   X(rx_poll_packets, "host->guest packets delivered by those polls")                             \
   X(rx_switch_packets, "packets queued by the internal switch (VM->VM, uplink)")                 \

@@ -86,6 +86,7 @@ RxPath::Pass RxPath::process(Clock::time_point now) {
     }
     if (!ring_.requests_available(needed)) {
       pass.waiting_for_slots = true;
+      QueueCounters::add(counters_.rx_waits_for_slots);
       if (!short_of_slots_since_) short_of_slots_since_ = now;
       break;
     }
