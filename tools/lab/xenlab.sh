@@ -18,7 +18,8 @@
 #      unetbackd, its wake-ups per packet in every run and, in two more runs apart from the
 #      throughput runs, its syscalls per packet (perf stat, or strace -c); after each unetbackd
 #      destroy: backend state 6, no TAP, no mapped grant, no bound event channel
-#   2. netfront-shim in a domU (no kernel netfront) against the kernel netback and unetbackd;
+#   2. netfront-shim in a domU (no kernel netfront) against the kernel netback (full run only)
+#      and unetbackd;
 #      with unetbackd also a SIGKILL of the daemon: systemd restarts it, the shim is served again
 #   adopt (issue 20): labu's Linux netfront across a SIGKILL of unetbackd (systemd restarts it,
 #      the new process adopts the vif from its state record), a planned takeover (systemctl
@@ -26,12 +27,12 @@
 #      again; adopt.unetbackd.upgrade.*): both states stay 4 (sampled every 20 ms), a TCP stream survives, the outage of a
 #      50 ms pinger (adopt.unetbackd.{crash,takeover,upgrade}.outage_ms) split by the daemons' milestones
 #      (kill_to_exec_ms, exec_to_setup_ms, setup_to_adopted_ms, handover_ms, gap_after_start_ms...),
-#      the same TAP on xenbr0; first the baseline, the kernel netback reloaded under the same
-#      guest (vif unbound, rmmod, modprobe: adopt.kernel.reload.{guest_lost,states_seen,...})
+#      the same TAP on xenbr0; first (full run only) the baseline, the kernel netback reloaded
+#      under the same guest (vif unbound, rmmod, modprobe: adopt.kernel.reload.{guest_lost,states_seen,...})
 #   libvirt: virsh -c xen:/// create of a PV domain with <interface type='bridge'> on xenbr0,
 #      served by unetbackd (ping, iperf3 both ways), virsh destroy with the checks of 1; then
 #      journalctl -u unetbackd (the daemon's lines; -p warning shows a rejected tunable only)
-#   3. a 2-vCPU domU (2 queues) on the kernel netback, then on unetbackd with a tunable written
+#   3. a 2-vCPU domU (2 queues) on the kernel netback (full run only), then on unetbackd with a tunable written
 #      with xenstore-write and network-detach/attach (the same checks after each)
 #   lifecycle (issue 18), on the kernel netback (full run only) and on unetbackd.service: xl save + xl
 #      restore of a PV domU (quick: once, full: twice), xl migrate of a PVH domU to this host
@@ -43,7 +44,7 @@
 #      `xl devd`; a client domU with backend=labdd: Connected, the hotplug script run in the
 #      driver domain, ping, iperf3 both ways, xl destroy of the client releases everything there,
 #      then xl destroy of the driver domain under a running client; the same driver domain with
-#      xen-netback as the baseline (iperf3 both ways); the grant/maptrack frames Xen reports
+#      xen-netback as the baseline (full run only) (iperf3 both ways); the grant/maptrack frames Xen reports
 #   last: apt-get remove unetback stops the service.
 # Directions are the project's: guest_tx = domU -> dom0 (the guest transmits), guest_rx =
 # dom0 -> domU.
