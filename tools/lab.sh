@@ -167,8 +167,10 @@ run_tests() {
 }
 
 cmd_test() {
-  local asan=0
+  local asan=0 build_only=0
   [[ ${1:-} == --asan ]] && asan=1
+  # --asan --build-only: the build alone (CI builds it beside the test stage, at nice 19).
+  [[ ${2:-} == --build-only ]] && build_only=1
   deps
   if ((asan)); then
     local dir=${BUILD_DIR:-build-asan}
@@ -181,6 +183,7 @@ cmd_test() {
     local suites=(unit)
     if [[ $(id -u) -eq 0 ]]; then suites+=(hostile); else log "not root: skipping hostile under ASan"; fi
     build_suites "$dir" "${suites[@]}"
+    ((build_only)) && return 0
     rm -f "$dir"/meson-logs/testlog-*.json
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
       run_tests --no-rebuild "$dir" unit || rc=$?

@@ -4,11 +4,12 @@
 # (fuzz/corpus/<target>/), prints the executions per target, and fails if any target found
 # a crash, a sanitizer report, a leak or a violated property.
 #
-#   tools/lab/fuzz.sh [--seconds N] [--target NAME]... [--keep-corpus]
+#   tools/lab/fuzz.sh [--seconds N] [--target NAME]... [--keep-corpus] [--build-only]
 #
 # --seconds N     time per target (default 10)
 # --target NAME   only this target (repeatable); names: fuzz/*_fuzz.cpp without _fuzz.cpp
 # --keep-corpus   grow BUILD_DIR/fuzz-work/<target> across runs instead of starting afresh
+# --build-only    build the targets and stop (CI builds them early, at nice 19)
 # Environment: BUILD_DIR (default build-fuzz), JOBS (default nproc).
 # Crash inputs land in BUILD_DIR/fuzz-artifacts/<target>/; replay one with
 #   BUILD_DIR/fuzz/<target>_fuzz FILE
@@ -19,13 +20,15 @@ cd "$ROOT"
 BUILD_DIR=${BUILD_DIR:-build-fuzz}
 SECONDS_PER_TARGET=10
 KEEP=0
+BUILD_ONLY=0
 TARGETS=()
 while (($#)); do
   case $1 in
     --seconds) SECONDS_PER_TARGET=$2; shift 2 ;;
     --target) TARGETS+=("$2"); shift 2 ;;
     --keep-corpus) KEEP=1; shift ;;
-    *) echo "usage: $0 [--seconds N] [--target NAME]... [--keep-corpus]" >&2; exit 2 ;;
+    --build-only) BUILD_ONLY=1; shift ;;
+    *) echo "usage: $0 [--seconds N] [--target NAME]... [--keep-corpus] [--build-only]" >&2; exit 2 ;;
   esac
 done
 log() { printf '[fuzz] %s\n' "$*" >&2; }
@@ -49,6 +52,7 @@ if [[ ! -f $BUILD_DIR/build.ninja ]]; then
 fi
 # shellcheck disable=SC2046  # one ninja target per word
 ninja -C "$BUILD_DIR" -j "${JOBS:-$(nproc)}" $(printf 'fuzz/%s_fuzz ' "${TARGETS[@]}") >&2
+((BUILD_ONLY)) && exit 0
 
 # A UBSan report is a finding, not a warning: stop on the first one.
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}

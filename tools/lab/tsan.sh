@@ -7,9 +7,10 @@
 # one from a child process whose exit the test did not check: reports are written to
 # BUILD_DIR/tsan-reports/ (TSAN_OPTIONS log_path) and printed at the end.
 #
-#   tools/lab/tsan.sh [--suite NAME]... [--soak MINUTES]
+#   tools/lab/tsan.sh [--suite NAME]... [--soak MINUTES] [--build-only]
 #
 # --suite NAME      default: unit integration [root-netns as root]
+# --build-only      build what the run needs and stop (CI builds it early, at nice 19)
 # --soak MINUTES    also run the soak (unetlab soak) on the TSan build (root): the whole xensim
 #                   world (xensim, unetbackd, guests, iperf3, vif churn) under TSan
 # Environment: BUILD_DIR (default build-tsan), JOBS (default nproc).
@@ -20,11 +21,13 @@ cd "$ROOT"
 BUILD_DIR=${BUILD_DIR:-build-tsan}
 SUITES=()
 SOAK=
+BUILD_ONLY=0
 while (($#)); do
   case $1 in
     --suite) SUITES+=("$2"); shift 2 ;;
     --soak) SOAK=$2; shift 2 ;;
-    *) echo "usage: $0 [--suite NAME]... [--soak MINUTES]" >&2; exit 2 ;;
+    --build-only) BUILD_ONLY=1; shift ;;
+    *) echo "usage: $0 [--suite NAME]... [--soak MINUTES] [--build-only]" >&2; exit 2 ;;
   esac
 done
 log() { printf '[tsan] %s\n' "$*" >&2; }
@@ -54,6 +57,7 @@ done
 # Only what these suites' tests need (and, for the soak, the programs of the demo's world).
 "$ROOT/tools/lab.sh" build-suites "$BUILD_DIR" "${present[@]}"
 [[ -z $SOAK ]] || ninja -C "$BUILD_DIR" -j "${JOBS:-$(nproc)}"
+((BUILD_ONLY)) && exit 0
 rc=0
 # TSan slows everything ~5-15x: give the tests' own meson timeouts room.
 meson test -C "$BUILD_DIR" --no-rebuild --print-errorlogs --timeout-multiplier 6 \

@@ -17,13 +17,13 @@
 #      ratio domu_to_domu_switch against the kernel's domU->domU over xenbr0); with
 #      unetbackd, its wake-ups per packet in every run and, in two more runs apart from the
 #      throughput runs, its syscalls per packet (perf stat, or strace -c); after each unetbackd
-#      destroy: backend state 6, no TAP, no mapped grant, no bound event channel
-#   2. netfront-shim in a domU (no kernel netfront) against the kernel netback (full run only)
-#      and unetbackd;
+#      destroy: backend state 6, no TAP, no mapped grant, no bound event channel. The quick run
+#      leaves out the internal switch and the domU->domU syscall counts.
+#   2. netfront-shim in a domU (no kernel netfront) against the kernel netback and unetbackd;
 #      with unetbackd also a SIGKILL of the daemon: systemd restarts it, the shim is served again
 #   adopt (issue 20): labu's Linux netfront across a SIGKILL of unetbackd (systemd restarts it,
-#      the new process adopts the vif from its state record), a planned takeover (systemctl
-#      restart) and an upgrade in place (unetback-ctl upgrade: the same pid executes the program
+#      the new process adopts the vif from its state record), and in the full run a planned
+#      takeover (systemctl restart) and an upgrade in place (unetback-ctl upgrade: the same pid executes the program
 #      again; adopt.unetbackd.upgrade.*): both states stay 4 (sampled every 20 ms), a TCP stream survives, the outage of a
 #      50 ms pinger (adopt.unetbackd.{crash,takeover,upgrade}.outage_ms) split by the daemons' milestones
 #      (kill_to_exec_ms, exec_to_setup_ms, setup_to_adopted_ms, handover_ms, gap_after_start_ms...),
