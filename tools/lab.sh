@@ -169,7 +169,7 @@ run_tests() {
 cmd_test() {
   local asan=0 build_only=0
   [[ ${1:-} == --asan ]] && asan=1
-  # --asan --build-only: the build alone (CI builds it beside the test stage, at nice 19).
+  # --asan --build-only: the build alone (CI builds it beside the test stage, in the idle scheduling class).
   [[ ${2:-} == --build-only ]] && build_only=1
   deps
   if ((asan)); then

@@ -9,7 +9,7 @@
 # --seconds N     time per target (default 10)
 # --target NAME   only this target (repeatable); names: fuzz/*_fuzz.cpp without _fuzz.cpp
 # --keep-corpus   grow BUILD_DIR/fuzz-work/<target> across runs instead of starting afresh
-# --build-only    build the targets and stop (CI builds them early, at nice 19)
+# --build-only    build the targets and stop (CI builds them early, in the idle class)
 # Environment: BUILD_DIR (default build-fuzz), JOBS (default nproc).
 # Crash inputs land in BUILD_DIR/fuzz-artifacts/<target>/; replay one with
 #   BUILD_DIR/fuzz/<target>_fuzz FILE

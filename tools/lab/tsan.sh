@@ -10,7 +10,7 @@
 #   tools/lab/tsan.sh [--suite NAME]... [--soak MINUTES] [--build-only]
 #
 # --suite NAME      default: unit integration [root-netns as root]
-# --build-only      build what the run needs and stop (CI builds it early, at nice 19)
+# --build-only      build what the run needs and stop (CI builds it early, in the idle class)
 # --soak MINUTES    also run the soak (unetlab soak) on the TSan build (root): the whole xensim
 #                   world (xensim, unetbackd, guests, iperf3, vif churn) under TSan
 # Environment: BUILD_DIR (default build-tsan), JOBS (default nproc).
