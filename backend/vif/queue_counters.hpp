@@ -38,6 +38,7 @@ namespace unetback::vif {
   X(rx_waits_for_slots, "RX passes that stopped: the head packet found too few posted buffers")  \
   X(rx_polls, "RX ring polls on the timer: no feature-rx-notify, so refills are not kicked")     \
   X(rx_poll_packets, "host->guest packets delivered by those polls")                             \
+  X(rx_housekeeping_packets, "host->guest packets delivered by the 100 ms housekeeping look")    \
   X(rx_switch_packets, "packets queued by the internal switch (VM->VM, uplink)")                 \
   X(rx_over_18_slots, "> 18 data slots: Linux netfront drops such a packet")                     \
   X(rx_dropped_source_gone, "VM->VM zerocopy packets whose sender disconnected")                 \

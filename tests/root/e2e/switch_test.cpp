@@ -78,58 +78,20 @@ class SwitchEndToEnd : public EndToEnd {
     return testing::env_or("UNETBACK_UDPFLOW_BIN", UNETBACK_UDPFLOW_BIN_DEFAULT);
   }
 
-  /// Packets per second a receiver in `ns` counted on `port` over `secs` seconds while
-  /// guest `from` sends 1-byte payloads to it (`to` = IP:PORT); -1 when a tool failed.
-  double small_flow_pps(const XlWorld::Guest& from, const std::string& ns, const std::string& to,
-                        int port, int secs) {
-    Daemon& recv = w().spawn_in_ns(ns,
-                                   {udpflow_bin(), "recv", "--port", std::to_string(port),
-                                    "--seconds", std::to_string(secs), "--from-start", "--json"},
-                                   "recv-" + std::to_string(port) + ".json");
-    std::this_thread::sleep_for(200ms);  // bound before the first packet
-    const RunResult sent = w().in_ns(from.ns, udp_send(to, 1, secs + 1), 30s);
-    const auto st = recv.wait_exit(20s);
-    if (sent.status != 0 || !st || *st != 0) return -1;
-    const std::string out = recv.log();
-    const auto at = out.find("\"pps\":");
-    return at == std::string::npos ? -1 : std::strtod(out.c_str() + at + 6, nullptr);
-  }
-
-  /// Seed 000's experiment in small: guest 1 sends 1-byte packets to the host; then the same
-  /// while it also floods 1400-byte packets at guest 2, which takes only 100 a second. The
-  /// small flow's rate with the flood, divided by its rate alone.
-  double small_flow_ratio_past_a_slow_receiver() {
-    auto g1 = guest(1);
-    auto g2 = guest(2, {"--rx-rate", "100"});
-    if (!g1 || !g2) return -1;
-    if (!ping(g1->ns, g2->ip, 1) || !ping(g1->ns, w().host_ip(), 1)) return -1;
-    const double alone = small_flow_pps(*g1, w().ns0(), w().host_ip() + ":5400", 5400, 2);
-    Daemon& large = w().spawn_in_ns(g1->ns, udp_send(g2->ip + ":5401", 1400, 8), "large.log");
-    std::this_thread::sleep_for(1s);
-    const double together = small_flow_pps(*g1, w().ns0(), w().host_ip() + ":5402", 5402, 2);
-    large.signal(SIGKILL);
-    const std::string s = stats();
-    std::cout << "small flow alone " << alone << " pps, beside the flood to a slow guest "
-              << together << " pps; zerocopy " << sum_counter(s, "tx_zerocopy") << ", copied "
-              << sum_counter(s, "tx_copied") << " (for the limit "
-              << sum_counter(s, "tx_copy_for_limit") << "), stalls " << sum_counter(s, "tx_stalls")
-              << "\n";
-    if (alone <= 0 || together < 0) return -1;
-    return together / alone;
-  }
-
-  /// The share of `n_pps` host->guest packets a second, for `secs`, that reach guest `to`
-  /// (received / sent, measured in `to`'s namespace); -1 when a tool failed.
-  double host_to_guest_delivery(const XlWorld::Guest& to, int port, int secs, int n_pps) {
+  /// The share of `pps` paced `size`-byte UDP packets a second, sent for `secs` seconds from
+  /// namespace `from_ns` to `to_ip`:`port`, that a receiver in `to_ns` counted (received /
+  /// sent); -1 when a tool failed. Paced flows measure loss, not the CPU share a sender got.
+  double delivery(const std::string& from_ns, const std::string& to_ns, const std::string& to_ip,
+                  int port, int secs, int pps, int size) {
     Daemon& recv =
-        w().spawn_in_ns(to.ns,
+        w().spawn_in_ns(to_ns,
                         {udpflow_bin(), "recv", "--port", std::to_string(port), "--seconds",
                          std::to_string(secs + 1), "--from-start", "--json"},
                         "recv-" + std::to_string(port) + ".json");
-    std::this_thread::sleep_for(200ms);
-    const RunResult sent = w().in_ns(w().ns0(),
-                                     udp_send(to.ip + ":" + std::to_string(port), 100, secs,
-                                              {"--pps", std::to_string(n_pps), "--json"}),
+    std::this_thread::sleep_for(200ms);  // bound before the first packet
+    const RunResult sent = w().in_ns(from_ns,
+                                     udp_send(to_ip + ":" + std::to_string(port), size, secs,
+                                              {"--pps", std::to_string(pps), "--json"}),
                                      30s);
     const auto st = recv.wait_exit(20s);
     if (sent.status != 0 || !st || *st != 0) return -1;
@@ -141,6 +103,38 @@ class SwitchEndToEnd : public EndToEnd {
     if (s <= 0 || r < 0) return -1;
     return r / s;
   }
+  /// delivery() of 100-byte packets from the host to guest `to`.
+  double host_to_guest_delivery(const XlWorld::Guest& to, int port, int secs, int n_pps) {
+    return delivery(w().ns0(), to.ns, to.ip, port, secs, n_pps, 100);
+  }
+
+  /// Seed 000's experiment in small: guest 1 sends 2000 1-byte packets a second to the host;
+  /// then the same while it also sends 10000 1400-byte packets a second at guest 2, which
+  /// takes only 100 a second, so guest 1's zerocopy packets reach the pending limit within a
+  /// second. The small flow's delivered share beside that flood, divided by its share alone.
+  /// Both flows are paced: unpaced, the two senders' share of a loaded 2-CPU machine decided
+  /// the ratio (0.06-1.5 in CI); the bench's seed-000 experiment measures the unpaced rates.
+  double small_flow_ratio_past_a_slow_receiver() {
+    auto g1 = guest(1);
+    auto g2 = guest(2, {"--rx-rate", "100"});
+    if (!g1 || !g2) return -1;
+    if (!ping(g1->ns, g2->ip, 1) || !ping(g1->ns, w().host_ip(), 1)) return -1;
+    const double alone = delivery(g1->ns, w().ns0(), w().host_ip(), 5400, 2, 2000, 1);
+    Daemon& large = w().spawn_in_ns(g1->ns, udp_send(g2->ip + ":5401", 1400, 8, {"--pps", "10000"}),
+                                    "large.log");
+    std::this_thread::sleep_for(1s);
+    const double together = delivery(g1->ns, w().ns0(), w().host_ip(), 5402, 2, 2000, 1);
+    large.signal(SIGKILL);
+    const std::string s = stats();
+    std::cout << "small flow delivered alone " << alone << ", beside the flood to a slow guest "
+              << together << "; zerocopy " << sum_counter(s, "tx_zerocopy") << ", copied "
+              << sum_counter(s, "tx_copied") << " (for the limit "
+              << sum_counter(s, "tx_copy_for_limit") << "), stalls " << sum_counter(s, "tx_stalls")
+              << "\n";
+    if (alone <= 0 || together < 0) return -1;
+    return together / alone;
+  }
+
   /// Writes a key of guest `g`'s vif backend directory, as the toolstack would.
   bool write_backend_key(const XlWorld::Guest& g, const std::string& key, const std::string& v) {
     const std::string path = "/local/domain/0/backend/vif/" + std::to_string(g.domid) + "/0/" + key;
@@ -260,8 +254,9 @@ TEST_F(SwitchEndToEnd, ASlowReceiverDoesNotStallTheSendersOtherFlowThePendingLim
   const double ratio = small_flow_ratio_past_a_slow_receiver();
   ASSERT_GE(ratio, 0) << "a tool failed";
   RecordProperty("small_flow_ratio_x1000", static_cast<int>(ratio * 1000));
-  // Seed 000: with the fallback the small flow keeps its rate. Generous for a noisy machine.
-  EXPECT_GT(ratio, 0.25);
+  // Seed 000: with the fallback the small flow keeps its packets (1.0 idle, 0.88-1.0 beside
+  // four busy loops on 2 CPUs; 0 without it). Generous for a noisy machine.
+  EXPECT_GT(ratio, 0.5);
   EXPECT_GT(sum_counter(stats(), "tx_copy_for_limit"), 0U) << "the limit never applied";
 }
 
