@@ -588,10 +588,7 @@ void VifQueue::arm_rx_poll() {
     rx_poll_armed_ = false;
     if (stopped_ || ec) return;
     QueueCounters::add(counters_->rx_polls);
-    const auto before = counters_->rx_packets.load(std::memory_order_relaxed);
-    guarded([this] { run_rx(); });
-    QueueCounters::add(counters_->rx_poll_packets,
-                       counters_->rx_packets.load(std::memory_order_relaxed) - before);
+    count_rx_delivered(counters_->rx_poll_packets, [this] { guarded([this] { run_rx(); }); });
   });
 }
 
@@ -600,10 +597,7 @@ void VifQueue::on_housekeeping(const std::error_code& ec) {
   // Expiry and stall detection run even when no event arrives (a guest that stopped
   // posting buffers sends none). Packets of a sender that went away leave the queue now.
   if (res_.tx.sw) (void)rx_->purge_dead_sources();
-  const auto before = counters_->rx_packets.load(std::memory_order_relaxed);
-  run_rx();
-  QueueCounters::add(counters_->rx_housekeeping_packets,
-                     counters_->rx_packets.load(std::memory_order_relaxed) - before);
+  count_rx_delivered(counters_->rx_housekeeping_packets, [this] { run_rx(); });
   // A lost or never-sent TX kick must not park published requests for ever (the frontend
   // sends no second one: req_event was not passed again). Looking costs one index read;
   // no tx retry pending means the rate limiter is not holding the ring back.

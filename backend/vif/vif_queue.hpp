@@ -145,6 +145,13 @@ class VifQueue {
   void drain_steered();
   void run_tx();
   void run_rx();
+  /// Runs `pass` (an RX pass) and adds the packets it delivered to the guest to `delivered`.
+  template <typename F>
+  void count_rx_delivered(std::atomic<std::uint64_t>& delivered, F&& pass) {
+    const auto before = counters_->rx_packets.load(std::memory_order_relaxed);
+    std::forward<F>(pass)();
+    QueueCounters::add(delivered, counters_->rx_packets.load(std::memory_order_relaxed) - before);
+  }
   /// Internal switch: packets other vifs sent us, and our zerocopy packets they are done with.
   void drain_switch();
   void arm_housekeeping();
