@@ -385,6 +385,11 @@ TEST_F(BackendEndToEnd, FrontendWithoutRxNotifyGetsABurstLargerThanItsRingByPoll
   // under TSan beside three busy loops). FrontendWithRxNotifyIsNeverPolled asserts the other
   // side (0 polls for a frontend that kicks), and the Mini-OS guest's end-to-end test the
   // poll's own deliveries over a whole iperf3 run.
+  // The poll was armed when the pass stopped; when housekeeping delivered the 48 first, it
+  // fires up to 30 ms after that (CI #9 under TSan read the counters before it had).
+  const auto poll_fired_by = std::chrono::steady_clock::now() + 5s;
+  while (counter("rx_polls") == 0 && std::chrono::steady_clock::now() < poll_fired_by)
+    std::this_thread::sleep_for(1ms);
   EXPECT_GT(counter("rx_polls"), 0u);
   EXPECT_EQ(counter("rx_poll_packets") + counter("rx_housekeeping_packets"),
             static_cast<std::uint64_t>(kBurst - kRing));
