@@ -317,7 +317,8 @@ Result<TxSendInfo> NetfrontQueue::send_raw(std::span<const RawTxSlot> slots,
   for (const RawTxSlot& s : slots) {
     const std::uint16_t id = free_ids_.back();
     free_ids_.pop_back();
-    std::memcpy(tx_copy_pages_.page(id) + s.offset, data.data(), s.size);
+    // A zero-size slot (a Windows frontend's) copies nothing: data may be empty, its pointer null.
+    if (s.size != 0) std::memcpy(tx_copy_pages_.page(id) + s.offset, data.data(), s.size);
     data = data.subspan(s.size);
     ids_[id].copy_page = true;
     out.push_back(OutSlot{id, tx_copy_pages_.ref(id), s.offset, s.size});
