@@ -229,7 +229,7 @@ class XlWorld {
     }
     xensim_ = std::make_unique<Daemon>(std::vector<std::string>{bins_.xensim, "--dir", world()},
                                        dir_ + "/xensim.log");
-    if (!xensim_->wait_for("xensim ready", 10s)) {
+    if (!xensim_->wait_for("xensim ready", 30s)) {
       why_ = "xensim did not start: " + xensim_->log();
       return;
     }
@@ -280,7 +280,9 @@ class XlWorld {
     argv.insert(argv.end(), daemon_args_.begin(), daemon_args_.end());
     daemon_ = std::make_unique<Daemon>(
         argv, dir_ + "/unetbackd-" + std::to_string(++daemon_runs_) + ".log");
-    for (int i = 0; i < 200 && !std::filesystem::exists(world() + "/unetbackd.sock"); ++i)
+    const auto deadline = std::chrono::steady_clock::now() + 30s;
+    while (!std::filesystem::exists(world() + "/unetbackd.sock") &&
+           std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(50ms);
     if (!std::filesystem::exists(world() + "/unetbackd.sock")) {
       why_ = "unetbackd did not start: " + daemon_->log();
@@ -344,7 +346,7 @@ class XlWorld {
   /// Ends unetbackd with `signo` (SIGTERM: orderly, SIGKILL: a crash) and waits for it.
   void kill_daemon(int signo) {
     daemon_->signal(signo);
-    (void)daemon_->wait_exit(15s);
+    (void)daemon_->wait_exit(30s);
   }
 
   RunResult xl(std::vector<std::string> args, std::chrono::milliseconds limit = 90s) {
@@ -355,7 +357,7 @@ class XlWorld {
   RunResult ctl(std::vector<std::string> args) {
     std::vector<std::string> argv = {bins_.ctl, "--world", world()};
     argv.insert(argv.end(), args.begin(), args.end());
-    return run(argv, dir_, 20s);
+    return run(argv, dir_, 60s);
   }
 
   struct Guest {
@@ -483,6 +485,24 @@ inline double iperf_bits_per_second(const std::string& json) {
   const auto bps = json.find("\"bits_per_second\":", at);
   if (bps == std::string::npos) return 0;
   return std::strtod(json.c_str() + bps + 18, nullptr);
+}
+
+/// iperf3 -J: the bytes the receiver counted over the whole run (0 when absent).
+inline double iperf_bytes_received(const std::string& json) {
+  const auto at = json.find("\"sum_received\"");
+  if (at == std::string::npos) return 0;
+  const auto bytes = json.find("\"bytes\":", at);
+  if (bytes == std::string::npos) return 0;
+  return std::strtod(json.c_str() + bytes + 8, nullptr);
+}
+
+/// iperf3 -J: the bytes the sender wrote over the whole run (0 when absent).
+inline double iperf_bytes_sent(const std::string& json) {
+  const auto at = json.find("\"sum_sent\"");
+  if (at == std::string::npos) return 0;
+  const auto bytes = json.find("\"bytes\":", at);
+  if (bytes == std::string::npos) return 0;
+  return std::strtod(json.c_str() + bytes + 8, nullptr);
 }
 
 /// iperf3 -J: the bits/s of each interval's sum, in order.

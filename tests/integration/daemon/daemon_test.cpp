@@ -38,6 +38,7 @@
 #include "common/hv/xen/xen_xenstore.hpp"
 #include "common/util/log.hpp"
 #include "tests/integration/xensim/xensim_process.hpp"
+#include "tests/support/figure.hpp"
 #include "tests/unit/daemon/fake_vif_factory.hpp"
 
 extern char** environ;
@@ -46,6 +47,12 @@ namespace unetback::test {
 namespace {
 
 using namespace std::chrono_literals;
+
+// How long a wait for something that must happen may last before the test fails: a guard
+// against a hang, never reached by a run that works, however slow the machine. Programs the
+// tests run get twice as long.
+constexpr auto kHangGuard = 30s;
+constexpr auto kProgramGuard = 60s;
 
 std::string env_or(const char* name, const char* fallback) {
   const char* v = std::getenv(name);
@@ -57,10 +64,10 @@ struct ProgramResult {
   std::string out, err;
 };
 
-// Runs `argv` with stdout/stderr captured, calling `tick` (the test's event loop) until it
-// exits, at most `timeout`.
+// Runs `argv` with stdout/stderr captured, calling `tick` (the test's event loop, or a short
+// sleep between two looks at the child) until it exits, at most `timeout`.
 ProgramResult run_program(const std::vector<std::string>& argv, const std::function<void()>& tick,
-                          std::chrono::milliseconds timeout = 10s) {
+                          std::chrono::milliseconds timeout = kProgramGuard) {
   int out[2], err[2];
   if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) return {};
   posix_spawn_file_actions_t fa;
@@ -135,7 +142,7 @@ class MetricsProcess {
     ::close(out[1]);
     out_ = UniqueFd(out[0]);
     std::string line;
-    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    const auto deadline = std::chrono::steady_clock::now() + kHangGuard;
     while (line.find('\n') == std::string::npos && std::chrono::steady_clock::now() < deadline) {
       pollfd p{out_.get(), POLLIN, 0};
       if (::poll(&p, 1, 100) != 1) continue;
@@ -178,11 +185,25 @@ UniqueFd tcp_connect(const std::string& address) {
   return fd;
 }
 
+/// Whether the peer closed `fd` (EOF or a reset, after whatever it sent) within kHangGuard.
+bool closed_by_peer(int fd) {
+  const auto deadline = std::chrono::steady_clock::now() + kHangGuard;
+  while (std::chrono::steady_clock::now() < deadline) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 100) != 1) continue;
+    char buf[4096];
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n == 0 || (n < 0 && errno == ECONNRESET)) return true;
+    if (n < 0) return false;
+  }
+  return false;
+}
+
 /// Sends `request` to `address` and returns everything the server sent until it closed,
 /// calling `tick` (the test's event loop) meanwhile; "" if it did not close within `timeout`.
 std::string http_exchange(const std::string& address, const std::string& request,
                           const std::function<void()>& tick,
-                          std::chrono::milliseconds timeout = 15s) {
+                          std::chrono::milliseconds timeout = kProgramGuard) {
   UniqueFd fd = tcp_connect(address);
   if (!fd) return "<connect failed>";
   if (::send(fd.get(), request.data(), request.size(), MSG_NOSIGNAL) !=
@@ -251,7 +272,8 @@ class DaemonWorld : public ::testing::Test {
     io_.restart();
   }
   // Runs the daemon's loop until `pred` holds, at most `timeout`.
-  bool run_until(const std::function<bool()>& pred, std::chrono::milliseconds timeout = 5s) {
+  bool run_until(const std::function<bool()>& pred,
+                 std::chrono::milliseconds timeout = kHangGuard) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     while (std::chrono::steady_clock::now() < deadline) {
       if (pred()) return true;
@@ -358,10 +380,12 @@ TEST_F(DaemonWorld, LibxlCreateNetfrontConnectAndLibxlDestroy) {
   EXPECT_EQ(factory_.made, 1);
   EXPECT_EQ(factory_.destroyed, 1);
 
-  // libxl removes the directories: nothing comes back.
+  // libxl removes the directories: nothing comes back. A tunable written after them shows
+  // when the daemon has handled their watch events (one connection delivers in order).
   ASSERT_FALSE(toolstack_->rm(be()));
   ASSERT_FALSE(toolstack_->rm(fe()));
-  run_until([] { return false; }, 100ms);
+  ASSERT_FALSE(toolstack_->write("/local/domain/0/unetback/fatal-skb-slots", "25"));
+  ASSERT_TRUE(run_until([&] { return tunables_->current().fatal_skb_slots == 25; }));
   EXPECT_EQ(factory_.made, 1);
 }
 
@@ -442,7 +466,7 @@ TEST_F(DaemonWorld, HotplugScriptTimingOutAtAdoptionWritesHotplugError) {
   const std::string script = world_.dir() + "/vif-hangs";
   {
     std::ofstream f(script);
-    f << "#!/bin/sh\nexec sleep 30\n";
+    f << "#!/bin/sh\nexec sleep 600\n";
   }
   ASSERT_EQ(::chmod(script.c_str(), 0755), 0);
   bring_up();
@@ -460,7 +484,7 @@ TEST_F(DaemonWorld, HotplugScriptTimingOutAtAdoptionWritesHotplugError) {
   loop_ = std::make_unique<daemon::ManagerLoop>(io_, *manager_, xs_->watch_fd(), 20ms);
   loop_->start();
   ASSERT_TRUE(run_until([&] { return hotplug.running() == 1; })) << "the script was not re-run";
-  ASSERT_TRUE(run_until([&] { return read(be() + "/hotplug-status") == "error"; }, 5s))
+  ASSERT_TRUE(run_until([&] { return read(be() + "/hotplug-status") == "error"; }))
       << "hotplug-status " << read(be() + "/hotplug-status");
   EXPECT_NE(read(be() + "/hotplug-error").find("timed out"), std::string::npos)
       << read(be() + "/hotplug-error");
@@ -593,12 +617,21 @@ class SpawnedDaemon {
     std::ifstream f(log_path_);
     return std::string(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
   }
-  /// Waits (bounded) until the log holds `text`; false if it does not, or the daemon exited.
-  bool wait_log(std::string_view text, std::chrono::milliseconds t = 10s) {
+  /// How often the log holds `text`.
+  [[nodiscard]] std::size_t log_count(std::string_view text) const {
+    const std::string l = log();
+    std::size_t n = 0;
+    for (auto at = l.find(text); at != std::string::npos; at = l.find(text, at + text.size())) ++n;
+    return n;
+  }
+  /// Waits (bounded) until the log holds `text` `times` times; false if it does not, or the
+  /// daemon exited.
+  bool wait_log(std::string_view text, std::chrono::milliseconds t = kHangGuard,
+                std::size_t times = 1) {
     const auto deadline = std::chrono::steady_clock::now() + t;
     while (std::chrono::steady_clock::now() < deadline) {
-      if (log().find(text) != std::string::npos) return true;
-      if (exited(0ms)) return log().find(text) != std::string::npos;
+      if (log_count(text) >= times) return true;
+      if (exited(0ms)) return log_count(text) >= times;
       std::this_thread::sleep_for(10ms);
     }
     return false;
@@ -638,7 +671,7 @@ TEST(Unetbackd, LostXenstoreConnectionEndsTheDaemonWithStatusThree) {
   SpawnedDaemon d(*world);
   ASSERT_TRUE(d.wait_log("serving ")) << d.log();
   ASSERT_EQ(::kill(world->pid(), SIGKILL), 0);  // xenstored (and the broker) gone at once
-  const auto st = d.exited(5s);
+  const auto st = d.exited(kHangGuard);
   ASSERT_TRUE(st) << "unetbackd stayed alive without xenstore:\n" << d.log();
   EXPECT_EQ(*st, 3) << d.log();
   EXPECT_NE(d.log().find("lost the xenstore connection"), std::string::npos) << d.log();
@@ -660,13 +693,16 @@ TEST(Unetbackd, SighupReReadsTheTunablesAndUsrSignalsDoNotStopIt) {
   d.signal(SIGUSR1);
   ASSERT_TRUE(d.wait_log("SIGUSR1: 0 vif(s)")) << d.log();
   d.signal(SIGHUP);
-  EXPECT_FALSE(d.exited(300ms)) << d.log();
+  // The second SIGHUP handled (its line logged again): the daemon went on past it.
+  ASSERT_TRUE(d.wait_log("SIGHUP: tunables re-read from /local/domain/0/unetback", kHangGuard, 2))
+      << d.log();
+  EXPECT_FALSE(d.exited(0ms)) << d.log();
   auto r = run_program({ctl_bin, "--world", world.dir(), "get", "max-queues"}, idle);
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.out, "max-queues = 3\n");
 
   d.signal(SIGUSR2);
-  EXPECT_EQ(d.exited(10s), std::optional<int>(4)) << d.log();
+  EXPECT_EQ(d.exited(kHangGuard), std::optional<int>(4)) << d.log();
   EXPECT_TRUE(d.wait_log("handed over")) << d.log();
 }
 
@@ -712,7 +748,7 @@ TEST(Unetbackd, SecondDaemonOnTheSameBackendDomainExitsBeforeTouchingAnyVif) {
 
   // A crash: the kernel drops the lock, the owner node stays behind.
   first->signal(SIGKILL);
-  ASSERT_TRUE(first->exited(5s));
+  ASSERT_TRUE(first->exited(kHangGuard));
   const std::string stale = std::to_string(first->pid());
   first.reset();
   ASSERT_EQ(xs_read_or(xs, owner), stale);
@@ -720,7 +756,7 @@ TEST(Unetbackd, SecondDaemonOnTheSameBackendDomainExitsBeforeTouchingAnyVif) {
   ASSERT_TRUE(restarted.wait_log("serving ")) << restarted.log();
   EXPECT_EQ(xs_read_or(xs, owner), std::to_string(restarted.pid()));
   restarted.signal(SIGTERM);
-  EXPECT_EQ(restarted.exited(10s), std::optional<int>(0)) << restarted.log();
+  EXPECT_EQ(restarted.exited(kHangGuard), std::optional<int>(0)) << restarted.log();
   EXPECT_EQ(xs_read_or(xs, owner), "<absent>") << "an orderly exit removes the owner node";
 }
 
@@ -781,7 +817,7 @@ TEST(Unetbackd, ServesTheControlSocketAndStopsCleanlyOnSigterm) {
   ASSERT_EQ(::posix_spawn(&pid, bin.c_str(), nullptr, nullptr, args.data(), environ), 0);
   const auto idle = [] { std::this_thread::sleep_for(5ms); };
   ProgramResult r;
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  const auto deadline = std::chrono::steady_clock::now() + kHangGuard;
   do {
     r = run_program({ctl_bin, "--world", world.dir(), "get", "max-queues"}, idle);
     if (r.status == 0) break;
@@ -794,7 +830,7 @@ TEST(Unetbackd, ServesTheControlSocketAndStopsCleanlyOnSigterm) {
 
   ASSERT_EQ(::kill(pid, SIGTERM), 0);
   int st = 0;
-  const auto stop_deadline = std::chrono::steady_clock::now() + 10s;
+  const auto stop_deadline = std::chrono::steady_clock::now() + kHangGuard;
   pid_t done = 0;
   while ((done = ::waitpid(pid, &st, WNOHANG)) == 0 &&
          std::chrono::steady_clock::now() < stop_deadline)
@@ -828,7 +864,7 @@ TEST(Unetbackd, ThreadsTunableSetBeforeARestartIsAppliedAfterIt) {
     for (auto& a : argv) args.push_back(a.data());
     args.push_back(nullptr);
     EXPECT_EQ(::posix_spawn(&pid, bin.c_str(), nullptr, nullptr, args.data(), environ), 0);
-    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    const auto deadline = std::chrono::steady_clock::now() + kHangGuard;
     while (ctl({"get", "threads"}).status != 0 && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(20ms);
     std::size_t n = 0;
@@ -922,7 +958,8 @@ class NotifySocket {
 
 // Issue 17: Type=notify. READY=1 is the first message and comes only once the daemon serves
 // (its control socket answers at that very moment, its owner node is written); then
-// WATCHDOG=1 every half of WATCHDOG_USEC from the manager loop; STOPPING=1 on SIGTERM.
+// WATCHDOG=1 pings from the manager loop (every half of WATCHDOG_USEC: a figure, not judged),
+// nothing else in between; STOPPING=1 on SIGTERM.
 TEST(Unetbackd, TellsSystemdReadyOnlyOnceServingThenFeedsTheWatchdog) {
   if (!daemon::ServiceNotifier::enabled()) GTEST_SKIP() << "unetbackd built without libsystemd";
   XensimProcess world;
@@ -934,8 +971,8 @@ TEST(Unetbackd, TellsSystemdReadyOnlyOnceServingThenFeedsTheWatchdog) {
   ::unsetenv("NOTIFY_SOCKET");
   ::unsetenv("WATCHDOG_USEC");
 
-  const auto first = notify.next(10s);
-  ASSERT_TRUE(first) << "no READY=1 within 10 s:\n" << d.log();
+  const auto first = notify.next(kHangGuard);
+  ASSERT_TRUE(first) << "no READY=1:\n" << d.log();
   EXPECT_EQ(first->rfind("READY=1\n", 0), 0U) << "the first message: " << *first;
   EXPECT_NE(first->find("STATUS=serving /local/domain/0/backend/vif"), std::string::npos) << *first;
   // Serving already: the control socket answers, the owner node names this daemon.
@@ -951,30 +988,34 @@ TEST(Unetbackd, TellsSystemdReadyOnlyOnceServingThenFeedsTheWatchdog) {
   EXPECT_NE(xs_read_or(*xs, "/local/domain/0/unetback/owner").find(std::to_string(d.pid())),
             std::string::npos);
 
-  int pings = 0;
-  const auto until = std::chrono::steady_clock::now() + 1500ms;
-  while (std::chrono::steady_clock::now() < until) {
-    const auto m = notify.next(300ms);
-    ASSERT_TRUE(m) << "no watchdog ping for 300 ms (interval 200 ms):\n" << d.log();
+  constexpr int kPings = 7;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int pings = 0; pings < kPings; ++pings) {
+    const auto m = notify.next(kHangGuard);
+    ASSERT_TRUE(m) << "watchdog ping " << pings << " never came:\n" << d.log();
     EXPECT_EQ(*m, "WATCHDOG=1");
-    ++pings;
   }
-  EXPECT_GE(pings, 7) << "one per 100 ms in 1.5 s";
+  test::report_figure(
+      "unetbackd_watchdog_ping_interval_ms",
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() /
+          kPings,
+      "ms");
   EXPECT_NE(d.log().find("systemd watchdog: 200 ms"), std::string::npos) << d.log();
 
   d.signal(SIGTERM);
   std::optional<std::string> m;
-  while ((m = notify.next(5s)) && *m == "WATCHDOG=1") {
+  while ((m = notify.next(kHangGuard)) && *m == "WATCHDOG=1") {
   }
   ASSERT_TRUE(m);
   EXPECT_EQ(*m, "STOPPING=1");
-  EXPECT_EQ(d.exited(10s), 0);
+  EXPECT_EQ(d.exited(kHangGuard), 0);
 }
 
 // Issue 17: `unetback-ctl metrics` against a real unetbackd: GET /metrics gets the counters'
 // families, other paths 404, garbage 400; a client that sends half a request and stalls, or
-// one that hangs up at once, costs the next scraper a wait at most, not the server; with the
-// daemon gone a scrape gets 503 and the server stays up.
+// one that hangs up at once, costs the next scraper a wait at most (a figure), not the
+// server: the staller is dropped, the scraper answered; with the daemon gone a scrape gets
+// 503 and the server stays up.
 TEST(UnetbackCtl, MetricsServerScrapesAnswers404And503AndOutlivesBadClients) {
   XensimProcess world;
   SpawnedDaemon d(world);
@@ -1005,10 +1046,16 @@ TEST(UnetbackCtl, MetricsServerScrapesAnswers404And503AndOutlivesBadClients) {
   const auto t0 = std::chrono::steady_clock::now();
   reply = http_exchange(metrics.address(), get, idle);
   EXPECT_EQ(reply.rfind("HTTP/1.1 200 OK\r\n", 0), 0U) << reply;
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, 9s) << "the staller is dropped after 5 s";
+  test::report_figure(
+      "ctl_metrics_scrape_behind_staller_ms",
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),
+      "ms");
+  // Scrapes are served one at a time: the staller was dropped (its connection closed by the
+  // server) before the scraper behind it was answered.
+  EXPECT_TRUE(closed_by_peer(stalls.get())) << "the staller's connection is still open";
 
   d.signal(SIGTERM);
-  ASSERT_EQ(d.exited(10s), 0);
+  ASSERT_EQ(d.exited(kHangGuard), 0);
   reply = http_exchange(metrics.address(), get, idle);
   EXPECT_EQ(reply.rfind("HTTP/1.1 503 Service Unavailable\r\n", 0), 0U) << reply;
   EXPECT_NE(

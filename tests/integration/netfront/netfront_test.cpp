@@ -2,6 +2,7 @@
 // backend (dom0, tests/integration/netfront/test_backend) in one process.
 #include "frontend-shim/netfront.hpp"
 
+#include <functional>
 #include <gtest/gtest.h>
 #include <memory>
 #include <poll.h>
@@ -19,11 +20,16 @@
 #include "frontend-shim/tx_frag_layout.hpp"
 #include "tests/integration/netfront/test_backend.hpp"
 #include "tests/integration/xensim/xensim_process.hpp"
+#include "tests/support/figure.hpp"
 
 namespace unetback::test {
 namespace {
 
 using namespace std::chrono_literals;
+
+// How long a wait for something that must happen may last before the test fails: a guard
+// against a hang, never reached by a run that works, however slow the machine.
+constexpr auto kHangGuard = 30s;
 using netfront::Netfront;
 using netfront::NetfrontOptions;
 using netfront::RxDrop;
@@ -63,7 +69,7 @@ class NetfrontWorld : public ::testing::Test {
   void connect(NetfrontOptions opts = {}, BackendAdvert advert = {}) {
     backend_->advertise(advert);
     nf_ = std::make_unique<Netfront>(*domu_, opts);
-    ASSERT_FALSE(nf_->connect(5s));
+    ASSERT_FALSE(nf_->connect(kHangGuard));
     ASSERT_TRUE(backend_->attach(0));
   }
 
@@ -116,17 +122,23 @@ TEST_F(NetfrontWorld, ConnectWritesLinuxNetfrontKeysAndGoesStraightToConnected) 
   EXPECT_TRUE(nf_->split_event_channels());
 }
 
+// With no backend in InitWait, connect gives up at its bound (not before it, and not never);
+// a backend that comes while it waits is taken. The advertiser's pause only makes it likely
+// that the backend comes while connect waits rather than before: either order connects.
 TEST_F(NetfrontWorld, ConnectWaitsForInitWaitWithABound) {
   nf_ = std::make_unique<Netfront>(*domu_, NetfrontOptions{});
+  constexpr auto kBound = 300ms;
   const auto t0 = std::chrono::steady_clock::now();
-  EXPECT_EQ(nf_->connect(300ms), std::errc::timed_out);
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, 3s);
+  EXPECT_EQ(nf_->connect(kBound), std::errc::timed_out);
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  EXPECT_GE(waited, kBound) << "gave up before its bound";
+  EXPECT_LT(waited, kBound + kHangGuard) << "did not give up at its bound";
   EXPECT_EQ(backend_->frontend_state(), 1);
   std::thread later([&] {
     std::this_thread::sleep_for(100ms);
     backend_->advertise({});
   });
-  EXPECT_FALSE(nf_->connect(5s));
+  EXPECT_FALSE(nf_->connect(kHangGuard));
   later.join();
   EXPECT_EQ(backend_->frontend_state(), 4);
 }
@@ -136,7 +148,7 @@ TEST_F(NetfrontWorld, RefusesABackendWithoutRxCopy) {
   a.rx_copy = false;
   backend_->advertise(a);
   nf_ = std::make_unique<Netfront>(*domu_, NetfrontOptions{});
-  EXPECT_EQ(nf_->connect(2s), std::errc::no_such_device);
+  EXPECT_EQ(nf_->connect(kHangGuard), std::errc::no_such_device);
   EXPECT_FALSE(nf_->connected());
   EXPECT_EQ(backend_->frontend_state(), 1);
 }
@@ -149,7 +161,7 @@ TEST_F(NetfrontWorld, QueuesAreCappedByTheBackendMaximum) {
   a.split = false;
   backend_->advertise(a);
   nf_ = std::make_unique<Netfront>(*domu_, o);
-  ASSERT_FALSE(nf_->connect(5s));
+  ASSERT_FALSE(nf_->connect(kHangGuard));
   EXPECT_EQ(nf_->num_queues(), 2U);
   const auto keys = backend_->frontend_keys();
   EXPECT_EQ(keys.at("multi-queue-num-queues"), "2");
@@ -829,8 +841,8 @@ TEST_F(NetfrontWorld, DisconnectClosesAndRevokesEveryGrant) {
   const GrantRef rx_ring{static_cast<std::uint32_t>(std::stoul(keys.at("rx-ring-ref")))};
 
   // The frontend closes in another thread; this one plays netback reacting to Closing.
-  std::thread closer([&] { nf_->disconnect(5s); });
-  ASSERT_TRUE(backend_->wait_frontend_state(5, 5s));
+  std::thread closer([&] { nf_->disconnect(kHangGuard); });
+  ASSERT_TRUE(backend_->wait_frontend_state(5, kHangGuard));
   backend_->detach();  // unmaps the rings and unbinds, but one TX page stays mapped:
   auto still =
       dom0_->grant_table().map(domu_->self(), std::span(&tx_ref, 1), hv::Access::read_only);
@@ -858,8 +870,8 @@ TEST_F(NetfrontWorld, DisconnectClosesAndRevokesEveryGrant) {
 // --- the control ring: requests answered from the shim's event loop, which never waits ---
 
 /// The guest side of netfront-shim's loop, on one thread: RX taken when the queue's event
-/// channel fires (ShimLoop::on_event), and a 10 ms timer whose largest gap between two ticks
-/// is how long the loop was held by anything else.
+/// channel fires (ShimLoop::on_event), and a 10 ms timer that counts its ticks; the largest
+/// gap between two ticks (how long the loop was held by anything else) is a figure.
 class GuestLoop {
  public:
   explicit GuestLoop(Netfront& nf) : nf_(nf), rx_(io, nf.event_fd()), ticker_(io) {}
@@ -867,22 +879,29 @@ class GuestLoop {
   GuestLoop(const GuestLoop&) = delete;
   GuestLoop& operator=(const GuestLoop&) = delete;
 
-  /// Runs the loop until stop() or `limit`.
-  void run(std::chrono::milliseconds limit) {
+  /// Runs the loop until stop(), or until `done` holds (looked at every tick and after every
+  /// RX event), at most `limit` (a guard against a hang).
+  void run(std::function<bool()> done = {}, std::chrono::milliseconds limit = 60s) {
+    done_ = std::move(done);
     arm_rx();
     last_tick_ = std::chrono::steady_clock::now();
     tick();
     io.run_for(limit);
     // A handler that held the loop up to its end shows here (no tick came after it).
     max_gap = std::max(max_gap, std::chrono::steady_clock::now() - last_tick_);
+    done_ = {};
   }
   void stop() { io.stop(); }
 
   boost::asio::io_context io{1};
   std::atomic<std::uint64_t> rx_packets{0};
+  std::atomic<std::uint64_t> ticks{0};
   std::chrono::steady_clock::duration max_gap{};
 
  private:
+  void check_done() {
+    if (done_ && done_()) io.stop();
+  }
   void arm_rx() {
     if (rx_armed_) return;
     rx_armed_ = true;
@@ -894,16 +913,19 @@ class GuestLoop {
                      std::vector<RxPacket> got;
                      rx_packets += nf_.poll(got);
                      arm_rx();
+                     check_done();
                    });
   }
   void tick() {
     const auto now = std::chrono::steady_clock::now();
     max_gap = std::max(max_gap, now - last_tick_);
     last_tick_ = now;
+    ++ticks;
     ticker_.expires_after(10ms);
     ticker_.async_wait([this](const boost::system::error_code& ec) {
       if (!ec) tick();
     });
+    check_done();
   }
 
   Netfront& nf_;
@@ -911,10 +933,22 @@ class GuestLoop {
   boost::asio::steady_timer ticker_;
   std::chrono::steady_clock::time_point last_tick_{};
   bool rx_armed_ = false;
+  std::function<bool()> done_;
 };
 
 double ms(std::chrono::steady_clock::duration d) {
   return std::chrono::duration<double, std::milli>(d).count();
+}
+
+/// Calls `done` every millisecond until it holds, at most kHangGuard; whether it held.
+template <typename F>
+bool wait_until(F done) {
+  const auto deadline = std::chrono::steady_clock::now() + kHangGuard;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(1ms);
+  }
+  return true;
 }
 
 constexpr std::array<std::uint8_t, 40> kKey{
@@ -935,12 +969,13 @@ class CtrlRing : public NetfrontWorld {
     ASSERT_NE(nf_->ctrl(), nullptr) << "the backend offers feature-ctrl-ring";
   }
 
-  /// Delivers one small frame to the guest every 10 ms for `d` (the backend's other work
-  /// while it keeps a control request waiting); the number delivered.
-  std::uint64_t trickle_rx(std::chrono::milliseconds d) {
+  /// Delivers one small frame to the guest every 10 ms (pacing) for `d`, or until `stop`
+  /// holds (the backend's other work while it keeps a control request waiting); the number
+  /// delivered.
+  std::uint64_t trickle_rx(std::chrono::milliseconds d, const std::function<bool()>& stop = {}) {
     std::uint64_t sent = 0;
     const auto until = std::chrono::steady_clock::now() + d;
-    while (std::chrono::steady_clock::now() < until) {
+    while (std::chrono::steady_clock::now() < until && !(stop && stop())) {
       if (backend_->deliver_rx(pattern(60, static_cast<std::uint8_t>(sent)))) ++sent;
       std::this_thread::sleep_for(10ms);
     }
@@ -948,10 +983,12 @@ class CtrlRing : public NetfrontWorld {
   }
 };
 
-// A backend that takes its time: each of win-xenvif's five RSS requests is answered 300 ms
-// after it arrived, and meanwhile the backend sends the guest a frame every 10 ms. The
-// sequence completes, request after request, while the loop keeps taking the frames and its
-// timer keeps ticking: nothing in the loop waits for the backend's answer.
+// A backend that takes its time: each of win-xenvif's five RSS requests is answered late,
+// after the backend sent the guest a frame every 10 ms for 300 ms. The sequence completes,
+// request after request, while the loop keeps taking the frames and its timer keeps ticking:
+// nothing in the loop waits for the backend's answer. Each request is answered only once the
+// guest took every frame sent meanwhile and its timer ticked: a loop held by the waiting
+// request would take none, and the sequence would not complete.
 TEST_F(CtrlRing, RssSequenceAnsweredLateLeavesTheLoopMovingFramesAndTicking) {
   constexpr auto kLate = 300ms;
   GuestLoop loop(*nf_);
@@ -962,21 +999,22 @@ TEST_F(CtrlRing, RssSequenceAnsweredLateLeavesTheLoopMovingFramesAndTicking) {
 
   std::vector<std::uint16_t> types;
   std::vector<std::byte> key_seen;
-  std::vector<std::pair<std::uint64_t, std::uint64_t>> taken_of_sent;  // at each answer
+  struct WhileWaiting {
+    std::uint64_t taken = 0, sent = 0, ticks = 0;
+  };
+  std::vector<WhileWaiting> waited;  // at each answer
   std::thread backend([&] {
     std::uint64_t sent = 0;
     for (int i = 0; i < 5; ++i) {
-      auto req = backend_->wait_ctrl(5s);
+      auto req = backend_->wait_ctrl(kHangGuard);
       if (!req) return;
+      const std::uint64_t ticks_at_request = loop.ticks;
       types.push_back(req->type);
       if (req->type == XEN_NETIF_CTRL_TYPE_SET_HASH_KEY)
         key_seen = backend_->read_granted(GrantRef{req->data[0]}, req->data[1]);
       sent += trickle_rx(kLate);
-      // A little slack for the guest to take the last frame, then the answer.
-      const auto slack = std::chrono::steady_clock::now() + 200ms;
-      while (loop.rx_packets < sent && std::chrono::steady_clock::now() < slack)
-        std::this_thread::sleep_for(1ms);
-      taken_of_sent.emplace_back(loop.rx_packets.load(), sent);
+      (void)wait_until([&] { return loop.rx_packets >= sent && loop.ticks > ticks_at_request; });
+      waited.push_back({loop.rx_packets.load(), sent, loop.ticks - ticks_at_request});
       backend_->answer_ctrl(*req);
     }
   });
@@ -986,7 +1024,7 @@ TEST_F(CtrlRing, RssSequenceAnsweredLateLeavesTheLoopMovingFramesAndTicking) {
     result = ec;
     loop.stop();
   }));
-  loop.run(20s);
+  loop.run();
   const auto took = std::chrono::steady_clock::now() - t0;
   backend.join();
 
@@ -1001,22 +1039,22 @@ TEST_F(CtrlRing, RssSequenceAnsweredLateLeavesTheLoopMovingFramesAndTicking) {
   EXPECT_EQ(key_seen, std::vector<std::byte>(std::as_bytes(std::span(kKey)).begin(),
                                              std::as_bytes(std::span(kKey)).end()))
       << "the key was in the data page when its request went out";
-  ASSERT_EQ(taken_of_sent.size(), 5U);
-  for (std::size_t i = 0; i < taken_of_sent.size(); ++i) {
-    EXPECT_GT(taken_of_sent[i].second, 0U);
-    EXPECT_EQ(taken_of_sent[i].first, taken_of_sent[i].second)
+  ASSERT_EQ(waited.size(), 5U);
+  for (std::size_t i = 0; i < waited.size(); ++i) {
+    EXPECT_GT(waited[i].sent, 0U);
+    EXPECT_EQ(waited[i].taken, waited[i].sent)
         << "request " << i << ": the guest took every frame sent while it waited";
+    EXPECT_GT(waited[i].ticks, 0U) << "request " << i << ": the timer ticked while it waited";
   }
-  std::cout << "[ ctrl ] 5 requests answered " << ms(kLate) << " ms late each: sequence "
-            << ms(took) << " ms, longest gap between 10 ms ticks " << ms(loop.max_gap) << " ms, "
-            << loop.rx_packets << " frames taken meanwhile\n";
-  EXPECT_LT(loop.max_gap, 150ms) << "the loop was held while a request waited";
+  std::cout << "[ ctrl ] 5 requests answered after " << ms(kLate) << " ms of frames each: sequence "
+            << ms(took) << " ms, " << loop.rx_packets << " frames taken meanwhile\n";
+  test::report_figure("netfront_ctrl_late_answers_loop_max_gap_ms", ms(loop.max_gap), "ms");
 }
 
 // A backend that never answers: the request is given up after its timeout with timed_out
-// (and no further request is sent), the guest's traffic flows before, during and after,
-// and the loop's timer never stalls. The answer that finally comes late is skipped, so
-// the next sequence works.
+// (not before it), and no further request is sent; the loop's timer ticks while it waits,
+// and the guest's traffic flows on after it was given up: every frame the backend sent is
+// taken. The answer that finally comes late is skipped, so the next sequence works.
 TEST_F(CtrlRing, UnansweredRequestTimesOutWhileTrafficContinuesAndItsLateAnswerIsSkipped) {
   constexpr auto kTimeout = 250ms;
   GuestLoop loop(*nf_);
@@ -1024,40 +1062,57 @@ TEST_F(CtrlRing, UnansweredRequestTimesOutWhileTrafficContinuesAndItsLateAnswerI
   auto steps = nf_->ctrl()->rss_steps(kKey, std::vector<std::uint32_t>{0}, 0);
   ASSERT_TRUE(steps);
 
+  std::atomic<bool> stop_sending{false};
   std::atomic<std::uint64_t> sent{0};
-  std::thread backend([&] { sent = trickle_rx(800ms); });
+  std::thread backend([&] { sent = trickle_rx(kHangGuard, [&] { return stop_sending.load(); }); });
   std::optional<std::error_code> result;
+  std::error_code start_error;
+  std::chrono::steady_clock::time_point t0;
   std::chrono::steady_clock::duration failed_after{};
-  std::uint64_t taken_at_failure = 0;
-  const auto t0 = std::chrono::steady_clock::now();
-  ASSERT_FALSE(runner.start(
-      *nf_->ctrl(), std::move(*steps),
-      [&](std::error_code ec) {
-        result = ec;
-        failed_after = std::chrono::steady_clock::now() - t0;
-        taken_at_failure = loop.rx_packets;
-      },
-      kTimeout));
-  // The loop runs on past the failure, as the shim does: it keeps serving traffic.
-  boost::asio::steady_timer end(loop.io);
-  end.expires_after(1s);
-  end.async_wait([&](const boost::system::error_code&) { loop.stop(); });
-  loop.run(20s);
+  std::uint64_t taken_at_failure = 0, ticks_at_start = 0, ticks_at_failure = 0;
+  // Started from the loop, once its ticker is armed: the ticker's first 10 ms expiry comes
+  // before the request's timeout.
+  boost::asio::post(loop.io, [&] {
+    ticks_at_start = loop.ticks;
+    t0 = std::chrono::steady_clock::now();
+    start_error = runner.start(
+        *nf_->ctrl(), std::move(*steps),
+        [&](std::error_code ec) {
+          result = ec;
+          failed_after = std::chrono::steady_clock::now() - t0;
+          taken_at_failure = loop.rx_packets;
+          ticks_at_failure = loop.ticks;
+        },
+        kTimeout);
+  });
+  // The loop runs on past the failure, as the shim does: it keeps serving traffic, until
+  // frames came in after the request was given up.
+  loop.run([&] { return start_error || (result && loop.rx_packets > taken_at_failure + 2); });
+  stop_sending = true;
   backend.join();
+  ASSERT_FALSE(start_error) << start_error.message();
+  // Every frame sent is taken.
+  loop.io.restart();
+  loop.run([&] { return loop.rx_packets >= sent.load(); });
 
   ASSERT_TRUE(result) << "the sequence ended";
   EXPECT_EQ(*result, std::errc::timed_out);
-  EXPECT_GE(failed_after, kTimeout);
-  EXPECT_LT(failed_after, kTimeout + 1s) << "given up at its timeout, not later";
+  EXPECT_GE(failed_after, kTimeout) << "given up before its timeout";
+  EXPECT_LT(failed_after, kTimeout + kHangGuard) << "not given up at its timeout";
   EXPECT_EQ(nf_->ctrl()->requests(), 1U) << "nothing sent after the unanswered request";
   EXPECT_FALSE(runner.busy());
-  EXPECT_GT(taken_at_failure, 0U) << "frames taken while the request waited";
-  EXPECT_GT(loop.rx_packets, taken_at_failure) << "and after it was given up";
+  // The ticker's next 10 ms expiry came before the request's 250 ms one: however late the
+  // loop runs, asio fires its timers in expiry order, so the loop ticked before it gave up.
+  EXPECT_GT(ticks_at_failure, ticks_at_start) << "the timer ticked while the request waited";
+  EXPECT_GT(loop.rx_packets, taken_at_failure) << "frames taken after it was given up";
   EXPECT_EQ(loop.rx_packets, sent.load());
   std::cout << "[ ctrl ] unanswered request given up after " << ms(failed_after) << " ms (timeout "
-            << ms(kTimeout) << " ms); longest gap between 10 ms ticks " << ms(loop.max_gap)
-            << " ms; " << loop.rx_packets << " frames taken\n";
-  EXPECT_LT(loop.max_gap, 150ms) << "the loop was held while the request waited";
+            << ms(kTimeout) << " ms); " << taken_at_failure << " frames taken while it waited, "
+            << loop.rx_packets << " in all\n";
+  test::report_figure("netfront_ctrl_unanswered_given_up_after_ms", ms(failed_after), "ms");
+  test::report_figure("netfront_ctrl_unanswered_frames_taken_while_waiting",
+                      static_cast<double>(taken_at_failure), "frames");
+  test::report_figure("netfront_ctrl_unanswered_loop_max_gap_ms", ms(loop.max_gap), "ms");
 
   // The backend wakes up: its answer to the abandoned request, then a prompt backend. The
   // re-map (size and table: no size was ever acknowledged) succeeds.
@@ -1067,7 +1122,7 @@ TEST_F(CtrlRing, UnansweredRequestTimesOutWhileTrafficContinuesAndItsLateAnswerI
   backend_->answer_ctrl(*stale);
   std::thread prompt([&] {
     for (int i = 0; i < 2; ++i)
-      if (auto req = backend_->wait_ctrl(5s)) backend_->answer_ctrl(*req);
+      if (auto req = backend_->wait_ctrl(kHangGuard)) backend_->answer_ctrl(*req);
   });
   auto remap = nf_->ctrl()->mapping_steps(std::vector<std::uint32_t>{0, 0});
   ASSERT_TRUE(remap);
@@ -1078,7 +1133,7 @@ TEST_F(CtrlRing, UnansweredRequestTimesOutWhileTrafficContinuesAndItsLateAnswerI
     loop.stop();
   }));
   loop.io.restart();
-  loop.run(10s);
+  loop.run();
   prompt.join();
   ASSERT_TRUE(result);
   EXPECT_FALSE(*result) << result->message() << ": the late answer was taken for the new request";

@@ -18,14 +18,14 @@ int echo_main(int ctrl, const std::string& world_dir, int rounds) {
   send_line(ctrl, std::to_string(hv.self().value()) + " " + std::to_string(port->value()));
   int seen = 0;
   while (seen < rounds) {
-    auto p = wait_event(*ch, 10s);
+    auto p = wait_event(*ch, 30s);
     if (!p) break;
     ++seen;
     (void)ch->unmask(*p);
     (void)ch->notify(*p);
   }
   send_line(ctrl, "seen " + std::to_string(seen));
-  return recv_line(ctrl, 10s) ? 0 : 11;
+  return recv_line(ctrl, 30s) ? 0 : 11;
 }
 
 }  // namespace unetback::test

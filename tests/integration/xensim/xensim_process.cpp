@@ -83,7 +83,7 @@ XensimProcess::XensimProcess(std::string extra_args, std::chrono::milliseconds t
   }
   if (got.rfind("xensim ready", 0) != 0) {
     ::kill(pid_, SIGKILL);
-    (void)wait_pid(pid_, std::chrono::seconds(5));
+    (void)wait_pid(pid_, std::chrono::seconds(30));
     std::filesystem::remove_all(root_);
     throw std::runtime_error("xensim (" + args[0] + ") did not report ready; said: " + got);
   }
@@ -93,9 +93,9 @@ XensimProcess::XensimProcess(std::string extra_args, std::chrono::milliseconds t
 XensimProcess::~XensimProcess() {
   if (pid_ > 0) {
     ::kill(pid_, SIGTERM);
-    if (!wait_pid(pid_, std::chrono::seconds(5))) {
+    if (!wait_pid(pid_, std::chrono::seconds(30))) {
       ::kill(pid_, SIGKILL);
-      (void)wait_pid(pid_, std::chrono::seconds(5));
+      (void)wait_pid(pid_, std::chrono::seconds(30));
     }
   }
   std::error_code ec;
@@ -125,7 +125,7 @@ ChildProcess::ChildProcess(const std::function<int(int ctrl)>& body) {
 ChildProcess::~ChildProcess() {
   if (pid_ > 0) {
     ::kill(pid_, SIGKILL);
-    (void)wait_pid(pid_, std::chrono::seconds(5));
+    (void)wait_pid(pid_, std::chrono::seconds(30));
   }
 }
 

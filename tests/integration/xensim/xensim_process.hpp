@@ -22,7 +22,7 @@ class XensimProcess {
   /// Starts xensim in a fresh temporary directory and waits (at most `timeout`) for its
   /// "ready" line. Throws std::runtime_error on failure. `extra_args` go on its command line.
   explicit XensimProcess(std::string extra_args = {},
-                         std::chrono::milliseconds timeout = std::chrono::seconds(10));
+                         std::chrono::milliseconds timeout = std::chrono::seconds(30));
   /// SIGTERM, then SIGKILL if it does not exit in a few seconds; removes the directory.
   ~XensimProcess();
   XensimProcess(const XensimProcess&) = delete;
@@ -54,9 +54,9 @@ class ChildProcess {
   bool send(const std::string& line) const;
   /// The next line from the child, or nullopt after `timeout` or when it closed.
   [[nodiscard]] std::optional<std::string> recv(
-      std::chrono::milliseconds timeout = std::chrono::seconds(10)) const;
+      std::chrono::milliseconds timeout = std::chrono::seconds(30)) const;
   /// Waits for the exit; returns the raw wait status, or nullopt on timeout.
-  std::optional<int> wait(std::chrono::milliseconds timeout = std::chrono::seconds(10));
+  std::optional<int> wait(std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
  private:
   pid_t pid_ = -1;
@@ -66,6 +66,6 @@ class ChildProcess {
 /// Line I/O on a control socket, for the child side.
 bool send_line(int fd, const std::string& line);
 std::optional<std::string> recv_line(int fd,
-                                     std::chrono::milliseconds timeout = std::chrono::seconds(10));
+                                     std::chrono::milliseconds timeout = std::chrono::seconds(30));
 
 }  // namespace unetback::test

@@ -55,14 +55,15 @@ class ServerThread {
     std::filesystem::remove_all(dir_, ec);
   }
 
-  /// Runs `f(server)` on the server's thread and returns its result (5 s bound).
+  /// Runs `f(server)` on the server's thread and returns its result (a 30 s guard against a
+  /// hang).
   template <typename F>
   auto call(F f) -> decltype(f(std::declval<XenstoreServer&>())) {
     using R = decltype(f(std::declval<XenstoreServer&>()));
     auto task = std::make_shared<std::packaged_task<R()>>([this, f] { return f(*server_); });
     auto fut = task->get_future();
     boost::asio::post(io_, [task] { (*task)(); });
-    if (fut.wait_for(std::chrono::seconds(5)) != std::future_status::ready)
+    if (fut.wait_for(std::chrono::seconds(30)) != std::future_status::ready)
       throw std::runtime_error("server thread did not answer");
     return fut.get();
   }
@@ -86,9 +87,10 @@ struct CmdResult {
   std::string out;
 };
 
-/// Runs a shell command line (bounded by `timeout 10`) and captures stdout+stderr.
+/// Runs a shell command line (bounded by `timeout 60`, a guard against a hang) and captures
+/// stdout+stderr.
 inline CmdResult run(const std::string& sock, const std::string& cmd) {
-  const std::string line = "XENSTORED_PATH='" + sock + "' timeout 10 " + cmd + " 2>&1";
+  const std::string line = "XENSTORED_PATH='" + sock + "' timeout 60 " + cmd + " 2>&1";
   CmdResult r;
   FILE* p = ::popen(line.c_str(), "r");
   if (p == nullptr) return r;

@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "tests/root/backend/backend_fixture.hpp"
+#include "tests/support/figure.hpp"
 
 namespace unetback::test {
 namespace {
@@ -14,8 +15,13 @@ TEST_F(BackendEndToEnd, HandshakeWaitsForHotplugBeforeConnected) {
   EXPECT_EQ(*toolstack_xs_->read(be_path() + "/feature-rx-copy"), "1");
   EXPECT_EQ(*toolstack_xs_->read(be_path() + "/feature-sg"), "1");
   connect_guest();
-  // Frontend connected, hotplug not run yet: the backend stays in InitWait.
-  EXPECT_EQ(wait_state("4", 300ms), std::errc::timed_out);
+  // Frontend connected, hotplug not run yet: once the backend has read the frontend's
+  // Connected (its view, updated by the watch handler that decides), it is still in InitWait.
+  EXPECT_TRUE(wait_for([&] {
+    const std::lock_guard lock(mu_);
+    return guest().xenbus->view().frontend == xenbus::XenbusState::connected;
+  })) << "the backend never saw the frontend's Connected";
+  EXPECT_EQ(toolstack_xs_->read(be_path() + "/state").value_or("(none)"), "2");
   run_hotplug();
   EXPECT_FALSE(wait_state("4"));
   EXPECT_TRUE(guest().vif->report().connected);
@@ -30,7 +36,7 @@ TEST_P(GuestToHost, FrameArrivesIntactOnTheTap) {
   const auto got = host_receive();
   ASSERT_EQ(got.size(), frame.size());
   EXPECT_EQ(0, std::memcmp(got.data(), frame.data(), frame.size()));
-  guest_settle();
+  ASSERT_TRUE(guest_settle_all()) << "the packet was never answered";
   EXPECT_EQ(counter("tx_packets"), 1u);
   EXPECT_EQ(guest().netfront->stats().tx_error_responses, 0u);
 }
@@ -77,7 +83,7 @@ class TapReads : public BackendEndToEnd {
     for (int i = 0; i < burst; ++i)
       t.host_send(tcp_frame(300 + static_cast<std::size_t>(i), static_cast<std::uint8_t>(i)));
     std::vector<netfront::RxPacket> got;
-    const auto deadline = std::chrono::steady_clock::now() + 5s;
+    const auto deadline = std::chrono::steady_clock::now() + kHangGuard;
     while (got.size() < static_cast<std::size_t>(burst) &&
            std::chrono::steady_clock::now() < deadline) {
       t.guest().netfront->handle_event();
@@ -107,6 +113,8 @@ TEST_F(TapReads, AHostBurstReachesTheGuestInOrderThroughBatchedReads) {
                 : counter("rx_tap_io_uring") != 0   ? "io_uring"
                                                     : "read()")
             << ")\n";
+  test::report_figure("backend.tap_reads_syscalls_per_frame",
+                      static_cast<double>(syscalls) / kBurst, "syscalls/frame");
   if (counter("rx_tap_io_uring") != 0) {
     EXPECT_LE(syscalls, static_cast<std::uint64_t>(kBurst));
     EXPECT_EQ(counter("rx_tap_parked_reads"), 0u);
@@ -130,7 +138,13 @@ TEST_F(TapReads, AHostBurstReachesTheGuestInOrderThroughReadsKeptPosted) {
   const std::uint64_t syscalls = counter("rx_tap_syscalls");
   std::cout << "[ tap reads ] " << kBurst << " frames in " << syscalls
             << " TAP syscalls (reads kept posted)\n";
-  EXPECT_LT(syscalls, static_cast<std::uint64_t>(kBurst / 2));
+  // A frame completes a posted read without a syscall; an io_uring_enter per wakeup posts the
+  // buffers again, and a wakeup finds at least one frame: never more syscalls than frames (a
+  // read() loop costs one per frame and one per wakeup). How far below is the machine's pace:
+  // a figure.
+  test::report_figure("backend.tap_posted_reads_syscalls_per_frame",
+                      static_cast<double>(syscalls) / kBurst, "syscalls/frame");
+  EXPECT_LE(syscalls, static_cast<std::uint64_t>(kBurst));
   EXPECT_EQ(counter("rx_dropped_offload"), 0u);
   // And frames sent one at a time, each to an idle queue, are each delivered too.
   for (int i = 0; i < 5; ++i) {
@@ -194,7 +208,7 @@ TEST_F(BackendEndToEnd, NineteenSlotsAreDroppedWithErrorResponsesAndTheVifStaysU
   std::vector<netfront::RawTxSlot> slots(19, netfront::RawTxSlot{0, 100});
   slots.back().size = static_cast<std::uint16_t>(frame.size() - std::size_t{18} * 100);
   ASSERT_TRUE(guest().netfront->send_raw(slots, frame).has_value());
-  guest_settle();
+  ASSERT_TRUE(guest_settle_all()) << "the packet was never answered";
   EXPECT_EQ(guest().netfront->stats().tx_error_responses, 19u);
   EXPECT_EQ(counter("tx_drop_too_many_slots"), 1u);
   EXPECT_FALSE(guest().vif->disabled());
@@ -210,10 +224,7 @@ TEST_F(BackendEndToEnd, TwentySlotsDisableTheVif) {
   std::vector<netfront::RawTxSlot> slots(20, netfront::RawTxSlot{0, 100});
   slots.back().size = static_cast<std::uint16_t>(frame.size() - std::size_t{19} * 100);
   ASSERT_TRUE(guest().netfront->send_raw(slots, frame).has_value());
-  const auto deadline = std::chrono::steady_clock::now() + 3s;
-  while (!guest().vif->disabled() && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(5ms);
-  EXPECT_TRUE(guest().vif->disabled());
+  EXPECT_TRUE(wait_for([&] { return guest().vif->disabled(); }));
   EXPECT_EQ(counter("tx_fatal"), 1u);
 }
 
@@ -226,7 +237,7 @@ TEST_F(BackendEndToEnd, ZeroSizeSlotsAreAnsweredAndSkipped) {
   const auto got = host_receive();
   ASSERT_EQ(got.size(), frame.size());
   EXPECT_EQ(0, std::memcmp(got.data(), frame.data(), frame.size()));
-  guest_settle();
+  ASSERT_TRUE(guest_settle_all()) << "the packet was never answered";
   EXPECT_EQ(guest().netfront->stats().tx_error_responses, 0u);
   EXPECT_EQ(counter("tx_zero_size_slots"), 1u);
 }
@@ -267,15 +278,20 @@ TEST_F(BackendEndToEnd, RateLimitCapsGuestTransmit) {
     if (guest().netfront->send(frame).has_value()) ++sent;
     guest().netfront->process_tx_responses();
   }
-  // Whatever the machine's load: within 250 ms at most the burst (128 KiB) plus three
-  // refills may pass (an upper bound; the limiter never lets more through).
+  // What reaches the TAP in about 250 ms. An upper bound, whatever the machine's load: the
+  // burst (128 KiB), then 100 kB per 100 ms interval begun in the time that really passed
+  // (taken after the last frame was read, so a late wakeup only raises the bound).
   std::size_t bytes = 0;
   while (std::chrono::steady_clock::now() - start < 250ms) {
-    const auto got = host_receive(20ms);
+    const auto got = host_receive(20ms);  // a collection window, not a deadline
     bytes += got.size();
   }
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  const auto intervals = static_cast<std::size_t>(elapsed / 100ms) + 1;
   EXPECT_GT(sent, 0u);
-  EXPECT_LE(bytes, 128u * 1024 + 3 * 100000 + 1500);
+  EXPECT_LE(bytes, 128u * 1024 + intervals * 100000 + 1500)
+      << "in " << std::chrono::duration<double, std::milli>(elapsed).count() << " ms";
+  test::report_figure("backend.rate_limit_bytes_in_window", static_cast<double>(bytes), "B");
   EXPECT_GT(counter("tx_rate_limited"), 0u);
 }
 
@@ -299,7 +315,7 @@ TEST_F(BackendEndToEnd, RemovalClosesReleasesEverythingAndRemovesTheTap) {
   EXPECT_EQ(::if_nametoindex(tap_name().c_str()), 0u);
   EXPECT_FALSE(guest().vif->report().connected);
   // The guest can revoke every grant: nothing is still mapped by the backend.
-  guest().netfront->disconnect(1s);
+  guest().netfront->disconnect(kHangGuard);
   EXPECT_EQ(guest().hv->sim_grant_sharer().deferred_count(), 0u);
   // Nothing of the vif is left: no port, no handle, no TAP queue, no socket.
   guest().netfront.reset();
@@ -337,7 +353,7 @@ TEST_F(BackendEndToEnd, FrontendWithoutRxNotifyGetsABurstLargerThanItsRingByPoll
   constexpr int kBurst = kRing + 48;
   const auto frame = tcp_frame(1000, 3);
   for (int i = 0; i < kRing; ++i) host_send(frame);
-  const auto filled_by = std::chrono::steady_clock::now() + 5s;
+  const auto filled_by = std::chrono::steady_clock::now() + kHangGuard;
   while (counter("rx_packets") < ring::RxBackRing::kSize &&
          std::chrono::steady_clock::now() < filled_by)
     std::this_thread::sleep_for(1ms);
@@ -363,14 +379,14 @@ TEST_F(BackendEndToEnd, FrontendWithoutRxNotifyGetsABurstLargerThanItsRingByPoll
   // them (the poll found none). The report is taken on the queue's thread between its passes,
   // so the pass that queued the last of them is over.
   const auto all_queued = std::uint64_t{kBurst - kRing} * frame.size();
-  const auto found_none_by = std::chrono::steady_clock::now() + 5s;
+  const auto found_none_by = std::chrono::steady_clock::now() + kHangGuard;
   while (
       (counter("rx_queued_bytes") < all_queued || counter("rx_waits_for_slots") == waits_before) &&
       std::chrono::steady_clock::now() < found_none_by)
     std::this_thread::sleep_for(100us);
   ASSERT_EQ(counter("rx_queued_bytes"), all_queued);
   ASSERT_GT(counter("rx_waits_for_slots"), waits_before);
-  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  const auto deadline = std::chrono::steady_clock::now() + kHangGuard;
   while (got < kBurst && std::chrono::steady_clock::now() < deadline) {
     guest_poll();
     std::this_thread::sleep_for(1ms);
@@ -387,7 +403,7 @@ TEST_F(BackendEndToEnd, FrontendWithoutRxNotifyGetsABurstLargerThanItsRingByPoll
   // poll's own deliveries over a whole iperf3 run.
   // The poll was armed when the pass stopped; when housekeeping delivered the 48 first, it
   // fires up to 30 ms after that (CI #9 under TSan read the counters before it had).
-  const auto poll_fired_by = std::chrono::steady_clock::now() + 5s;
+  const auto poll_fired_by = std::chrono::steady_clock::now() + kHangGuard;
   while (counter("rx_polls") == 0 && std::chrono::steady_clock::now() < poll_fired_by)
     std::this_thread::sleep_for(1ms);
   EXPECT_GT(counter("rx_polls"), 0u);
@@ -407,7 +423,7 @@ TEST_F(BackendEndToEnd, FrontendWithRxNotifyIsNeverPolled) {
   for (int i = 0; i < 400; ++i) host_send(frame);
   std::size_t got = 0;
   std::vector<netfront::RxPacket> out;
-  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  const auto deadline = std::chrono::steady_clock::now() + kHangGuard;
   while (got < 400 && std::chrono::steady_clock::now() < deadline) {
     guest().netfront->handle_event();
     out.clear();

@@ -34,6 +34,11 @@ namespace unetback::test {
 
 using namespace std::chrono_literals;
 
+/// How long a wait for something that must happen may last before the test calls it a hang.
+/// Never a bound on speed: a wait returns as soon as its condition holds, and a loaded machine
+/// (an ASan or TSan build beside CI's lab) takes its time.
+inline constexpr std::chrono::milliseconds kHangGuard = 30s;
+
 /// One guest: its domain, its vif on the backend, its netfront, and a packet socket on its
 /// TAP (the host side).
 struct Guest {
@@ -67,7 +72,7 @@ class BackendEndToEnd : public ::testing::Test {
 
   void TearDown() override {
     for (auto& g : guests_) {
-      if (g->netfront) g->netfront->disconnect(1s);
+      if (g->netfront) g->netfront->disconnect(kHangGuard);
       g->netfront.reset();
       if (toolstack_xs_ && g->vif)
         (void)toolstack::remove_vif(*toolstack_xs_, kDom0, g->dom, DevId{0});
@@ -110,7 +115,7 @@ class BackendEndToEnd : public ::testing::Test {
           xenbus::FeatureOptions{tunables.max_queues, true, ctrl_ring_});
       ASSERT_FALSE(g.xenbus->start());
     }
-    ASSERT_FALSE(wait_state(g, "2")) << "no InitWait within libxl's 10 s";
+    ASSERT_FALSE(wait_state(g, "2")) << "the backend never reached InitWait";
   }
   void add_vif(toolstack::VifSpec spec = {}, vif::Tunables tunables = {}) {
     add_vif(guest(), std::move(spec), tunables);
@@ -128,7 +133,7 @@ class BackendEndToEnd : public ::testing::Test {
 
   void connect_guest(Guest& g, netfront::NetfrontOptions opts = {}) {
     g.netfront = std::make_unique<netfront::Netfront>(*g.hv, opts);
-    ASSERT_FALSE(g.netfront->connect(5s));
+    ASSERT_FALSE(g.netfront->connect(kHangGuard));
   }
   void connect_guest(netfront::NetfrontOptions opts = {}) { connect_guest(guest(), opts); }
 
@@ -145,10 +150,11 @@ class BackendEndToEnd : public ::testing::Test {
     bring_up(guest(), mtu, opts, tunables);
   }
 
-  std::error_code wait_state(Guest& g, std::string_view s, std::chrono::milliseconds t = 10s) {
+  std::error_code wait_state(Guest& g, std::string_view s,
+                             std::chrono::milliseconds t = kHangGuard) {
     return toolstack::wait_for_value(*toolstack_xs_, g.be_path() + "/state", s, t);
   }
-  std::error_code wait_state(std::string_view s, std::chrono::milliseconds t = 10s) {
+  std::error_code wait_state(std::string_view s, std::chrono::milliseconds t = kHangGuard) {
     return wait_state(guest(), s, t);
   }
   [[nodiscard]] std::string be_path() { return guest().be_path(); }
@@ -190,7 +196,7 @@ class BackendEndToEnd : public ::testing::Test {
   void open_packet_socket(bool vnet_hdr = false) { open_packet_socket(guest(), vnet_hdr); }
 
   /// The next frame the guest sent (not our own outgoing ones), or empty after `t`.
-  static std::vector<std::byte> host_receive(Guest& g, std::chrono::milliseconds t = 3s) {
+  static std::vector<std::byte> host_receive(Guest& g, std::chrono::milliseconds t = kHangGuard) {
     const auto deadline = std::chrono::steady_clock::now() + t;
     std::vector<std::byte> buf(70000);
     while (std::chrono::steady_clock::now() < deadline) {
@@ -206,7 +212,7 @@ class BackendEndToEnd : public ::testing::Test {
     }
     return {};
   }
-  std::vector<std::byte> host_receive(std::chrono::milliseconds t = 3s) {
+  std::vector<std::byte> host_receive(std::chrono::milliseconds t = kHangGuard) {
     return host_receive(guest(), t);
   }
   static void host_send(Guest& g, const std::vector<std::byte>& frame) {
@@ -217,7 +223,7 @@ class BackendEndToEnd : public ::testing::Test {
 
   /// Polls the guest until a packet arrives (or `t` passes).
   static std::optional<netfront::RxPacket> guest_receive(Guest& g,
-                                                         std::chrono::milliseconds t = 3s) {
+                                                         std::chrono::milliseconds t = kHangGuard) {
     const auto deadline = std::chrono::steady_clock::now() + t;
     std::vector<netfront::RxPacket> got;
     while (std::chrono::steady_clock::now() < deadline) {
@@ -227,19 +233,44 @@ class BackendEndToEnd : public ::testing::Test {
     }
     return std::nullopt;
   }
-  std::optional<netfront::RxPacket> guest_receive(std::chrono::milliseconds t = 3s) {
+  std::optional<netfront::RxPacket> guest_receive(std::chrono::milliseconds t = kHangGuard) {
     return guest_receive(guest(), t);
   }
-  /// Drains TX responses (the guest's side of completion).
-  static void guest_settle(Guest& g, std::chrono::milliseconds t = 300ms) {
+  /// Takes TX responses (the guest's side of completion) until `done()` holds; false if it
+  /// never did within the hang guard.
+  template <typename Pred>
+  static bool guest_settle(Guest& g, Pred done, std::chrono::milliseconds t = kHangGuard) {
     const auto deadline = std::chrono::steady_clock::now() + t;
-    while (std::chrono::steady_clock::now() < deadline) {
+    for (;;) {
       g.netfront->handle_event();
       g.netfront->process_tx_responses();
+      if (done()) return true;
+      if (std::chrono::steady_clock::now() >= deadline) return false;
       std::this_thread::sleep_for(2ms);
     }
   }
-  void guest_settle(std::chrono::milliseconds t = 300ms) { guest_settle(guest(), t); }
+  template <typename Pred>
+  bool guest_settle(Pred done, std::chrono::milliseconds t = kHangGuard) {
+    return guest_settle(guest(), done, t);
+  }
+  /// Takes TX responses until every packet the guest sent was answered (each slot of it).
+  static bool guest_settle_all(Guest& g) {
+    return guest_settle(g, [&] {
+      const auto st = g.netfront->stats();
+      return st.tx_completed == st.tx_packets;
+    });
+  }
+  bool guest_settle_all() { return guest_settle_all(guest()); }
+
+  template <typename Pred>
+  static bool wait_for(Pred pred, std::chrono::milliseconds t = kHangGuard) {
+    const auto deadline = std::chrono::steady_clock::now() + t;
+    while (!pred()) {
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      std::this_thread::sleep_for(2ms);
+    }
+    return true;
+  }
 
   static std::uint64_t counter(Guest& g, std::string_view name) {
     std::uint64_t sum = 0;

@@ -3,8 +3,9 @@
 // --takeover`) and across a SIGKILL plus a restart. The streams survive (iperf3 exits 0), a
 // xenstore watch on both `state` keys of each vif fires only its initial event (nothing is
 // written: both stay 4), each TAP is the same interface (ifindex) still on the bridge, and
-// neither the daemon nor xensim holds more descriptors than before. The longest gap between a
-// guest's 10 ms pings is printed as the figure. A vif whose record is corrupt reconnects alone;
+// neither the daemon nor xensim holds more descriptors than before. Each guest's pinger gets
+// answers again after the restart; the longest gap between a guest's 10 ms pings is printed as
+// a figure, never judged. A vif whose record is corrupt reconnects alone;
 // an orderly stop still closes everything; the old daemon killed at any step of a takeover
 // leaves every vif served.
 #include <algorithm>
@@ -72,12 +73,24 @@ class Adoption : public EndToEnd {
     return t;
   }
   /// The longest gap between two replies (ms) among the gaps that end in [from, to): the
-  /// restart's (from = the signal) or, before it, what the loaded machine does anyway.
+  /// restart's (from = the signal, to = the first few answers after it) or, before it, what
+  /// the loaded machine does anyway.
   static double longest_gap_ms(const std::vector<double>& t, double from, double to) {
     double worst = 0;
     for (std::size_t i = 1; i < t.size(); ++i)
       if (t[i] >= from && t[i] < to) worst = std::max(worst, (t[i] - t[i - 1]) * 1000);
     return worst;
+  }
+  /// Waits until `ping` has three replies after `after` (seconds since the epoch).
+  static bool wait_replies_after(const Daemon& ping, double after) {
+    const auto count = [&] {
+      const auto t = reply_times(ping.log());
+      return std::count_if(t.begin(), t.end(), [&](double x) { return x >= after; });
+    };
+    const auto deadline = std::chrono::steady_clock::now() + kHangGuard;
+    while (count() < 3 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(20ms);
+    return count() >= 3;
   }
   static double now_s() {
     return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
@@ -112,6 +125,8 @@ class Adoption : public EndToEnd {
     const std::size_t daemon_fds = open_fds(w().daemon().pid());
     const std::size_t xensim_fds = open_fds(w().xensim_pid());
 
+    std::map<int, std::uint64_t> idle;
+    for (const auto* g : guests) idle[g->domid] = vif_counter(*g, "rx_packets");
     std::vector<Daemon*> streams;
     int port = 5201;
     for (const auto* g : guests) {
@@ -123,13 +138,21 @@ class Adoption : public EndToEnd {
         ++port;
       }
     }
+    // The pingers run until they are stopped below, once they were answered after the restart.
     std::vector<Daemon*> pings;
     for (const auto* g : guests) {
-      pings.push_back(&w().spawn_in_ns(g->ns,
-                                       {"ping", "-D", "-i", "0.01", "-w", "5", w().host_ip()},
+      pings.push_back(&w().spawn_in_ns(g->ns, {"ping", "-D", "-i", "0.01", w().host_ip()},
                                        "ping" + std::to_string(g->domid) + ".log"));
     }
-    std::this_thread::sleep_for(2s);
+    // The restart comes once the streams flow (both directions carry data through each vif)
+    // and every pinger has been answered.
+    for (const auto* g : guests) {
+      ASSERT_TRUE(wait_vif_counter_above(*g, "rx_packets", idle[g->domid] + 1000))
+          << g->name << ": the streams never ran";
+    }
+    for (auto* p : pings) {
+      ASSERT_TRUE(wait_replies_after(*p, 0)) << "no answer before the restart\n" << p->log();
+    }
 
     const std::string old_log_name = how == Restart::takeover  ? "takeover"
                                      : how == Restart::upgrade ? "upgrade"
@@ -143,7 +166,7 @@ class Adoption : public EndToEnd {
       ASSERT_EQ(r.status, 0) << r.out << r.err << w().daemon().log();
       EXPECT_NE(r.out.find("handed over to its successor"), std::string::npos) << r.out;
       std::cout << r.out;
-      const auto st = w().daemon().wait_exit(10s);
+      const auto st = w().daemon().wait_exit(kHangGuard);
       ASSERT_TRUE(st) << "the old daemon did not hand over\n" << w().daemon().log();
       EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 4) << "status " << *st;
       const std::string status = w().ctl({"--json", "status"}).out;
@@ -168,7 +191,7 @@ class Adoption : public EndToEnd {
       std::cout << "upgrade milestones:" << split << "\n";
     } else if (how == Restart::takeover) {
       ASSERT_TRUE(w().start_successor({"--takeover"}));
-      const auto st = w().predecessor().wait_exit(20s);
+      const auto st = w().predecessor().wait_exit(kHangGuard);
       ASSERT_TRUE(st) << "the old daemon did not hand over\n" << w().predecessor().log();
       EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 4) << "status " << *st << "\n"
                                                            << w().predecessor().log();
@@ -176,27 +199,30 @@ class Adoption : public EndToEnd {
       w().kill_daemon(SIGKILL);
       ASSERT_TRUE(w().start_successor({}));
     }
-    ASSERT_TRUE(w().daemon().wait_for("serving", 20s)) << w().daemon().log();
+    ASSERT_TRUE(w().daemon().wait_for("serving", kHangGuard)) << w().daemon().log();
 
+    // Each guest's pinger is answered after the restart: a few replies after the signal.
+    for (std::size_t i = 0; i < guests.size(); ++i) {
+      EXPECT_TRUE(wait_replies_after(*pings[i], restart_at)) << "no reply after the restart\n"
+                                                             << pings[i]->log();
+      pings[i]->signal(SIGINT);
+      (void)pings[i]->wait_exit(kHangGuard);
+    }
     for (auto* s : streams) {
-      const auto st = s->wait_exit(40s);
+      const auto st = s->wait_exit(90s);
       ASSERT_TRUE(st) << s->log();
       EXPECT_EQ(*st, 0) << "the TCP stream did not survive\n" << s->log();
+      EXPECT_GT(iperf_bytes_received(s->log()), 0) << s->log();
     }
     for (std::size_t i = 0; i < guests.size(); ++i) {
-      (void)pings[i]->wait_exit(20s);
       const auto t = reply_times(pings[i]->log());
-      // The restart's gap: the longest one ending within 1.5 s of the signal (the new
-      // daemon's start included); and, for scale, the longest before it (load alone).
-      const double gap = longest_gap_ms(t, restart_at, restart_at + 1.5);
-      const double before = longest_gap_ms(t, 0, restart_at);
-      std::cout << old_log_name << ", " << (i == 0 ? 1 : 2) << " queue(s): longest gap between "
-                << "10 ms pings across the restart " << gap << " ms (before it, under the same "
-                << "load: " << before << " ms)\n";
-      ::testing::Test::RecordProperty(old_log_name + "_gap_ms_q" + std::to_string(i + 1),
-                                      static_cast<int>(gap));
-      EXPECT_GT(gap, 0) << pings[i]->log();
-      EXPECT_LT(gap, 1500) << "no reply in the 1.5 s after the restart\n" << pings[i]->log();
+      // The restart's gap: the longest one ending after the signal (the new daemon's start
+      // included); and, for scale, the longest before it (load alone). Figures both.
+      const std::string q = "_q" + std::to_string(i + 1);
+      test::report_figure("adopt_" + old_log_name + "_gap_ms" + q,
+                          longest_gap_ms(t, restart_at, 1e18), "ms");
+      test::report_figure("adopt_" + old_log_name + "_gap_before_ms" + q,
+                          longest_gap_ms(t, 0, restart_at), "ms");
     }
     for (const auto* g : guests) {
       EXPECT_EQ(adopted(*g), how == Restart::crash ? "recovered" : "taken_over");
@@ -262,8 +288,8 @@ TEST_F(Adoption, AVifWhoseRecordIsCorruptReconnectsAloneWhileTheOtherIsRecovered
   Daemon& wf1 =
       watch("/local/domain/" + std::to_string(g1->domid) + "/device/vif/0/state", "wf1.log");
   ASSERT_TRUE(w().start_successor({}));
-  ASSERT_TRUE(w().daemon().wait_for("serving", 20s)) << w().daemon().log();
-  EXPECT_TRUE(wait_reachable(g2->ns, w().host_ip(), 30s)) << w().daemon().log();
+  ASSERT_TRUE(w().daemon().wait_for("serving", kHangGuard)) << w().daemon().log();
+  EXPECT_TRUE(wait_reachable(g2->ns, w().host_ip(), kHangGuard)) << w().daemon().log();
   EXPECT_TRUE(ping(g1->ns, w().host_ip(), 2));
   EXPECT_EQ(adopted(*g1), "recovered");
   EXPECT_EQ(adopted(*g2), "reconnected");
@@ -307,14 +333,14 @@ TEST_F(Adoption, TheOldDaemonKilledAtEveryStepOfATakeoverLeavesEveryVifServed) {
     std::vector<std::string> env;
     if (step < kSteps) env.push_back("UNETBACKD_DIE_AT_HANDOVER_STEP=" + std::to_string(step + 1));
     ASSERT_TRUE(w().start_successor({"--takeover"}, env));
-    const auto st = w().predecessor().wait_exit(20s);
+    const auto st = w().predecessor().wait_exit(kHangGuard);
     ASSERT_TRUE(st) << "step " << step << ": the old daemon is still there";
     if (step > 0) {
       EXPECT_TRUE(WIFSIGNALED(*st) && WTERMSIG(*st) == SIGKILL) << "step " << step;
     }
-    ASSERT_TRUE(w().daemon().wait_for("serving", 20s)) << w().daemon().log();
+    ASSERT_TRUE(w().daemon().wait_for("serving", kHangGuard)) << w().daemon().log();
     for (const auto* g : {&*g1, &*g2}) {
-      EXPECT_TRUE(wait_reachable(g->ns, w().host_ip(), 10s))
+      EXPECT_TRUE(wait_reachable(g->ns, w().host_ip(), kHangGuard))
           << "step " << step << ": " << g->name << " is not served\n"
           << w().daemon().log();
       const std::string a = adopted(*g);
@@ -412,17 +438,19 @@ TEST_F(AdoptionWithAnFdStore, ACrashLeavesTheTapItsCarrierAndTheHostsFramesUntil
 
   w().kill_daemon(SIGKILL);
   EXPECT_TRUE(carrier(*g1)) << "the kept queues hold the TAP's carrier on";
-  // The host pings the guest while no daemon runs: the requests wait in the TAP.
-  Daemon& pinger = w().spawn_in_ns(w().ns0(), {"ping", "-c", "5", "-i", "0.1", "-W", "10", g1->ip},
-                                   "gap-ping.log");
-  std::this_thread::sleep_for(1s);
+  // The host pings the guest while no daemon runs: the requests wait in the TAP. With -O ping
+  // reports each request left unanswered when it sends the next: the report of the fourth
+  // means the fifth and last went out.
+  Daemon& pinger = w().spawn_in_ns(
+      w().ns0(), {"ping", "-O", "-c", "5", "-i", "0.1", "-W", "30", g1->ip}, "gap-ping.log");
+  ASSERT_TRUE(pinger.wait_for("no answer yet for icmp_seq=4", kHangGuard)) << pinger.log();
   EXPECT_TRUE(carrier(*g1));
 
   ASSERT_TRUE(w().start_successor_with_fds({}, store_.stored()));
-  ASSERT_TRUE(w().daemon().wait_for("serving", 20s)) << w().daemon().log();
-  EXPECT_TRUE(w().daemon().wait_for("TAP queues kept open by the service manager: 4", 5s))
+  ASSERT_TRUE(w().daemon().wait_for("serving", kHangGuard)) << w().daemon().log();
+  EXPECT_TRUE(w().daemon().wait_for("TAP queues kept open by the service manager: 4", kHangGuard))
       << w().daemon().log();
-  const auto st = pinger.wait_exit(20s);
+  const auto st = pinger.wait_exit(60s);
   ASSERT_TRUE(st) << pinger.log();
   EXPECT_EQ(*st, 0) << "pings sent while no daemon ran are answered\n" << pinger.log();
   EXPECT_NE(pinger.log().find("5 received"), std::string::npos) << pinger.log();
@@ -432,7 +460,8 @@ TEST_F(AdoptionWithAnFdStore, ACrashLeavesTheTapItsCarrierAndTheHostsFramesUntil
   EXPECT_EQ(store_.stored(tap_names).size(), 4U) << w().daemon().log();
   const RunResult d = w().xl({"destroy", g1->name});
   EXPECT_EQ(d.status, 0) << d.out << d.err;
-  for (int i = 0; i < 50 && !store_.stored(tap_names).empty(); ++i)
+  const auto deadline = std::chrono::steady_clock::now() + kHangGuard;
+  while (!store_.stored(tap_names).empty() && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(100ms);
   EXPECT_TRUE(store_.stored(tap_names).empty()) << "a destroyed vif leaves nothing in the store";
 }
@@ -449,7 +478,7 @@ TEST_F(AdoptionWithAnFdStore, AnUpgradeWhoseSuccessorFailsServesOnAndTheNextOneT
   w().kill_daemon(SIGTERM);
   w().set_daemon_binary(program);
   ASSERT_TRUE(w().start_successor({}));
-  ASSERT_TRUE(w().daemon().wait_for("serving", 20s)) << w().daemon().log();
+  ASSERT_TRUE(w().daemon().wait_for("serving", kHangGuard)) << w().daemon().log();
   auto g1 = w().create_guest(1);
   ASSERT_TRUE(g1) << w().why();
   ASSERT_TRUE(ping(g1->ns, w().host_ip(), 1));
@@ -486,7 +515,7 @@ TEST_F(AdoptionWithAnFdStore, AnUpgradeWhoseSuccessorFailsServesOnAndTheNextOneT
   install(built, true);
   const RunResult good = w().ctl({"upgrade"});
   ASSERT_EQ(good.status, 0) << good.out << good.err << w().daemon().log();
-  const auto st = w().daemon().wait_exit(10s);
+  const auto st = w().daemon().wait_exit(kHangGuard);
   ASSERT_TRUE(st);
   EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 4) << *st;
   const pid_t successor = static_cast<pid_t>(sum_counter(w().ctl({"--json", "status"}).out, "pid"));

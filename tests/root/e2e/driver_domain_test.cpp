@@ -52,11 +52,13 @@ class DriverDomain : public EndToEnd {
                                {w().bins().unetbackd, "--hypervisor", "sim:" + w().world(),
                                 "--backend-domid", std::to_string(dd_), "--control", control_},
                                "unetbackd-netdd.log");
-    ASSERT_TRUE(daemon_->wait_for("serving /local/domain/" + std::to_string(dd_), 15s))
+    ASSERT_TRUE(
+        daemon_->wait_for("serving /local/domain/" + std::to_string(dd_), testing::kHangGuard))
         << daemon_->log();
     devd_ = &w().spawn_in_ns(ns_, {w().bins().xl, "--world", w().world(), "devd", "netdd"},
                              "devd-netdd.log");
-    ASSERT_TRUE(devd_->wait_for("serving the hotplug scripts", 10s)) << devd_->log();
+    ASSERT_TRUE(devd_->wait_for("serving the hotplug scripts", testing::kHangGuard))
+        << devd_->log();
   }
 
   std::optional<XlWorld::Guest> create_client(int n) {
@@ -65,7 +67,7 @@ class DriverDomain : public EndToEnd {
   RunResult dd_ctl(std::vector<std::string> args) {
     std::vector<std::string> argv = {w().bins().ctl, "--control", control_};
     argv.insert(argv.end(), args.begin(), args.end());
-    return testing::run(argv, w().dir(), 20s);
+    return testing::run(argv, w().dir(), 60s);
   }
   std::string be_dir(const XlWorld::Guest& g) const {
     return "/local/domain/" + std::to_string(dd_) + "/backend/vif/" + std::to_string(g.domid);
@@ -96,26 +98,31 @@ TEST_F(DriverDomain, AGuestIsServedFromTheDriverDomainAndReleasedThereWhenDestro
   EXPECT_NE(dd_ctl({"list"}).out.find(std::to_string(g->domid) + "/0"), std::string::npos);
   EXPECT_NE(devd_->log().find("online for " + be), std::string::npos) << devd_->log();
 
-  // The guest reaches the driver domain, and iperf3 runs both ways.
+  // The guest reaches the driver domain, and iperf3 moves 64 MiB each way; the rates are
+  // figures. What the receivers counted crossed the vif in packets of at most 64 KiB.
   EXPECT_TRUE(ping(g->ns, dd_ip())) << "the guest cannot ping the driver domain";
   Daemon& server =
       w().spawn_in_ns(ns_, {"iperf3", "-s", "--forceflush", "-p", "5202"}, "iperf3-netdd.log");
-  ASSERT_TRUE(server.wait_for("Server listening", 10s)) << server.log();
+  ASSERT_TRUE(server.wait_for("Server listening", testing::kHangGuard)) << server.log();
+  double received[2] = {0, 0};
   for (const bool reverse : {false, true}) {
-    std::vector<std::string> argv = {"iperf3", "-c", dd_ip(), "-p", "5202", "-t", "3", "-J"};
+    std::vector<std::string> argv = {"iperf3", "-c", dd_ip(), "-p", "5202", "-n", "64M", "-J"};
     if (reverse) argv.push_back("-R");
-    const RunResult r = w().in_ns(g->ns, argv, 40s);
+    const RunResult r = w().in_ns(g->ns, argv, 600s);
     ASSERT_EQ(r.status, 0) << r.out << r.err;
-    const double bps = testing::iperf_bits_per_second(r.out);
-    EXPECT_GT(bps, 0);
-    std::cout << (reverse ? "driver domain->guest " : "guest->driver domain ") << bps / 1e9
-              << " Gbit/s\n";
+    received[reverse ? 1 : 0] = testing::expect_transfer(r.out, 64.0 * 1024 * 1024);
+    test::report_figure(reverse ? "driver_domain_to_guest_bps" : "driver_domain_from_guest_bps",
+                        testing::iperf_bits_per_second(r.out), "bit/s");
   }
 
   // Carried by the driver domain's unetbackd (dom0's served nothing).
   const std::string st = dd_ctl({"--json", "stats"}).out;
-  EXPECT_GT(testing::sum_counter(st, "tx_packets"), 10000u) << st;
-  EXPECT_GT(testing::sum_counter(st, "rx_packets"), 10000u) << st;
+  EXPECT_GE(testing::sum_counter(st, "tx_packets"), static_cast<std::uint64_t>(received[0] / 65536))
+      << st;
+  EXPECT_GE(testing::sum_counter(st, "rx_packets"), static_cast<std::uint64_t>(received[1] / 65536))
+      << st;
+  EXPECT_GT(testing::sum_counter(st, "tx_packets"), 0u) << st;
+  EXPECT_GT(testing::sum_counter(st, "rx_packets"), 0u) << st;
   EXPECT_EQ(list().find("\"vif\":"), std::string::npos) << list();
 
   // xl destroy of the guest: the driver domain's devd runs the script offline and removes the
@@ -126,7 +133,8 @@ TEST_F(DriverDomain, AGuestIsServedFromTheDriverDomainAndReleasedThereWhenDestro
   EXPECT_FALSE(xs.directory(be_dir(*g)).has_value()) << "an empty frontend-id dir is left";
   EXPECT_NE(devd_->log().find("offline for " + be), std::string::npos) << devd_->log();
   bool released = false;
-  for (int i = 0; i < 50 && !released; ++i) {
+  const auto deadline = std::chrono::steady_clock::now() + testing::kHangGuard;
+  while (!released && std::chrono::steady_clock::now() < deadline) {
     released = !w().link_exists(ns_, g->tap()) &&
                dd_ctl({"list"}).out.find(std::to_string(g->domid) + "/0") == std::string::npos;
     if (!released) std::this_thread::sleep_for(100ms);
@@ -154,25 +162,39 @@ TEST_F(DriverDomain, DestroyingTheDriverDomainLeavesTheGuestAliveWithItsVifGone)
   const RunResult d = w().xl({"destroy", "netdd"});
   EXPECT_EQ(d.status, 0) << d.err;
   // Everything that ran in it dies with it: unetbackd (killed) and devd (its connection).
-  EXPECT_TRUE(daemon_->wait_exit(10s).has_value()) << "unetbackd outlived its driver domain";
-  EXPECT_TRUE(devd_->wait_exit(10s).has_value()) << "devd outlived its driver domain";
+  EXPECT_TRUE(daemon_->wait_exit(testing::kHangGuard).has_value())
+      << "unetbackd outlived its driver domain";
+  EXPECT_TRUE(devd_->wait_exit(testing::kHangGuard).has_value())
+      << "devd outlived its driver domain";
   hv::LibXenStore xs(w().world() + "/dom0.sock");
   EXPECT_FALSE(xs.read(be_dir(*g) + "/0/state").has_value());
 
   // The guest lives on (its process answers, its namespace and TAP are its own), without a
-  // network: nothing serves its vif.
-  std::this_thread::sleep_for(1s);
+  // network: nothing serves its vif. It saw its backend go (and disconnected) before it is
+  // looked at.
+  const std::string guest_log = w().world() + "/guest-" + std::to_string(g->domid) + ".log";
+  const auto deadline = std::chrono::steady_clock::now() + testing::kHangGuard;
+  while (testing::slurp(guest_log).find("disconnecting") == std::string::npos &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(50ms);
+  EXPECT_NE(testing::slurp(guest_log).find("disconnecting"), std::string::npos)
+      << testing::slurp(guest_log);
   EXPECT_TRUE(testing::running(shim)) << "the guest died with its driver domain";
-  EXPECT_FALSE(ping(g->ns, dd_ip(), 1));
-  // And it can still be destroyed, promptly: its vif's backend is gone, nothing to wait for.
+  EXPECT_TRUE(unanswered(g->ns, dd_ip()));
+  // And it can still be destroyed without waiting out a timeout: its vif's backend is gone,
+  // nothing to wait for (unetback-xl says when it gave up waiting for Closed or for the
+  // driver domain's cleanup). How long it took is a figure.
   const auto t0 = std::chrono::steady_clock::now();
   const RunResult gd = w().destroy_guest(*g);
   const auto took = std::chrono::steady_clock::now() - t0;
   EXPECT_EQ(gd.status, 0) << gd.err;
-  EXPECT_LT(took, 8s);
-  std::cout << "xl destroy of the guest after its driver domain went: "
-            << std::chrono::duration_cast<std::chrono::milliseconds>(took).count() << " ms\n";
-  for (int i = 0; i < 50 && testing::running(shim); ++i) std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(gd.err.find("did not reach Closed"), std::string::npos) << gd.err;
+  EXPECT_EQ(gd.err.find("did not remove it within"), std::string::npos) << gd.err;
+  test::report_figure("driver_domain_destroy_guest_after_driver_domain_ms",
+                      std::chrono::duration<double, std::milli>(took).count(), "ms");
+  const auto gone_by = std::chrono::steady_clock::now() + testing::kHangGuard;
+  while (testing::running(shim) && std::chrono::steady_clock::now() < gone_by)
+    std::this_thread::sleep_for(100ms);
   EXPECT_FALSE(testing::running(shim)) << "the guest outlived xl destroy";
   EXPECT_FALSE(xs.read("/local/domain/" + std::to_string(g->domid) + "/device/vif/0").has_value());
 }

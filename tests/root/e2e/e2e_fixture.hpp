@@ -1,12 +1,18 @@
 // The e2e suite's fixture: a world (xensim, unetbackd in a dom0 namespace with a Linux bridge,
 // unetback-xl) per test, and what the scenarios do in it: iperf3 and ping from guests'
 // namespaces, the daemon's counters and vif list through unetback-ctl.
+//
+// The scenarios assert behaviour only: bytes that arrive, counters that add up, traffic that
+// goes on, everything released. Rates, shares and outages are printed as figures
+// (report_figure), never judged. Every wait is for an observable condition (a log line, a
+// counter, a socket) with a deadline of 30 s or more that only guards against a hang.
 #pragma once
 
 #include <gtest/gtest.h>
 #include <regex>
 #include <utility>
 
+#include "tests/support/figure.hpp"
 #include "tests/support/xl_world.hpp"
 
 namespace unetback::testing {
@@ -30,6 +36,26 @@ inline std::uint64_t sum_counter(const std::string& json, const std::string& nam
        ++it)
     total += std::stoull((*it)[1].str());
   return total;
+}
+
+/// How long a wait for a condition may take before the test calls it a hang.
+inline constexpr std::chrono::seconds kHangGuard{30};
+
+/// The lowest of `rates` (0 when empty): a stream's slowest interval, for a figure.
+inline double lowest(const std::vector<double>& rates) {
+  return rates.empty() ? 0 : *std::min_element(rates.begin(), rates.end());
+}
+
+/// What an `iperf3 -n <bytes> -J` run (output `json`) must show: its sender wrote every byte
+/// and its receiver counted some. (iperf3's receiver stops counting when the sender says the
+/// test is over, before the last bytes in flight arrive; TCP still delivers them, or iperf3
+/// fails.) The bytes the receiver counted: what crossed the vif for sure, for the counters
+/// that must cover them.
+inline double expect_transfer(const std::string& json, double bytes) {
+  EXPECT_GE(iperf_bytes_sent(json), bytes) << json;
+  const double received = iperf_bytes_received(json);
+  EXPECT_GT(received, 0) << json;
+  return received;
 }
 
 class EndToEnd : public ::testing::Test {
@@ -58,7 +84,7 @@ class EndToEnd : public ::testing::Test {
     Daemon& d =
         w().spawn_in_ns(w().ns0(), {"iperf3", "-s", "--forceflush", "-p", std::to_string(port)},
                         "iperf3-s" + std::to_string(port) + ".log");
-    ASSERT_TRUE(d.wait_for("Server listening", 10s)) << d.log();
+    ASSERT_TRUE(d.wait_for("Server listening", kHangGuard)) << d.log();
   }
   /// iperf3 from guest `g` to the host for `secs` seconds (`reverse`: host to guest).
   RunResult iperf(const XlWorld::Guest& g, int port, int secs, bool reverse = false,
@@ -68,29 +94,48 @@ class EndToEnd : public ::testing::Test {
         "-J"};
     if (reverse) argv.push_back("-R");
     argv.insert(argv.end(), extra.begin(), extra.end());
-    return w().in_ns(g.ns, argv, std::chrono::seconds(secs + 30));
+    return w().in_ns(g.ns, argv, std::chrono::seconds(secs) + 2 * kHangGuard);
   }
-  /// Guest `g` (called `what`) pings the host, then runs iperf3 for 3 s each way on port
-  /// 5201: guest->host and host->guest bits per second (0 after a failed step, which fails
-  /// the test).
+  /// iperf3 moving `bytes` from guest `g` to the host (`reverse`: host to guest), however
+  /// long that takes: the packet counts that follow from it do not depend on the machine's
+  /// speed. 10 minutes only guard against a hang.
+  RunResult iperf_bytes(const XlWorld::Guest& g, int port, const std::string& bytes,
+                        bool reverse = false, std::vector<std::string> extra = {}) {
+    std::vector<std::string> argv = {"iperf3", "-c",  w().host_ip(), "-p", std::to_string(port),
+                                     "-n",     bytes, "-J"};
+    if (reverse) argv.push_back("-R");
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return w().in_ns(g.ns, argv, 600s);
+  }
+  /// Guest `g` (called `what`) pings the host, then iperf3 moves 32 MiB each way on port
+  /// 5201 (expect_transfer). The rates are printed as figures `<figure>_guest_to_host_bps`
+  /// and `<figure>_host_to_guest_bps`. The bytes the receivers counted, guest->host and
+  /// host->guest.
   std::pair<double, double> ping_and_iperf_both_ways(const XlWorld::Guest& g,
-                                                     const std::string& what) {
+                                                     const std::string& what,
+                                                     const std::string& figure) {
     EXPECT_TRUE(ping(g.ns, w().host_ip())) << "the " << what << " guest cannot ping the host";
     serve_iperf(5201);
-    const RunResult up = iperf(g, 5201, 3);
-    EXPECT_EQ(up.status, 0) << up.out << up.err;
-    const RunResult down = iperf(g, 5201, 3, /*reverse=*/true);
-    EXPECT_EQ(down.status, 0) << down.out << down.err;
-    if (up.status != 0 || down.status != 0) return {0, 0};
-    const double up_bps = testing::iperf_bits_per_second(up.out);
-    const double down_bps = testing::iperf_bits_per_second(down.out);
-    std::cout << what << " guest->host " << up_bps / 1e9 << " Gbit/s, host->guest "
-              << down_bps / 1e9 << " Gbit/s\n";
-    return {up_bps, down_bps};
+    double received[2] = {0, 0};
+    for (const bool reverse : {false, true}) {
+      const RunResult r = iperf_bytes(g, 5201, "32M", reverse);
+      EXPECT_EQ(r.status, 0) << r.out << r.err;
+      received[reverse ? 1 : 0] = expect_transfer(r.out, 32.0 * 1024 * 1024);
+      test::report_figure(figure + (reverse ? "_host_to_guest_bps" : "_guest_to_host_bps"),
+                          testing::iperf_bits_per_second(r.out), "bit/s");
+    }
+    return {received[0], received[1]};
   }
+  /// Every one of `count` echo requests from `ns` to `ip` is answered (ping sends again
+  /// until it has `count` replies; 30 s guard a hang).
   bool ping(const std::string& ns, const std::string& ip, int count = 3) {
-    return w().in_ns(ns, {"ping", "-c", std::to_string(count), "-i", "0.2", "-W", "2", ip}, 30s)
+    return w().in_ns(ns, {"ping", "-c", std::to_string(count), "-i", "0.2", "-w", "30", ip}, 60s)
                .status == 0;
+  }
+  /// One echo request from `ns` to `ip` gets no answer within 2 s (for what must not be
+  /// reachable: a slow machine can only make this pass, never fail it).
+  bool unanswered(const std::string& ns, const std::string& ip) {
+    return w().in_ns(ns, {"ping", "-c", "1", "-W", "2", ip}, 30s).status != 0;
   }
   /// Waits until `ns` reaches `ip` by ping (one probe per attempt); the time it took.
   std::optional<std::chrono::milliseconds> wait_reachable(const std::string& ns,
@@ -105,8 +150,42 @@ class EndToEnd : public ::testing::Test {
     return std::nullopt;
   }
   std::string stats() { return w().ctl({"--json", "stats"}).out; }
+  /// Counter `name` summed over the queues of guest `g`'s vif.
+  std::uint64_t vif_counter(const XlWorld::Guest& g, const std::string& name) {
+    return sum_counter(w().ctl({"--json", "stats", std::to_string(g.domid) + "/0"}).out, name);
+  }
+  /// Waits until counter `name` of guest `g`'s vif exceeds `above` (traffic is flowing).
+  bool wait_vif_counter_above(const XlWorld::Guest& g, const std::string& name,
+                              std::uint64_t above) {
+    const auto deadline = std::chrono::steady_clock::now() + kHangGuard;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (vif_counter(g, name) > above) return true;
+      std::this_thread::sleep_for(100ms);
+    }
+    return false;
+  }
+  /// Waits until the daemon-wide sum of counter `name` exceeds `above`.
+  bool wait_counter_above(const std::string& name, std::uint64_t above) {
+    const auto deadline = std::chrono::steady_clock::now() + kHangGuard;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (sum_counter(stats(), name) > above) return true;
+      std::this_thread::sleep_for(100ms);
+    }
+    return false;
+  }
+  /// Waits until a UDP socket is bound to `port` in namespace `ns` (a receiver is ready).
+  bool wait_udp_bound(const std::string& ns, int port) {
+    const auto deadline = std::chrono::steady_clock::now() + kHangGuard;
+    while (std::chrono::steady_clock::now() < deadline) {
+      const RunResult r = w().in_ns(
+          ns, {"ss", "-H", "-u", "-l", "-n", "sport = :" + std::to_string(port)}, kHangGuard);
+      if (r.status == 0 && r.out.find(':' + std::to_string(port)) != std::string::npos) return true;
+      std::this_thread::sleep_for(20ms);
+    }
+    return false;
+  }
   std::string list() { return w().ctl({"--json", "list"}).out; }
-  bool wait_vif_count(std::size_t n, std::chrono::seconds limit) {
+  bool wait_vif_count(std::size_t n, std::chrono::seconds limit = kHangGuard) {
     const auto t0 = std::chrono::steady_clock::now();
     while (std::chrono::steady_clock::now() - t0 < limit) {
       const std::string l = list();

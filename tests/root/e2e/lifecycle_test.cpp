@@ -7,7 +7,7 @@
 // once Connected). The guest keeps its TAP and namespace throughout, so its connections live
 // on. Each time the old domain's device must be gone from unetbackd entirely (TAP, grant
 // mappings, descriptors) and the new one served; each outage (last ping answer before, first
-// after) is printed and recorded.
+// after) and the stream's stall are printed as figures, never judged.
 #include <algorithm>
 #include <fstream>
 #include <gtest/gtest.h>
@@ -78,14 +78,28 @@ class Lifecycle : public EndToEnd {
     return w().spawn_in_ns(g.ns, {"ping", "-D", "-i", "0.05", "-W", "1", w().host_ip()},
                            name + ".log");
   }
-  /// Waits for the prober's answers to resume, stops it, and returns the outage in ms.
-  double stop_prober(Daemon& prober) {
-    const std::size_t before = prober.log().size();
-    // A few answers after the first one back.
-    for (int i = 0; i < 100 && prober.log().size() < before + 400; ++i)
+  /// The answers in a prober's log.
+  static std::size_t answers(const Daemon& prober) {
+    const std::string log = prober.log();
+    std::size_t n = 0;
+    for (auto p = log.find("bytes from"); p != std::string::npos; p = log.find("bytes from", p + 1))
+      ++n;
+    return n;
+  }
+  /// Waits until the prober has more than `n` answers.
+  static bool wait_answers(const Daemon& prober, std::size_t n) {
+    const auto deadline = std::chrono::steady_clock::now() + testing::kHangGuard;
+    while (answers(prober) <= n && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(20ms);
+    return answers(prober) > n;
+  }
+  /// Waits for the prober's answers to resume (three more after the move), stops it, and
+  /// returns the outage in ms.
+  double stop_prober(Daemon& prober) {
+    EXPECT_TRUE(wait_answers(prober, answers(prober) + 2)) << "no answer after the move\n"
+                                                           << prober.log();
     prober.signal(SIGINT);
-    (void)prober.wait_exit(5s);
+    (void)prober.wait_exit(testing::kHangGuard);
     return longest_answer_gap_ms(prober.log());
   }
 
@@ -103,7 +117,7 @@ class Lifecycle : public EndToEnd {
       fds = testing::open_fds(w().daemon().pid());
       if (held.empty() && fds <= base_fds && !w().link_exists(w().ns0(), tap)) break;
       std::this_thread::sleep_for(50ms);
-    } while (std::chrono::steady_clock::now() - t0 < 5s);
+    } while (std::chrono::steady_clock::now() - t0 < testing::kHangGuard);
     EXPECT_FALSE(w().link_exists(w().ns0(), tap)) << when << ": " << tap << " outlived its vif";
     EXPECT_EQ(held, "") << when << ": unetbackd still holds domain " << old << "'s pages";
     EXPECT_LE(fds, base_fds) << when << ": unetbackd has more descriptors than before";
@@ -133,44 +147,45 @@ class Lifecycle : public EndToEnd {
   }
 
   /// A TCP stream from the host to `g` (iperf3 -R -t 10, 100 ms intervals measured where
-  /// the data arrives, in the guest) with one migration after 2 s: the stream ends without
-  /// an error, carries data again after the move, and the stall (the longest run of
-  /// intervals below a tenth of the median) is printed. The moved guest.
+  /// the data arrives, in the guest) with one migration once it flows: the stream ends
+  /// without an error (a reset or a lost control connection fails iperf3), and the new vif
+  /// carried host->guest packets of it (its data, or at least the end-of-test exchange when
+  /// the move outlasted the 10 s). The stall (the longest run of intervals below a tenth of
+  /// the median) is the figure lifecycle_stream_stall_ms_q<queues>. The moved guest.
   std::optional<XlWorld::Guest> stream_across_migration(const XlWorld::Guest& g, int queues) {
     serve_iperf(5201);
     const std::size_t base_fds = testing::open_fds(w().daemon().pid());
+    const std::uint64_t idle = vif_counter(g, "rx_packets");
     Daemon& stream = w().spawn_in_ns(g.ns,
                                      {"iperf3", "-c", w().host_ip(), "-p", "5201", "-t", "10", "-i",
                                       "0.1", "-R", "-J", "--connect-timeout", "5000"},
                                      "stream.json");
-    std::this_thread::sleep_for(2s);
+    EXPECT_TRUE(wait_vif_counter_above(g, "rx_packets", idle + 1000)) << "the stream never ran";
     const RunResult m = w().xl({"migrate", g.name, "localhost"});
     auto n = moved(g, m);
     EXPECT_TRUE(n) << "migrate exited " << m.status << ": " << m.err;
-    const auto st = stream.wait_exit(40s);
+    const auto st = stream.wait_exit(90s);
     EXPECT_TRUE(st.has_value());
     // iperf3 fails on a reset or a closed control connection: the stream survived.
     EXPECT_TRUE(st && WIFEXITED(*st) && WEXITSTATUS(*st) == 0) << stream.log();
+    EXPECT_GT(testing::iperf_bytes_received(stream.log()), 0) << stream.log();
+    if (n) {
+      EXPECT_GT(vif_counter(*n, "rx_packets"), 0U) << "nothing of the stream crossed the new vif";
+    }
     const auto rates = testing::iperf_interval_rates(stream.log());
-    EXPECT_GE(rates.size(), 80U) << stream.log();
     // The stall: the longest run of 100 ms intervals below a tenth of the median rate.
     std::vector<double> sorted = rates;
     std::sort(sorted.begin(), sorted.end());
     const double median = sorted.empty() ? 0 : sorted[sorted.size() / 2];
-    std::size_t idle = 0, run = 0;
+    std::size_t stalled = 0, run = 0;
     for (const double r : rates) {
       run = r < median / 10 ? run + 1 : 0;
-      idle = std::max(idle, run);
+      stalled = std::max(stalled, run);
     }
-    // Data again after the stall: the last second carried some.
-    double tail = 0;
-    for (std::size_t i = rates.size() > 10 ? rates.size() - 10 : 0; i < rates.size(); ++i)
-      tail += rates[i];
-    EXPECT_GT(tail, 1e7) << "the stream carried nothing in its last second";
-    std::cout << "TCP stream across a migration (" << queues << " queue(s)): stalled about "
-              << idle * 100 << " ms, " << testing::iperf_bits_per_second(stream.log()) / 1e6
-              << " Mbit/s over the 10 s\n";
-    RecordProperty("stream_stall_ms", static_cast<int>(idle * 100));
+    const std::string q = "_q" + std::to_string(queues);
+    test::report_figure("lifecycle_stream_stall_ms" + q, static_cast<double>(stalled * 100), "ms");
+    test::report_figure("lifecycle_stream_across_migration_bps" + q,
+                        testing::iperf_bits_per_second(stream.log()), "bit/s");
     if (n) {
       expect_torn_down(g.domid, base_fds, "after the migration");
       expect_served(*n, queues, "after the migration");
@@ -190,7 +205,7 @@ TEST_F(Lifecycle, SaveAndRestoreTwiceBringsTheVifBackConnectedWithPingAndIperf3)
     const pid_t guest = w().guest_pid(*g);
     ASSERT_GT(guest, 0);
     Daemon& prober = start_prober(*g, "prober" + std::to_string(round));
-    std::this_thread::sleep_for(300ms);
+    ASSERT_TRUE(wait_answers(prober, 0)) << prober.log();  // answered before the save
     const RunResult s = w().xl({"save", g->name, image});
     ASSERT_EQ(s.status, 0) << when << ": " << s.err;
     // Saved: the device and the domain are gone, the guest process waits, suspended.
@@ -205,14 +220,12 @@ TEST_F(Lifecycle, SaveAndRestoreTwiceBringsTheVifBackConnectedWithPingAndIperf3)
     EXPECT_EQ(w().guest_pid(*n), guest) << "the same guest process runs the new domain";
     const double outage = stop_prober(prober);
     ASSERT_GT(outage, 0) << prober.log();
-    std::cout << when << ": outage " << outage << " ms (last ping answer before, first after)\n";
-    RecordProperty("saverestore" + std::to_string(round) + "_outage_ms", static_cast<int>(outage));
+    test::report_figure("lifecycle_saverestore" + std::to_string(round) + "_outage_ms", outage,
+                        "ms");
     expect_served(*n, 1, when);
     g = n;
   }
-  const auto [up, down] = ping_and_iperf_both_ways(*g, "restored");
-  EXPECT_GT(up, 1e8);
-  EXPECT_GT(down, 1e8);
+  ping_and_iperf_both_ways(*g, "restored", "lifecycle_restored");
   // The restored guest is destroyed like any other.
   ASSERT_EQ(w().destroy_guest(*g).status, 0);
   expect_torn_down(g->domid, base_fds, "destroyed");
@@ -227,21 +240,20 @@ TEST_F(Lifecycle, TenLocalhostMigrationsEachTearTheOldDeviceDownAndServeTheNewOn
   for (int round = 1; round <= 10; ++round) {
     const std::string when = "migration " + std::to_string(round);
     Daemon& prober = start_prober(*g, "prober" + std::to_string(round));
-    std::this_thread::sleep_for(200ms);
+    ASSERT_TRUE(wait_answers(prober, 0)) << prober.log();  // answered before the migration
     const RunResult m = w().xl({"migrate", g->name, "localhost"});
     auto n = moved(*g, m);
     ASSERT_TRUE(n) << when << ": migrate exited " << m.status << ": " << m.err;
     const double outage = stop_prober(prober);
     ASSERT_GT(outage, 0) << prober.log();
     worst = std::max(worst, outage);
-    std::cout << when << ": domain " << g->domid << " -> " << n->domid << ", outage " << outage
-              << " ms\n";
-    RecordProperty("migrate" + std::to_string(round) + "_outage_ms", static_cast<int>(outage));
+    std::cout << when << ": domain " << g->domid << " -> " << n->domid << "\n";
+    test::report_figure("lifecycle_migrate" + std::to_string(round) + "_outage_ms", outage, "ms");
     expect_torn_down(g->domid, base_fds, when);
     expect_served(*n, 1, when);
     g = n;
   }
-  std::cout << "ten migrations: worst outage " << worst << " ms\n";
+  test::report_figure("lifecycle_migrate_worst_outage_ms", worst, "ms");
 }
 
 TEST_F(Lifecycle, ATcpStreamRunsAcrossAMigrationWithoutAReset) {

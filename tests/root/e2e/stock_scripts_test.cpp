@@ -86,22 +86,19 @@ class StockScripts : public EndToEnd {
     return testing::slurp("/var/log/xen/xen-hotplug.log");
   }
 
-  /// Ping both ways and iperf3 both ways (-P 4 for several queues); `floor` bits/s each way.
-  void traffic(const XlWorld::Guest& g, int port, double floor, int streams = 1) {
+  /// Ping both ways and iperf3 moving 16 MiB each way (-P 4 for several queues): every byte
+  /// arrives. The rates are figures `<figure>_guest_to_host_bps` / `_host_to_guest_bps`.
+  void traffic(const XlWorld::Guest& g, int port, const std::string& figure, int streams = 1) {
     EXPECT_TRUE(ping(g.ns, w().host_ip())) << g.name << " cannot ping the host";
-    EXPECT_EQ(w().in_ns(w().ns0(), {"ping", "-c", "2", "-i", "0.2", "-W", "2", g.ip}).status, 0)
-        << "the host cannot ping " << g.name;
+    EXPECT_TRUE(ping(w().ns0(), g.ip, 2)) << "the host cannot ping " << g.name;
     const std::vector<std::string> p = {"-P", std::to_string(streams)};
-    const RunResult up = iperf(g, port, 2, false, p);
-    ASSERT_EQ(up.status, 0) << up.out << up.err;
-    const RunResult down = iperf(g, port, 2, true, p);
-    ASSERT_EQ(down.status, 0) << down.out << down.err;
-    const double up_bps = testing::iperf_bits_per_second(up.out);
-    const double down_bps = testing::iperf_bits_per_second(down.out);
-    std::cout << g.name << ": guest->host " << up_bps / 1e6 << " Mbit/s, host->guest "
-              << down_bps / 1e6 << " Mbit/s\n";
-    EXPECT_GT(up_bps, floor);
-    EXPECT_GT(down_bps, floor);
+    for (const bool reverse : {false, true}) {
+      const RunResult r = iperf_bytes(g, port, "16M", reverse, p);
+      ASSERT_EQ(r.status, 0) << r.out << r.err;
+      testing::expect_transfer(r.out, 16.0 * 1024 * 1024);
+      test::report_figure(figure + (reverse ? "_host_to_guest_bps" : "_guest_to_host_bps"),
+                          testing::iperf_bits_per_second(r.out), "bit/s");
+    }
   }
 
   /// Guest TX and guest RX packets per queue of the vif of domain `domid`.
@@ -119,9 +116,10 @@ class StockScripts : public EndToEnd {
 
   /// The scenario every stock script gets: a guest with vifname= and one queue, one with
   /// vifname= and two queues, one without vifname; traffic on each; destroy; nothing left.
-  /// `on_link` checks what the script did to the (renamed) TAP.
+  /// `on_link` checks what the script did to the (renamed) TAP. The rates are figures named
+  /// stock_<script>_<one|two>_queue(s)_...
   void vifname_one_and_two_queues(const std::string& script_name, const std::string& bridge,
-                                  const std::string& extra_for_guest, double floor,
+                                  const std::string& extra_for_guest,
                                   const std::function<void(const std::string&)>& on_link) {
     serve_iperf(5201);
     std::vector<XlWorld::Guest> guests;
@@ -153,8 +151,9 @@ class StockScripts : public EndToEnd {
       guests.push_back(*g);
     }
     EXPECT_EQ(w().vif_links(), std::vector<std::string>{guests[2].tap()});
-    traffic(guests[0], 5201, floor);
-    traffic(guests[1], 5201, floor, 4);
+    const std::string figure = "stock_" + std::regex_replace(script_name, std::regex("-"), "_");
+    traffic(guests[0], 5201, figure + "_one_queue");
+    traffic(guests[1], 5201, figure + "_two_queues", 4);
     // Both queues of the renamed 2-queue vif carried traffic each way: their TAP fds were
     // opened when the TAP was made, before the rename.
     const auto q = per_queue(guests[1].domid);
@@ -169,7 +168,7 @@ class StockScripts : public EndToEnd {
       EXPECT_EQ(d.status, 0) << d.err;
       EXPECT_EQ(xs_read(backend(g) + "/state"), "<missing>");
     }
-    EXPECT_TRUE(wait_vif_count(0, 10s)) << list();
+    EXPECT_TRUE(wait_vif_count(0)) << list();
     EXPECT_FALSE(w().link_exists(w().ns0(), "web1"));
     EXPECT_FALSE(w().link_exists(w().ns0(), "web2"));
     EXPECT_TRUE(w().vif_links().empty());
@@ -179,7 +178,7 @@ class StockScripts : public EndToEnd {
 };
 
 TEST_F(StockScripts, VifBridgeRenamesToVifnameWithOneAndTwoQueuesAndTrafficFlows) {
-  vifname_one_and_two_queues("vif-bridge", XlWorld::kBridge, "", 1e8, [](const std::string& l) {
+  vifname_one_and_two_queues("vif-bridge", XlWorld::kBridge, "", [](const std::string& l) {
     EXPECT_NE(l.find("master " + std::string(XlWorld::kBridge)), std::string::npos) << l;
     EXPECT_TRUE(std::regex_search(l, std::regex("[<,]UP[,>]"))) << l;  // a TAP's state: UNKNOWN
   });
@@ -189,7 +188,7 @@ TEST_F(StockScripts, VifRouteRoutesTheGuestsAddressWithVifnameAndGatewaydev) {
   // vif-route: the vif gets the address of $netdev (gatewaydev) as a /32, proxy ARP, and a host
   // route to each address in B:ip. The bridge here only carries the host's address.
   vifname_one_and_two_queues(
-      "vif-route", "", ",gatewaydev=" + std::string(XlWorld::kBridge) + ",ip=GUESTIP", 1e8,
+      "vif-route", "", ",gatewaydev=" + std::string(XlWorld::kBridge) + ",ip=GUESTIP",
       [&](const std::string& l) {
         EXPECT_EQ(l.find("master"), std::string::npos) << l;
         const std::string dev =
@@ -227,7 +226,9 @@ class StockOpenvswitch : public StockScripts {
          "--pidfile=" + rundir_ + "/ovsdb-server.pid", "--unixctl=" + rundir_ + "/ovsdb.ctl",
          "--log-file=" + rundir_ + "/ovsdb-server.log"},
         "ovsdb-server.out");
-    for (int i = 0; i < 100 && !std::filesystem::exists(rundir_ + "/db.sock"); ++i)
+    const auto deadline = std::chrono::steady_clock::now() + testing::kHangGuard;
+    while (!std::filesystem::exists(rundir_ + "/db.sock") &&
+           std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(50ms);
     ASSERT_TRUE(std::filesystem::exists(rundir_ + "/db.sock")) << dbs.log();
     ASSERT_EQ(vsctl({"--no-wait", "init"}).status, 0);
@@ -239,7 +240,7 @@ class StockOpenvswitch : public StockScripts {
         "ovs-vswitchd.out");
     // No openvswitch kernel module needed: the userspace datapath, with TSO so that the
     // guests' GSO frames cross it as they cross a Linux bridge.
-    const RunResult br = vsctl({"--timeout=20", "add-br", kOvsBridge, "--", "set", "bridge",
+    const RunResult br = vsctl({"--timeout=60", "add-br", kOvsBridge, "--", "set", "bridge",
                                 kOvsBridge, "datapath_type=netdev", "--", "set", "Open_vSwitch",
                                 ".", "other_config:userspace-tso-enable=true"});
     ASSERT_EQ(br.status, 0) << br.err << vsd.log();
@@ -259,14 +260,14 @@ class StockOpenvswitch : public StockScripts {
   RunResult vsctl(std::vector<std::string> args) {
     std::vector<std::string> argv = {"ovs-vsctl", "--db=unix:" + rundir_ + "/db.sock"};
     argv.insert(argv.end(), args.begin(), args.end());
-    return w().in_ns(w().ns0(), argv, 30s);
+    return w().in_ns(w().ns0(), argv, 90s);
   }
   static constexpr const char* kOvsBridge = "ovsbr0";
   std::string rundir_;
 };
 
 TEST_F(StockOpenvswitch, VifOpenvswitchAddsThePortWithTheVmsNameAndUuidAndTrafficFlows) {
-  vifname_one_and_two_queues("vif-openvswitch", kOvsBridge, "", 1e6, [&](const std::string& l) {
+  vifname_one_and_two_queues("vif-openvswitch", kOvsBridge, "", [&](const std::string& l) {
     const std::string dev =
         l.substr(l.find(": ") + 2, l.find(':', l.find(": ") + 2) - l.find(": ") - 2);
     // libxl's /vm/<uuid> nodes reached the port's external ids (finding 9).
@@ -286,15 +287,18 @@ TEST_F(StockOpenvswitch, VifOpenvswitchAddsThePortWithTheVmsNameAndUuidAndTraffi
 /// Finding 6: vifname= naming a device that exists. The create fails (as vif-common.sh says:
 /// "An interface with name … already exists"), and the device named keeps its state: the bridge
 /// stays up, lo stays up, another vif's TAP stays up on its bridge, and that guest's stream
-/// never stops. With vif-unetback and with the stock vif-bridge.
+/// never stops (its vif forwards packets across the refused creates, and the stream ends
+/// cleanly; its slowest second is a figure). With vif-unetback and with the stock vif-bridge.
 TEST_F(StockScripts, VifnameNamingAnExistingDeviceFailsTheCreateAndLeavesThatDeviceAlone) {
   auto g1 = w().create_guest(1);
   ASSERT_TRUE(g1) << w().why();
   serve_iperf(5201);
+  const std::uint64_t idle = vif_counter(*g1, "tx_packets");
   Daemon& stream = w().spawn_in_ns(
       g1->ns, {"iperf3", "-c", w().host_ip(), "-p", "5201", "-t", "30", "-i", "1", "-J"},
       "stream.json");
-  std::this_thread::sleep_for(1s);
+  ASSERT_TRUE(wait_vif_counter_above(*g1, "tx_packets", idle + 1000)) << "the stream never ran";
+  const std::uint64_t before_creates = vif_counter(*g1, "tx_packets");
   int attempt = 0;
   for (const std::string& taken : {std::string(XlWorld::kBridge), std::string("lo"), g1->tap()}) {
     for (const std::string& s : {std::string(), script("vif-bridge")}) {
@@ -323,15 +327,14 @@ TEST_F(StockScripts, VifnameNamingAnExistingDeviceFailsTheCreateAndLeavesThatDev
                             "vif=" + g1->tap(), w().bins().script, "offline", "type_if=vif"});
   EXPECT_EQ(off.status, 0) << off.err;
   EXPECT_TRUE(is_up("lo")) << link("lo");
-  const auto st = stream.wait_exit(60s);
+  EXPECT_GT(vif_counter(*g1, "tx_packets"), before_creates)
+      << "the good guest's stream stood still across " << attempt << " refused creates";
+  const auto st = stream.wait_exit(90s);
   ASSERT_TRUE(st);
-  const auto rates = testing::iperf_interval_rates(stream.log());
-  ASSERT_GE(rates.size(), 25U) << stream.log();
-  double lowest = rates.front();
-  for (double r : rates) lowest = std::min(lowest, r);
-  std::cout << attempt << " refused creates; the good guest's slowest second " << lowest / 1e6
-            << " Mbit/s\n";
-  EXPECT_GT(lowest, 1e7) << "the good guest's stream stalled";
+  EXPECT_EQ(*st, 0) << stream.log();
+  EXPECT_GT(testing::iperf_bytes_received(stream.log()), 0) << stream.log();
+  test::report_figure("stock_vifname_refused_stream_slowest_second_bps",
+                      testing::lowest(testing::iperf_interval_rates(stream.log())), "bit/s");
 }
 
 }  // namespace

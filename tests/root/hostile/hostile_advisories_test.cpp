@@ -11,7 +11,16 @@
 #include <vector>
 
 #include "common/hv/xen/xen_xenstore.hpp"
+// ASan, as gcc says it (__SANITIZE_ADDRESS__) and as clang before 18 does (__has_feature only):
+// without the latter, clang's ASan tree measured VmRSS, which its quarantine grows with churn.
 #if defined(__SANITIZE_ADDRESS__)
+#define UNETBACK_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define UNETBACK_TEST_ASAN 1
+#endif
+#endif
+#if defined(UNETBACK_TEST_ASAN)
 // The sanitizer runtime's own API (sanitizer/allocator_interface.h, which gcc 12 does not ship).
 extern "C" std::size_t __sanitizer_get_current_allocated_bytes();
 #endif
@@ -71,10 +80,38 @@ class HostileFrontend : public HostileTest {
   /// Refused like xenbus_dev_fatal: Closing, an error node, nothing of the guest mapped.
   void expect_refused(Rogue& bad, const std::string& what) {
     SCOPED_TRACE(what);
-    EXPECT_TRUE(wait_for([&] { return backend_state(bad.dom()) == "5"; }, 5s))
+    EXPECT_TRUE(wait_for([&] { return backend_state(bad.dom()) == "5"; }))
         << "state " << backend_state(bad.dom());
     EXPECT_TRUE(error_node(bad.dom()).has_value());
     EXPECT_EQ(bad.grants_in_use(), 0u);
+  }
+
+  /// What the host side got from `bad` before a marker frame the guest sends after the packets
+  /// under test. Its TX ring is served in order and the marker goes to the TAP after them, so
+  /// once the marker is in, whatever those packets were to put on the TAP is in too: a positive
+  /// barrier for "that packet never came out" (instead of a wait-and-see window).
+  std::vector<std::vector<std::byte>> received_before_marker(Rogue& bad, const UniqueFd& sock,
+                                                             std::uint16_t& id) {
+    const auto marker = frame(90, 0xA5);
+    auto page = bad.grant_page(hv::Access::read_only);
+    EXPECT_TRUE(page.has_value());
+    if (!page) return {};
+    copy_frame(*page, 0, marker);
+    bad.tx().put_request(tx_request(page->ref, 0, static_cast<std::uint16_t>(marker.size()), id++));
+    bad.push_tx();
+    std::vector<wire::TxResponse> rsps;
+    EXPECT_TRUE(bad.wait_tx_responses(rsps, 1, kHangGuard)) << "the marker was never answered";
+    EXPECT_EQ(count_status(rsps, NETIF_RSP_OKAY), 1u) << "the marker";
+    std::vector<std::vector<std::byte>> before;
+    const auto deadline = std::chrono::steady_clock::now() + kHangGuard;
+    while (std::chrono::steady_clock::now() < deadline) {
+      for (auto& g : host_receive(sock, 1, 100ms)) {
+        if (g == marker) return before;
+        before.push_back(std::move(g));
+      }
+    }
+    ADD_FAILURE() << "the marker never reached the TAP";
+    return before;
   }
 };
 
@@ -88,7 +125,7 @@ TEST_F(HostileFrontend, Xsa39_ImpossibleRequestProducerDisablesOnlyThatVif) {
   // RING_REQUEST_PROD_OVERFLOW: a thousand requests on a 256-slot ring.
   bad->set_tx_req_prod(1000);
   bad->notify();
-  ASSERT_TRUE(wait_for([&] { return backend_state(bad->dom()) == "5"; }, 5s))
+  ASSERT_TRUE(wait_for([&] { return backend_state(bad->dom()) == "5"; }))
       << "state " << backend_state(bad->dom());
   const auto err = error_node(bad->dom());
   ASSERT_TRUE(err.has_value());
@@ -111,7 +148,7 @@ TEST_F(HostileFrontend, Xsa39_ChainRunningPastThePublishedRequestsIsFatal) {
   // for more slots than work_to_do").
   bad->tx().put_request(tx_request(page->ref, 0, 254, id++, NETTXF_more_data));
   bad->push_tx();
-  ASSERT_TRUE(wait_for([&] { return backend_state(bad->dom()) == "5"; }, 5s));
+  ASSERT_TRUE(wait_for([&] { return backend_state(bad->dom()) == "5"; }));
   EXPECT_TRUE(error_node(bad->dom()).has_value());
   finish(bad, base);
 }
@@ -144,9 +181,9 @@ TEST_F(HostileFrontend, Xsa39_IndicesWrapAroundWithoutLoss) {
     }
     bad->push_tx();
     std::vector<wire::TxResponse> rsps;
-    ASSERT_TRUE(bad->wait_tx_responses(rsps, pages.size(), 5s)) << "round " << round;
+    ASSERT_TRUE(bad->wait_tx_responses(rsps, pages.size(), kHangGuard)) << "round " << round;
     okay += count_status(rsps, NETIF_RSP_OKAY);
-    const auto got = host_receive(sock, pages.size(), 3s);
+    const auto got = host_receive(sock, pages.size(), kHangGuard);
     for (std::size_t i = 0; i < got.size(); ++i) {
       if (got[i] == frame(100, static_cast<std::uint8_t>(static_cast<std::size_t>(round) * 16 + i)))
         ++delivered;
@@ -182,7 +219,7 @@ TEST_F(HostileFrontend, Xsa90_FatalErrorIsHandledOffTheDataPathWhileTrafficRuns)
   // The good guest's traffic runs while the control thread processes the fatal.
   const auto tr = good_traffic(64);
   EXPECT_EQ(tr.received, tr.sent);
-  ASSERT_TRUE(wait_for([&] { return backend_state(bad->dom()) == "5"; }, 5s));
+  ASSERT_TRUE(wait_for([&] { return backend_state(bad->dom()) == "5"; }));
   EXPECT_TRUE(error_node(bad->dom()).has_value());
   bad_sock.reset();
   finish(bad, base);
@@ -221,9 +258,10 @@ TEST_F(HostileFrontend, Xsa155_RequestsRewrittenDuringProcessingAreReadOnce) {
     bad->tx().put_request(tx_request(page->ref, 0, kShort, id++));
     bad->push_tx();
     std::vector<wire::TxResponse> rsps;
-    if (!bad->wait_tx_responses(rsps, 1, 3s)) break;
+    if (!bad->wait_tx_responses(rsps, 1, kHangGuard)) break;
     okay += count_status(rsps, NETIF_RSP_OKAY);
-    for (const auto& g : host_receive(sock, 1, 500ms)) {
+    // The frame of an OKAY answer is on its way to the TAP; an ERROR one never comes.
+    for (const auto& g : host_receive(sock, count_status(rsps, NETIF_RSP_OKAY), kHangGuard)) {
       const bool whole = g.size() == kLong && g == f;
       const bool prefix = g.size() == kShort && std::equal(g.begin(), g.end(), f.begin());
       (whole || prefix) ? ++frames_ok : ++frames_bad;
@@ -286,16 +324,19 @@ TEST_F(HostileFrontend, Xsa332_EventStormDoesNotStarveOtherGuests) {
     }
   });
   const auto tr = good_traffic(64);
-  std::this_thread::sleep_for(300ms);
+  // The storm goes on until it is one (10 000 notifications), however long that takes here.
+  EXPECT_TRUE(wait_for([&] { return sent.load() > 10000; })) << "the storm never got going";
   stop = true;
   storm.join();
-  std::this_thread::sleep_for(100ms);  // the last wakeup finishes before we read its counters
   EXPECT_EQ(tr.received, tr.sent) << "the storm starved the well-behaved guest";
-  const auto events = counter(bad->dom(), "events") - events_before;
+  // Both counters from one report: each queue's is taken on its own thread between wakeups,
+  // and a wakeup adds to `events` and (finding nothing) to `spurious_events` in one go, so a
+  // wakeup still running when the storm stopped needs no waiting for.
+  const auto now = counters(bad->dom());
+  const auto events = now.at("events") - events_before;
   EXPECT_GT(sent.load(), 10000u);
   EXPECT_LT(events, sent.load()) << "every notification cost a wakeup";
-  EXPECT_EQ(counter(bad->dom(), "spurious_events") - spurious_before, events)
-      << "a storm carries no work";
+  EXPECT_EQ(now.at("spurious_events") - spurious_before, events) << "a storm carries no work";
   EXPECT_EQ(backend_state(bad->dom()), "4") << "netback does not disable a vif for a storm";
   finish(bad, base);
 }
@@ -310,7 +351,7 @@ TEST_F(HostileFrontend, Xsa332_EventStormDoesNotStarveOtherGuests) {
 /// The memory the process holds, in KiB: VmRSS; under ASan the heap bytes still allocated
 /// instead (its quarantine keeps freed memory resident, so RSS grows with any churn).
 long vm_rss_kib() {
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(UNETBACK_TEST_ASAN)
   return static_cast<long>(__sanitizer_get_current_allocated_bytes() / 1024);
 #else
   std::ifstream f("/proc/self/status");
@@ -359,16 +400,18 @@ TEST_F(HostileFrontend, Xsa349_StateWriteFloodCostsNoMemoryAndDelaysNoOtherGuest
   ASSERT_TRUE(wait_for([&] { return writes.load() > 1000; }, 30s)) << "the flood did not start";
   const long rss_start = vm_rss_kib();
 
-  // Another guest's device appears mid-flood: InitWait must come as quickly as ever
-  // (libxl gives up after 10 s).
+  // Another guest's device appears mid-flood: its handshake must get through while the flood
+  // runs (the flood holds one place in the daemon's queue). How long it took is a figure.
   auto other = std::make_unique<Rogue>(world_->dir(), "other", dom0_.get());
   other->attach();
   toolstack::VifSpec spec;
   spec.mac = "00:16:3e:00:00:77";
   const auto t0 = std::chrono::steady_clock::now();
   ASSERT_FALSE(toolstack::add_vif(*toolstack_xs_, kDom0, other->dom(), spec));
-  ASSERT_FALSE(wait_backend(other->dom(), "2", 10s)) << "no InitWait within libxl's 10 s";
+  ASSERT_FALSE(wait_backend(other->dom(), "2"))
+      << "the flood kept another guest's device from InitWait";
   const auto initwait = std::chrono::steady_clock::now() - t0;
+  EXPECT_FALSE(stop.load()) << "the handshake is to complete while the flood runs";
 
   const auto tr = good_traffic(64);
   long rss_peak = rss_start;
@@ -387,7 +430,7 @@ TEST_F(HostileFrontend, Xsa349_StateWriteFloodCostsNoMemoryAndDelaysNoOtherGuest
   std::cout << "[ flood    ] " << writes.load() << " F:state writes; other guest's InitWait after "
             << ms << " ms; RSS " << rss_start << " -> peak " << rss_peak << " KiB\n";
   EXPECT_GT(writes.load(), kMeaningful) << "the flood was too small to mean anything";
-  EXPECT_LT(ms, 2000) << "the flood delayed another guest's handshake";
+  report_figure("hostile.xsa349_initwait_ms", static_cast<double>(ms), "ms");
   EXPECT_EQ(tr.received, tr.sent) << "the flood cost the well-behaved guest traffic";
   EXPECT_LT(rss_peak - rss_start, 16 * 1024) << "watch events queued without bound";
   EXPECT_EQ(backend_state(bad->dom()), "4") << "writing Connected again changes nothing";
@@ -428,12 +471,14 @@ TEST_F(HostileFrontend, Xsa362_BadGrantsInTxRequestsGetErrorResponses) {
   bad->tx().put_request(tx_request(pages[4].ref, 0, static_cast<std::uint16_t>(f.size()), id++));
   bad->push_tx();
   std::vector<wire::TxResponse> rsps;
-  ASSERT_TRUE(bad->wait_tx_responses(rsps, 5, 5s));
+  ASSERT_TRUE(bad->wait_tx_responses(rsps, 5, kHangGuard));
   EXPECT_EQ(count_status(rsps, NETIF_RSP_ERROR), 4u);
   EXPECT_EQ(count_status(rsps, NETIF_RSP_OKAY), 1u);
-  const auto got = host_receive(sock, 2, 1s);
-  ASSERT_EQ(got.size(), 1u) << "only the well-granted packet goes out";
+  const auto got = host_receive(sock, 1, kHangGuard);
+  ASSERT_EQ(got.size(), 1u) << "the well-granted packet goes out";
   EXPECT_EQ(got[0], f);
+  EXPECT_TRUE(received_before_marker(*bad, sock, id).empty())
+      << "only the well-granted packet goes out";
   EXPECT_EQ(counter(bad->dom(), "tx_drop_copy_error"), 4u);
   EXPECT_EQ(backend_state(bad->dom()), "4");
   sock.reset();
@@ -467,10 +512,10 @@ TEST_F(HostileFrontend, Xsa362_GrantsRevokedWhileRequestsAreInFlightAreAccounted
       (void)bad->revoke_under_backend(pages[static_cast<std::size_t>(j)].ref);
     }
     std::vector<wire::TxResponse> rsps;
-    ASSERT_TRUE(bad->wait_tx_responses(rsps, 8, 5s));
+    ASSERT_TRUE(bad->wait_tx_responses(rsps, 8, kHangGuard));
     okay += count_status(rsps, NETIF_RSP_OKAY);
     errors += count_status(rsps, NETIF_RSP_ERROR);
-    const auto got = host_receive(sock, count_status(rsps, NETIF_RSP_OKAY), 2s);
+    const auto got = host_receive(sock, count_status(rsps, NETIF_RSP_OKAY), kHangGuard);
     for (const auto& g : got) {
       const bool known = std::find(frames.begin(), frames.end(), g) != frames.end();
       known ? ++delivered : ++foreign;
@@ -503,7 +548,7 @@ TEST_F(HostileFrontend, Xsa362_ReadOnlyOrRevokedRxBuffersGetErrorResponses) {
         for (auto& r : bad->take_rx_responses()) rsps.push_back(r);
         return rsps.size() >= 8;
       },
-      5s);
+      kHangGuard);
   ASSERT_EQ(rsps.size(), 8u);
   for (const auto& r : rsps) EXPECT_LT(r.status, 0) << "an RX copy into a read-only grant";
   EXPECT_GE(counter(bad->dom(), "rx_copy_errors"), 8u);
@@ -517,7 +562,7 @@ TEST_F(HostileFrontend, Xsa362_ReadOnlyOrRevokedRxBuffersGetErrorResponses) {
         for (auto& r : bad->take_rx_responses()) rsps.push_back(r);
         return rsps.size() >= 4;
       },
-      5s);
+      kHangGuard);
   ASSERT_EQ(rsps.size(), 4u);
   for (const auto& r : rsps) EXPECT_EQ(r.status, static_cast<std::int16_t>(f.size()));
   EXPECT_EQ(backend_state(bad->dom()), "4");
@@ -558,8 +603,8 @@ TEST_F(HostileSlowRx, Xsa392_GuestThatPostsNoBuffersCannotGrowTheQueue) {
         const auto st = manager_->status(daemon::VifId{bad->dom(), DevId{0}});
         return st && !st->report.carrier;
       },
-      5s));
-  EXPECT_TRUE(wait_for([&] { return counter(bad->dom(), "rx_dropped_expired") > 0; }, 5s));
+      kHangGuard));
+  EXPECT_TRUE(wait_for([&] { return counter(bad->dom(), "rx_dropped_expired") > 0; }));
   max_queued = std::max(max_queued, counter(bad->dom(), "rx_queued_bytes"));
   EXPECT_LE(max_queued, 512u * 1024u) << "the guest-RX queue outgrew its byte cap";
   EXPECT_GE(counter(bad->dom(), "rx_stalls"), 1u);
@@ -594,9 +639,9 @@ TEST_F(HostileFrontend, Xsa403_OnlyTheSlotsBytesLeaveTheGuest) {
              id);
   bad->push_tx();
   std::vector<wire::TxResponse> rsps;
-  ASSERT_TRUE(bad->wait_tx_responses(rsps, 4, 3s));
+  ASSERT_TRUE(bad->wait_tx_responses(rsps, 4, kHangGuard));
   EXPECT_EQ(count_status(rsps, NETIF_RSP_OKAY), 4u);
-  const auto got = host_receive(sock, 2, 2s);
+  const auto got = host_receive(sock, 2, kHangGuard);
   ASSERT_EQ(got.size(), 2u);
   EXPECT_EQ(got[0], f);
   EXPECT_EQ(got[1], g);
@@ -622,9 +667,9 @@ TEST_F(HostileFrontend, Xsa423_HeadersOverTinySlotsArriveWhole) {
   put_packet(*bad, page->ref, consecutive(sizes), id);
   bad->push_tx();
   std::vector<wire::TxResponse> rsps;
-  ASSERT_TRUE(bad->wait_tx_responses(rsps, 18, 3s));
+  ASSERT_TRUE(bad->wait_tx_responses(rsps, 18, kHangGuard));
   EXPECT_EQ(count_status(rsps, NETIF_RSP_OKAY), 18u);
-  const auto got = host_receive(sock, 1, 2s);
+  const auto got = host_receive(sock, 1, kHangGuard);
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0], f);
   expect_good_traffic();
@@ -645,9 +690,9 @@ TEST_F(HostileFrontend, Xsa432_AllTinyMaximumSlotPacketThenTooManySlots) {
   put_packet(*bad, page->ref, consecutive(sizes), id);  // 18 slots: the most allowed
   bad->push_tx();
   std::vector<wire::TxResponse> rsps;
-  ASSERT_TRUE(bad->wait_tx_responses(rsps, 18, 3s));
+  ASSERT_TRUE(bad->wait_tx_responses(rsps, 18, kHangGuard));
   EXPECT_EQ(count_status(rsps, NETIF_RSP_OKAY), 18u);
-  auto got = host_receive(sock, 1, 2s);
+  auto got = host_receive(sock, 1, kHangGuard);
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0], f);
 
@@ -658,9 +703,9 @@ TEST_F(HostileFrontend, Xsa432_AllTinyMaximumSlotPacketThenTooManySlots) {
   put_packet(*bad, page->ref, consecutive(sizes), id);
   bad->push_tx();
   rsps.clear();
-  ASSERT_TRUE(bad->wait_tx_responses(rsps, 19, 3s));
+  ASSERT_TRUE(bad->wait_tx_responses(rsps, 19, kHangGuard));
   EXPECT_EQ(count_status(rsps, NETIF_RSP_ERROR), 19u);
-  EXPECT_TRUE(host_receive(sock, 1, 300ms).empty());
+  EXPECT_TRUE(received_before_marker(*bad, sock, id).empty()) << "a dropped packet came out";
   EXPECT_EQ(counter(bad->dom(), "tx_drop_too_many_slots"), 1u);
   EXPECT_EQ(backend_state(bad->dom()), "4");
 
@@ -668,7 +713,7 @@ TEST_F(HostileFrontend, Xsa432_AllTinyMaximumSlotPacketThenTooManySlots) {
   sizes.push_back(4);
   put_packet(*bad, page->ref, consecutive(sizes), id);
   bad->push_tx();
-  ASSERT_TRUE(wait_for([&] { return backend_state(bad->dom()) == "5"; }, 5s));
+  ASSERT_TRUE(wait_for([&] { return backend_state(bad->dom()) == "5"; }));
   EXPECT_TRUE(error_node(bad->dom()).has_value());
   sock.reset();
   finish(bad, base);
@@ -689,9 +734,9 @@ TEST_F(HostileFrontend, Xsa448_ZeroLengthSlotsAreAnsweredAndSkipped) {
   put_packet(*bad, page->ref, {{0, 100}, {100, 0}, {100, 0}, {100, 154}, {254, 0}}, id);
   bad->push_tx();
   std::vector<wire::TxResponse> rsps;
-  ASSERT_TRUE(bad->wait_tx_responses(rsps, 5, 3s));
+  ASSERT_TRUE(bad->wait_tx_responses(rsps, 5, kHangGuard));
   EXPECT_EQ(count_status(rsps, NETIF_RSP_OKAY), 5u);
-  const auto got = host_receive(sock, 1, 2s);
+  const auto got = host_receive(sock, 1, kHangGuard);
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0], f);
   EXPECT_EQ(counter(bad->dom(), "tx_zero_size_slots"), 3u);
@@ -723,10 +768,10 @@ TEST_F(HostileFrontend, NetifRules_RuntAndBadGsoDroppedBadExtraTypeFatal) {
   bad->tx().put_request_as(gso);
   bad->push_tx();
   std::vector<wire::TxResponse> rsps;
-  ASSERT_TRUE(bad->wait_tx_responses(rsps, 3, 3s));
+  ASSERT_TRUE(bad->wait_tx_responses(rsps, 3, kHangGuard));
   EXPECT_EQ(count_status(rsps, NETIF_RSP_ERROR), 2u);
   EXPECT_EQ(count_status(rsps, NETIF_RSP_NULL), 1u) << "the extra's slot";
-  EXPECT_TRUE(host_receive(sock, 1, 300ms).empty());
+  EXPECT_TRUE(received_before_marker(*bad, sock, id).empty()) << "a dropped packet came out";
   EXPECT_EQ(counter(bad->dom(), "tx_drop_runt"), 1u);
   EXPECT_EQ(counter(bad->dom(), "tx_drop_bad_gso"), 1u);
   EXPECT_EQ(backend_state(bad->dom()), "4");
@@ -735,7 +780,7 @@ TEST_F(HostileFrontend, NetifRules_RuntAndBadGsoDroppedBadExtraTypeFatal) {
   wire::ExtraInfo none{};
   bad->tx().put_request_as(none);
   bad->push_tx();
-  ASSERT_TRUE(wait_for([&] { return backend_state(bad->dom()) == "5"; }, 5s));
+  ASSERT_TRUE(wait_for([&] { return backend_state(bad->dom()) == "5"; }));
   EXPECT_TRUE(error_node(bad->dom()).has_value());
   sock.reset();
   finish(bad, base);
@@ -757,7 +802,7 @@ TEST_F(HostileFrontend, ZeroQueues_RefusedAtConnect) {
   ASSERT_FALSE(HasFatalFailure());
   ASSERT_FALSE(bad->make_rings());
   ASSERT_FALSE(bad->publish({{"multi-queue-num-queues", "0"}}));
-  ASSERT_TRUE(wait_for([&] { return backend_state(bad->dom()) == "5"; }, 5s));
+  ASSERT_TRUE(wait_for([&] { return backend_state(bad->dom()) == "5"; }));
   const auto err = error_node(bad->dom());
   ASSERT_TRUE(err.has_value());
   EXPECT_NE(err->find("multi-queue-num-queues"), std::string::npos) << *err;
@@ -852,7 +897,7 @@ TEST_F(HostileFrontend, XdpHeadroomHostileWhileReconfiguringIsThatVifsErrorOnly)
           const std::string s = backend_state(bad->dom());
           return s == "8" || s == "5";
         },
-        5s));
+        kHangGuard));
     ASSERT_FALSE(bad->set_state("4"));
     expect_refused(*bad, value);
     const auto err = error_node(bad->dom());
@@ -888,10 +933,10 @@ TEST_F(HostileFrontend, XdpHeadroomHostileWhileReconfiguringIsThatVifsErrorOnly)
     // Settled on the last value written, the rings never released.
     ASSERT_FALSE(bad->set_state("7"));
     ASSERT_FALSE(bad->write("xdp-headroom", "256"));
-    ASSERT_FALSE(bad->wait_backend_state("8", 5s));
+    ASSERT_FALSE(bad->wait_backend_state("8", kHangGuard));
     ASSERT_FALSE(bad->set_state("4"));
-    ASSERT_FALSE(bad->wait_backend_state("4", 5s));
-    EXPECT_TRUE(wait_for([&] { return counter(bad->dom(), "rx_xdp_headroom") == 256; }, 5s));
+    ASSERT_FALSE(bad->wait_backend_state("4", kHangGuard));
+    EXPECT_TRUE(wait_for([&] { return counter(bad->dom(), "rx_xdp_headroom") == 256; }));
     EXPECT_FALSE(error_node(bad->dom()).has_value()) << *error_node(bad->dom());
     finish(bad, base);
   }
@@ -911,7 +956,7 @@ TEST_F(HostileFrontend, StatesOutOfOrderAndInvalid) {
     expect_refused(*bad, "Connected without rings");
     for (const char* s : {"7", "abc", "-1", "", "3", "1", "4", "6", "2", "99999999999"})
       (void)bad->set_state(s);
-    std::this_thread::sleep_for(200ms);
+    sync_daemon();  // every one of those states handled (without a crash) before the removal
     remove_device(bad->dom());
   }
   {
@@ -920,7 +965,7 @@ TEST_F(HostileFrontend, StatesOutOfOrderAndInvalid) {
     // Rapid flapping of a connected frontend's state.
     for (int i = 0; i < 50; ++i)
       for (const char* s : {"1", "4", "3", "5", "4", "6", "1", "garbage"}) (void)bad->set_state(s);
-    std::this_thread::sleep_for(300ms);
+    sync_daemon();  // every state handled, and logged if it was going to be, before we count
     expect_log_bounded(bad->dom());
     remove_device(bad->dom());
     EXPECT_EQ(bad->grants_in_use(), 0u);
@@ -947,31 +992,37 @@ std::chrono::microseconds process_cpu() {
 class HostileRate : public HostileFrontend {
  protected:
   struct RateRun {
-    double cpu_share = 0;        // of one core, over the window
+    double cpu_share = 0;        // of one core, over the window: a figure, never judged
     std::uint64_t answered = 0;  // the bad guest's packets the backend answered
     std::uint64_t bytes = 0;
     std::uint64_t retries = 0;  // tx_rate_limited: passes the credit stopped (= wakeups)
     std::uint64_t kicks = 0;    // our notifications (each may cost one refused pass)
-    std::chrono::duration<double> elapsed{};
+    std::chrono::duration<double> elapsed{};       // the sending
+    std::chrono::duration<double> retry_window{};  // around both reads of tx_rate_limited
   };
-  /// The bad guest keeps 128 frames of `f` on its TX ring for `span`, reposting as the
-  /// backend answers.
+  /// The bad guest keeps 128 frames of `f` on its TX ring for `span` and until `min_bytes`
+  /// were answered (however slow the machine: what is judged is that TX goes on, not how
+  /// fast), reposting as the backend answers; the hang guard ends it otherwise.
   RateRun keep_sending(Rogue& bad, const Rogue::Page& page, const std::vector<std::byte>& f,
-                       std::chrono::milliseconds span) {
+                       std::chrono::milliseconds span, std::uint64_t min_bytes) {
     RateRun r;
     std::uint16_t id = 0;
     std::size_t in_flight = 0;
+    const auto w0 = std::chrono::steady_clock::now();
     const auto retries0 = counter(bad.dom(), "tx_rate_limited");
     const auto cpu0 = process_cpu();
     const auto t0 = std::chrono::steady_clock::now();
-    while (std::chrono::steady_clock::now() - t0 < span) {
+    for (;;) {
+      const auto spent = std::chrono::steady_clock::now() - t0;
+      if (spent >= span + kHangGuard) break;
+      if (spent >= span && r.answered * f.size() >= min_bytes) break;
       if (in_flight < 64) {
         for (; in_flight < 128; ++in_flight)
           bad.tx().put_request(tx_request(page.ref, 0, static_cast<std::uint16_t>(f.size()), id++));
         bad.push_tx();
         ++r.kicks;
       }
-      std::this_thread::sleep_for(20ms);
+      std::this_thread::sleep_for(20ms);  // pacing the sender
       const auto n = bad.take_tx_responses().size();
       r.answered += n;
       in_flight -= n;
@@ -979,10 +1030,12 @@ class HostileRate : public HostileFrontend {
     r.elapsed = std::chrono::steady_clock::now() - t0;
     r.cpu_share = std::chrono::duration<double>(process_cpu() - cpu0).count() / r.elapsed.count();
     r.retries = counter(bad.dom(), "tx_rate_limited") - retries0;
+    r.retry_window = std::chrono::steady_clock::now() - w0;
     r.bytes = r.answered * f.size();
     return r;
   }
-  /// The good guest's traffic while the bad vif is rate-limited, and how long it took.
+  /// The good guest's traffic while the bad vif is rate-limited: all of it arrives; how long
+  /// it took is printed, not judged.
   void expect_good_traffic_timed(const char* when) {
     const auto t0 = std::chrono::steady_clock::now();
     const auto tr = good_traffic(64);
@@ -1005,7 +1058,7 @@ class HostileRate : public HostileFrontend {
             return l.find(vif) != std::string::npos && l.find(said) != std::string::npos;
           });
         },
-        30s))
+        kHangGuard))
         << "the daemon never said \"" << said << "\" of rate " << rate;
   }
 };
@@ -1022,13 +1075,14 @@ TEST_F(HostileRate, RateOfZeroBytesPerIntervalIsRefusedAndTheVifKeepsSending) {
   ASSERT_FALSE(HasFatalFailure());
   // Linux netback takes "0,1" and never refills the credit (TX stops after the first burst);
   // we refuse it with a reason and go unlimited, as netback does for a rate it cannot parse.
-  const auto run = keep_sending(*bad, *page, f, 1500ms);
+  // TX must go on well past a first burst (four of them), however long the machine takes.
+  constexpr std::uint64_t kPastTheBurst = 4u * 128 * 1024;
+  const auto run = keep_sending(*bad, *page, f, 1500ms, kPastTheBurst + 1);
   std::cout << "rate 0,1: " << run.answered << " packets answered, " << run.retries
             << " credit retries, daemon CPU " << run.cpu_share * 100 << " % of a core\n";
-  RecordProperty("daemon_cpu_percent", static_cast<int>(run.cpu_share * 100));
-  EXPECT_GT(run.bytes, 4u * 128 * 1024) << "TX stopped after the first burst";
+  report_figure("hostile.rate_0_1_daemon_cpu_share", run.cpu_share, "share");
+  EXPECT_GT(run.bytes, kPastTheBurst) << "TX stopped after the first burst";
   EXPECT_EQ(run.retries, 0u) << "an unlimited vif is never held back";
-  EXPECT_LT(run.cpu_share, 0.5) << "the daemon spun on the refused rate";
   bool logged = false;
   {
     const std::lock_guard lock(log_mu_);
@@ -1052,21 +1106,25 @@ TEST_F(HostileRate, RateOfOneBytePerMicrosecondSendsSlowlyWithoutSpinningTheDaem
   copy_frame(*page, 0, f);
   set_rate(*bad, "1,1", "rate: 1 bytes every 1 us, in force");  // 1 MB/s, 1-byte intervals
   ASSERT_FALSE(HasFatalFailure());
-  const auto run = keep_sending(*bad, *page, f, 1500ms);
+  // It keeps sending past its first burst (128 KiB): the credit refills. However long that
+  // takes here; above, the limiter never lets more through than the burst and 1 MB/s of the
+  // time that passed (an upper bound: a loaded machine only sends less).
+  constexpr std::uint64_t kRefilled = 128u * 1024 + 300'000;
+  const auto run = keep_sending(*bad, *page, f, 1500ms, kRefilled + 1);
   std::cout << "rate 1,1: " << run.answered << " packets (" << run.bytes / 1000 << " kB) in "
             << run.elapsed.count() << " s, " << run.retries << " credit retries, daemon CPU "
             << run.cpu_share * 100 << " % of a core\n";
-  RecordProperty("daemon_cpu_percent", static_cast<int>(run.cpu_share * 100));
-  // It sends, at about its rate: the first burst (128 KiB) plus 1 MB/s. Generous below for a
-  // loaded machine; above, the limiter never lets more through.
-  EXPECT_GT(run.bytes, 128u * 1024 + 300'000) << "the limited vif hardly sent";
+  report_figure("hostile.rate_1_1_daemon_cpu_share", run.cpu_share, "share");
+  report_figure("hostile.rate_1_1_bytes_per_s",
+                static_cast<double>(run.bytes) / run.elapsed.count(), "B/s");
+  EXPECT_GT(run.bytes, kRefilled) << "the limited vif stopped sending";
   EXPECT_LT(static_cast<double>(run.bytes), 128.0 * 1024 + 1e6 * run.elapsed.count() + 2 * 1400);
   // Every wakeup the credit refused was either a retry it asked for (at most one a
-  // millisecond) or one of our kicks: never a 1 µs timer.
-  const double ms = run.elapsed.count() * 1000;
+  // millisecond: a loaded machine only retries less) or one of our kicks: never a 1 µs timer.
+  // The window is taken around both reads of the counter, so it covers every retry counted.
+  const double ms = run.retry_window.count() * 1000;
   EXPECT_LE(static_cast<double>(run.retries), ms * 1.1 + static_cast<double>(run.kicks) + 20)
       << "credit retries sooner than 1 ms";
-  EXPECT_LT(run.cpu_share, 0.5) << "the daemon spun on the credit timer";
   expect_good_traffic_timed("beside the 1,1 rate");
   finish(bad, base);
 }

@@ -45,7 +45,7 @@ class HostileCtrl : public HostileTest {
     return h;
   }
 
-  /// One request, its response (status), or -1 after 3 s.
+  /// One request, its response (status), or -1 after the hang guard.
   static std::int64_t request(Rogue& h, RogueCtrl& c, std::uint16_t type, std::uint32_t d0 = 0,
                               std::uint32_t d1 = 0, std::uint32_t d2 = 0) {
     wire::CtrlRequest r{};
@@ -57,7 +57,7 @@ class HostileCtrl : public HostileTest {
     c.ring->put_request(r);
     (void)c.ring->push_requests();
     h.notify_port(c.port);
-    const auto deadline = std::chrono::steady_clock::now() + 3s;
+    const auto deadline = std::chrono::steady_clock::now() + kHangGuard;
     while (std::chrono::steady_clock::now() < deadline) {
       if (c.ring->unconsumed_responses() != 0) {
         const auto rsp = c.ring->take_response();
@@ -175,15 +175,15 @@ TEST_F(HostileCtrl, RequestStormWhileTrafficFlowsCostsTheGoodGuestNothing) {
   const auto answered_during = answered.load();
   // How many requests the good guest's 64 packets overlap depends on the machine's load (64
   // to 4 000 on a loaded 2-core host): that the storm is served, not ignored, is checked by
-  // letting it go on until 1 000 answers, with a deadline far above what that takes.
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  // letting it go on until 1 000 answers, with a hang guard far above what that takes.
+  const auto deadline = std::chrono::steady_clock::now() + kHangGuard;
   while (answered.load() <= 1000u && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(1ms);
   stop = true;
   storm.join();
   EXPECT_EQ(during.sent, 64u);
   EXPECT_EQ(during.received, during.sent) << "the good guest lost traffic under the storm";
-  EXPECT_GT(answered.load(), 1000u) << "the storm was not served within 10 s";
+  EXPECT_GT(answered.load(), 1000u) << "the storm was not served";
   std::cout << "[ storm ] ctrl responses during the good guest's 64 packets: " << answered_during
             << ", in all: " << answered.load() << "\n";
   EXPECT_TRUE(connected(bad->dom())) << "a busy ring is no violation";
@@ -200,7 +200,7 @@ TEST_F(HostileCtrl, ImpossibleRequestProducerDisablesOnlyThatVif) {
   auto* hdr = reinterpret_cast<ring::SharedRingHeader*>(c.page.data);
   std::atomic_ref(hdr->req_prod).store(1000, std::memory_order_release);
   bad->notify_port(c.port);
-  ASSERT_TRUE(wait_for([&] { return backend_state(bad->dom()) == "5"; }, 5s))
+  ASSERT_TRUE(wait_for([&] { return backend_state(bad->dom()) == "5"; }))
       << "state " << backend_state(bad->dom());
   const auto err = error_node(bad->dom());
   ASSERT_TRUE(err.has_value());

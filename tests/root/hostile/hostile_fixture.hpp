@@ -21,6 +21,7 @@
 #include <gtest/gtest.h>
 #include <iterator>
 #include <linux/if_packet.h>
+#include <map>
 #include <mutex>
 #include <net/ethernet.h>
 #include <net/if.h>
@@ -39,6 +40,7 @@
 #include "common/util/log.hpp"
 #include "frontend-shim/netfront.hpp"
 #include "tests/integration/xensim/xensim_process.hpp"
+#include "tests/support/figure.hpp"
 #include "tests/support/hostile_frontend.hpp"
 #include "tests/support/private_netns.hpp"
 #include "tools/xl/toolstack.hpp"
@@ -46,6 +48,11 @@
 namespace unetback::test {
 
 using namespace std::chrono_literals;
+
+/// How long a wait for something that must happen may last before the test calls it a hang.
+/// Never a bound on speed: a wait returns as soon as its condition holds, and a loaded machine
+/// (an ASan build beside CI's lab) takes its time.
+inline constexpr std::chrono::milliseconds kHangGuard = 30s;
 
 /// The well-behaved guest: a domain, its Netfront, a packet socket on its TAP.
 struct GoodGuest {
@@ -129,7 +136,7 @@ class HostileTest : public ::testing::Test {
   }
 
   void TearDown() override {
-    if (good_.netfront) good_.netfront->disconnect(1s);
+    if (good_.netfront) good_.netfront->disconnect(kHangGuard);
     good_.netfront.reset();
     good_.sock.reset();
     if (toolstack_xs_ && good_.hv)
@@ -179,7 +186,7 @@ class HostileTest : public ::testing::Test {
     toolstack::VifSpec spec;
     spec.mac = "00:16:3e:00:00:" + std::to_string(10 + dom.value() % 80);
     ASSERT_FALSE(toolstack::add_vif(*toolstack_xs_, kDom0, dom, spec));
-    ASSERT_FALSE(wait_backend(dom, "2", 10s)) << "no InitWait within libxl's 10 s";
+    ASSERT_FALSE(wait_backend(dom, "2")) << "the backend never reached InitWait";
     const std::string tap = "vif" + std::to_string(dom.value()) + ".0";
     ASSERT_NE(::if_nametoindex(tap.c_str()), 0u) << "no TAP before InitWait";
     ASSERT_EQ(0, std::system(("ip link set " + tap + " up").c_str()));
@@ -189,12 +196,13 @@ class HostileTest : public ::testing::Test {
   /// daemon must let the vif go entirely.
   void remove_device(DomId dom) {
     (void)toolstack::remove_vif(*toolstack_xs_, kDom0, dom, DevId{0});
-    EXPECT_TRUE(wait_for([&] { return !has_vif(dom); }, 10s)) << "the daemon kept the vif";
+    EXPECT_TRUE(wait_for([&] { return !has_vif(dom); }, kHangGuard)) << "the daemon kept the vif";
   }
   [[nodiscard]] static std::string be_path(DomId dom) {
     return toolstack::backend_path(kDom0, dom, DevId{0});
   }
-  std::error_code wait_backend(DomId dom, std::string_view s, std::chrono::milliseconds t = 10s) {
+  std::error_code wait_backend(DomId dom, std::string_view s,
+                               std::chrono::milliseconds t = kHangGuard) {
     return toolstack::wait_for_value(*toolstack_xs_, be_path(dom) + "/state", s, t);
   }
   [[nodiscard]] std::string backend_state(DomId dom) {
@@ -227,6 +235,17 @@ class HostileTest : public ::testing::Test {
         if (k == name) sum += v;
     return sum;
   }
+  /// Every counter of the vif, summed over its queues, from one report (each queue's taken on
+  /// its own thread between passes: counters a pass bumps together are seen together).
+  std::map<std::string, std::uint64_t> counters(DomId dom) {
+    const std::lock_guard lock(mu_);
+    std::map<std::string, std::uint64_t> out;
+    const auto st = manager_->status(daemon::VifId{dom, DevId{0}});
+    if (!st) return out;
+    for (const auto& q : st->report.queues)
+      for (const auto& [k, v] : q.counters) out[k] += v;
+    return out;
+  }
   bool connected(DomId dom) {
     const std::lock_guard lock(mu_);
     const auto st = manager_->status(daemon::VifId{dom, DevId{0}});
@@ -234,7 +253,7 @@ class HostileTest : public ::testing::Test {
   }
 
   template <typename Pred>
-  static bool wait_for(Pred pred, std::chrono::milliseconds t) {
+  static bool wait_for(Pred pred, std::chrono::milliseconds t = kHangGuard) {
     const auto deadline = std::chrono::steady_clock::now() + t;
     while (!pred()) {
       if (std::chrono::steady_clock::now() >= deadline) return false;
@@ -252,7 +271,7 @@ class HostileTest : public ::testing::Test {
     good_.dom = good_.hv->self();
     add_device(good_.dom);
     good_.netfront = std::make_unique<netfront::Netfront>(*good_.hv, netfront::NetfrontOptions{});
-    ASSERT_FALSE(good_.netfront->connect(5s));
+    ASSERT_FALSE(good_.netfront->connect(kHangGuard));
     ASSERT_FALSE(wait_backend(good_.dom, "4"));
     good_.sock = open_packet_socket(good_.tap());
     ASSERT_TRUE(good_.sock.valid());
@@ -294,21 +313,31 @@ class HostileTest : public ::testing::Test {
   };
   /// `n` frames each way through the good guest; what arrived. Frames are sent in small
   /// bursts so neither ring nor socket overflows (we measure the backend, not buffer sizes).
+  /// Every wait returns once its frames are in; one hang guard bounds the whole exchange, so
+  /// lost frames cost one guard, not one per burst.
   Traffic good_traffic(std::size_t n = 32) {
     Traffic tr;
+    const auto deadline = std::chrono::steady_clock::now() + kHangGuard;
+    const auto left = [&] {
+      return std::max(std::chrono::milliseconds(0),
+                      std::chrono::duration_cast<std::chrono::milliseconds>(
+                          deadline - std::chrono::steady_clock::now()));
+    };
     const auto out = frame(1000, 0x42);
     for (std::size_t i = 0; i < n; ++i) {
-      for (int tries = 0; tries < 200; ++tries) {
+      // A full ring frees slots as the backend answers: retry until it has, or the guard.
+      for (;;) {
         if (good_.netfront->send(out)) {
           ++tr.sent;
           break;
         }
+        if (std::chrono::steady_clock::now() >= deadline) break;
         good_.netfront->handle_event();
         good_.netfront->process_tx_responses();
         std::this_thread::sleep_for(1ms);
       }
       if (i % 8 == 7 || i + 1 == n) {
-        const auto got = host_receive(good_.sock, (i % 8) + 1, 3s);
+        const auto got = host_receive(good_.sock, (i % 8) + 1, left());
         for (const auto& f : got)
           if (f == out) ++tr.received;
       }
@@ -320,7 +349,6 @@ class HostileTest : public ::testing::Test {
       if (i % 8 == 7 || i + 1 == n) {
         std::vector<netfront::RxPacket> got;
         const std::size_t want = (i % 8) + 1;
-        const auto deadline = std::chrono::steady_clock::now() + 3s;
         while (got.size() < want && std::chrono::steady_clock::now() < deadline) {
           good_.netfront->handle_event();
           (void)good_.netfront->poll(got);
@@ -406,7 +434,7 @@ class HostileTest : public ::testing::Test {
           now = resources();
           return now.fds <= base.fds && now.maps <= base.maps && now.taps <= base.taps;
         },
-        5s);
+        kHangGuard);
     EXPECT_LE(now.fds, base.fds) << "file descriptors leaked:"
                                  << extra(now.fd_targets, base.fd_targets);
     EXPECT_LE(now.maps, base.maps)
@@ -464,6 +492,23 @@ class HostileTest : public ::testing::Test {
   std::size_t log_line_count() {
     const std::lock_guard lock(log_mu_);
     return log_lines_.size();
+  }
+  /// A barrier through the daemon's xenstore connection: when it returns, every watch event
+  /// xenstored queued for the daemon before the call (a frontend's writes, the toolstack's) has
+  /// been handled, with whatever it logged. The toolstack writes a tunable (copy-batch, toggled
+  /// between two harmless values that apply to later connects only); its event queues behind
+  /// all earlier ones on the one connection, handled in order, and the store holds the new
+  /// value once the daemon has handled it. For a test that must show something did not happen.
+  void sync_daemon() {
+    const auto copy_batch = [&] {
+      const std::lock_guard lock(mu_);
+      return tunable_store_->current().copy_batch;
+    };
+    const std::uint32_t next = copy_batch() == 64 ? 63 : 64;
+    ASSERT_FALSE(
+        toolstack_xs_->write(daemon::tunables_dir(kDom0) + "/copy-batch", std::to_string(next)));
+    ASSERT_TRUE(wait_for([&] { return copy_batch() == next; }))
+        << "the daemon never handled a tunable written after the scenario's writes";
   }
   /// A guest that keeps misbehaving must not make the log grow with it.
   static constexpr std::size_t kLogBound = 40;

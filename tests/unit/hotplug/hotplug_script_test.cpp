@@ -2,9 +2,11 @@
 // exit status, the 40 s limit, and the non-blocking form unetbackd uses after a restart.
 #include "common/hotplug/hotplug_script.hpp"
 
+#include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <gtest/gtest.h>
 #include <sstream>
 #include <sys/stat.h>
@@ -12,6 +14,30 @@
 
 namespace unetback::hotplug {
 namespace {
+
+using namespace std::chrono_literals;
+
+// How long a wait for something that must happen may last before the test fails: a guard
+// against a hang, never reached by a run that works, however slow the machine.
+constexpr auto kHangGuard = 30s;
+
+/// Calls `done` every 10 ms until it holds or kHangGuard has passed; whether it held.
+template <typename F>
+bool wait_until(F done) {
+  const auto deadline = std::chrono::steady_clock::now() + kHangGuard;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(10ms);
+  }
+  return true;
+}
+
+/// Whether process `pid` is gone, or a zombie waiting for whoever inherited it.
+bool gone(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string pid_s, comm, state;
+  return !(stat >> pid_s >> comm >> state) || state == "Z";
+}
 
 TEST(HotplugRunner, EnvironmentIsLibxlsPlusXenstoredPath) {
   const HotplugCall call{"/s/vif-unetback", "online", DomId{7}, DevId{1}, "", "/w/dom0.sock"};
@@ -65,7 +91,7 @@ TEST(HotplugRunner, ScriptSeesArgumentsAndEnvironmentAndItsStatusIsReported) {
   const std::string script =
       d.write("s", "echo \"$1 $2 $XENBUS_PATH $vif $XENSTORED_PATH\" > " + out + "\nexit 3\n");
   auto r = run_hotplug_script({script, "online", DomId{4}, DevId{0}, "", "/w/dom0.sock"},
-                              std::chrono::seconds(10));
+                              std::chrono::seconds(60));
   ASSERT_TRUE(r.has_value()) << r.error().message();
   EXPECT_EQ(r->kind, HotplugOutcome::Kind::exited);
   EXPECT_EQ(r->code, 3);
@@ -76,39 +102,49 @@ TEST(HotplugRunner, ScriptSeesArgumentsAndEnvironmentAndItsStatusIsReported) {
   EXPECT_EQ(ss.str(), "online type_if=vif backend/vif/4/0 vif4.0 /w/dom0.sock\n");
 }
 
+// The script would sleep for ten minutes: a runner that waited for it would not come back
+// in the test's time. It is killed at its limit, reported timed out, and not before the limit.
 TEST(HotplugRunner, ScriptRunningOverItsLimitIsKilled) {
   ScriptDir d;
   ASSERT_FALSE(d.dir().empty());
-  const std::string script = d.write("slow", "sleep 30\n");
+  const std::string pidfile = d.dir() + "/pid";
+  const std::string script = d.write("slow", "echo $$ > " + pidfile + "\nexec sleep 600\n");
+  constexpr auto kLimit = 200ms;
   const auto t0 = std::chrono::steady_clock::now();
-  auto r = run_hotplug_script({script, "online", DomId{4}, DevId{0}, "", ""},
-                              std::chrono::milliseconds(200));
+  auto r = run_hotplug_script({script, "online", DomId{4}, DevId{0}, "", ""}, kLimit);
   ASSERT_TRUE(r.has_value());
   EXPECT_EQ(r->kind, HotplugOutcome::Kind::timed_out);
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, kLimit) << "killed before its limit";
+  pid_t pid = -1;
+  std::ifstream(pidfile) >> pid;
+  if (pid > 0) {
+    EXPECT_TRUE(wait_until([&] { return gone(pid); })) << "the script still runs";
+  }
 }
 
 TEST(HotplugRunner, MissingScriptIsAnError) {
   auto r = run_hotplug_script({"/nonexistent/vif-x", "online", DomId{4}, DevId{0}, "", ""},
-                              std::chrono::seconds(1));
+                              std::chrono::seconds(60));
   EXPECT_FALSE(r.has_value());
 }
 
+// The script runs until the test lets it end (a file appears): a poll() that waited for the
+// script would never return, so a poll() that answers "still running" did not block.
 TEST(HotplugRunner, PollDoesNotBlockWhileTheScriptRuns) {
   ScriptDir d;
   ASSERT_FALSE(d.dir().empty());
-  const std::string script = d.write("s", "sleep 0.3\nexit 0\n");
-  auto p = HotplugProcess::spawn({script, "online", DomId{4}, DevId{0}, "", ""},
-                                 std::chrono::seconds(10));
+  const std::string go = d.dir() + "/go";
+  const std::string script =
+      d.write("s", "while [ ! -e " + go + " ]; do sleep 0.01; done\nexit 0\n");
+  auto p = HotplugProcess::spawn({script, "online", DomId{4}, DevId{0}, "", ""}, 60s);
   ASSERT_TRUE(p.has_value()) << p.error().message();
-  const auto t0 = std::chrono::steady_clock::now();
-  EXPECT_FALSE(p->poll().has_value());
-  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(100));
+  auto first = std::async(std::launch::async, [&] { return p->poll(); });
+  const bool answered = first.wait_for(kHangGuard) == std::future_status::ready;
+  std::ofstream(go) << "";  // the script may end now (and a blocked poll() return)
+  ASSERT_TRUE(answered) << "poll() waited for the script";
+  EXPECT_FALSE(first.get().has_value()) << "the script cannot have ended yet";
   std::optional<HotplugOutcome> o;
-  for (int i = 0; i < 500 && !o; ++i) {
-    o = p->poll();
-    if (!o) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  EXPECT_TRUE(wait_until([&] { return (o = p->poll()).has_value(); }));
   ASSERT_TRUE(o.has_value());
   EXPECT_TRUE(o->ok()) << o->describe();
   EXPECT_FALSE(p->poll().has_value()) << "the outcome is reported once";
@@ -125,22 +161,14 @@ TEST(HotplugRunner, DroppingARunningScriptKillsItsProcessGroup) {
     auto p = HotplugProcess::spawn({script, "online", DomId{4}, DevId{0}, "", ""},
                                    std::chrono::seconds(60));
     ASSERT_TRUE(p.has_value());
-    for (int i = 0; i < 300 && child <= 0; ++i) {
+    (void)wait_until([&] {
       std::ifstream in(pidfile);
       in >> child;
-      if (child <= 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
+      return child > 0;
+    });
     ASSERT_GT(child, 0);
   }
-  bool gone = false;
-  for (int i = 0; i < 300 && !gone; ++i) {
-    // Gone, or a zombie waiting for whoever inherited it.
-    std::ifstream stat("/proc/" + std::to_string(child) + "/stat");
-    std::string pid_s, comm, state;
-    gone = !(stat >> pid_s >> comm >> state) || state == "Z";
-    if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  EXPECT_TRUE(gone) << "the script's background child survived";
+  EXPECT_TRUE(wait_until([&] { return gone(child); })) << "the script's background child survived";
 }
 
 }  // namespace

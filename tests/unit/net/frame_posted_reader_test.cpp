@@ -7,13 +7,17 @@
 #include "common/net/frame_posted_reader.hpp"
 
 #include <array>
+#include <chrono>
+#include <cstdlib>
 #include <fcntl.h>
+#include <fstream>
 #include <gtest/gtest.h>
 #include <optional>
 #include <poll.h>
 #include <string>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <thread>
 #include <unistd.h>
 #include <utility>
@@ -40,6 +44,31 @@ struct Pair {
 
 std::string frame(int i) {
   return "frame-" + std::to_string(i) + std::string(static_cast<std::size_t>(i % 50), 'x');
+}
+
+using namespace std::chrono_literals;
+
+// How long a wait for something that must come may last before the test fails: a guard
+// against a hang, never reached by a run that works, however slow the machine.
+constexpr auto kHangGuard = 30s;
+
+/// Whether thread `tid` of this process sleeps in epoll_wait now (its
+/// /proc/self/task/<tid>/syscall names the system call it sleeps in); nullopt if the kernel
+/// does not say.
+std::optional<bool> sleeps_in_epoll_wait(pid_t tid) {
+  std::ifstream f("/proc/self/task/" + std::to_string(tid) + "/syscall");
+  std::string first;
+  if (!(f >> first)) return std::nullopt;
+  if (first == "running") return false;
+  const long nr = std::strtol(first.c_str(), nullptr, 10);
+  bool epoll = nr == SYS_epoll_pwait;
+#ifdef SYS_epoll_wait
+  epoll = epoll || nr == SYS_epoll_wait;
+#endif
+#ifdef SYS_epoll_pwait2
+  epoll = epoll || nr == SYS_epoll_pwait2;
+#endif
+  return epoll;
 }
 
 bool ring_readable(const FramePostedReader& r, int timeout_ms) {
@@ -125,13 +154,20 @@ TEST_F(PostedReads, AFrameFromAnotherThreadWakesTheReaderAsleepInEpollOnTheRing)
   epoll_event ev{};
   ev.events = EPOLLIN;
   ASSERT_EQ(::epoll_ctl(ep.get(), EPOLL_CTL_ADD, r().ring_fd(), &ev), 0);
+  // The frame is sent once this thread sleeps in epoll_wait (where the kernel cannot tell,
+  // at once: the test then shows only that the frame is seen).
+  const pid_t waiter = ::gettid();
   std::thread sender([&] {
-    ::usleep(50000);
+    const auto deadline = std::chrono::steady_clock::now() + kHangGuard;
+    while (sleeps_in_epoll_wait(waiter).value_or(true) == false &&
+           std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(1ms);
     p_.send(frame(42));
   });
   int n = 0;
-  for (int tries = 0; tries < 20 && n <= 0; ++tries) {
-    n = ::epoll_wait(ep.get(), &ev, 1, 2000);  // EINTR: the task work ran, wait again
+  const auto deadline = std::chrono::steady_clock::now() + kHangGuard;
+  while (n <= 0 && std::chrono::steady_clock::now() < deadline) {
+    n = ::epoll_wait(ep.get(), &ev, 1, 1000);  // EINTR: the task work ran, wait again
     if (n < 0) {
       EXPECT_EQ(errno, EINTR);
     }
@@ -177,11 +213,16 @@ TEST_F(PostedReads, CancelReturnsEveryBufferAndNoneIsWrittenAfterwards) {
   EXPECT_TRUE(frames().empty());
   EXPECT_EQ(r().in_flight(), 0U);
   p_.send(frame(1));
-  ::usleep(20000);
-  for (std::size_t i = 0; i < 8; ++i) EXPECT_TRUE(b_->untouched(i)) << "buffer " << i;
+  // A frame goes to one reader only: if this recv gets it, no cancelled read took it, and
+  // none can write a buffer with it afterwards.
+  pollfd pfd{p_.receiver.get(), POLLIN, 0};
+  ASSERT_EQ(::poll(&pfd, 1, static_cast<int>(std::chrono::milliseconds(kHangGuard).count())), 1)
+      << "the frame never reached the fd: a cancelled read took it";
   char c[256];
   EXPECT_EQ(::recv(p_.receiver.get(), c, sizeof c, 0), static_cast<ssize_t>(frame(1).size()))
       << "the frame is still the fd's: no cancelled read took it";
+  EXPECT_FALSE(ring_readable(r(), 0)) << "a completion came after cancel_all";
+  for (std::size_t i = 0; i < 8; ++i) EXPECT_TRUE(b_->untouched(i)) << "buffer " << i;
 }
 
 TEST(FramePostedReader, AThousandFramesInBurstsArriveWholeAndInOrderWithBuffersPostedAgain) {

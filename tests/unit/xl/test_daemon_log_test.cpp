@@ -23,11 +23,16 @@ TEST(TestDaemon, AChildsLogIsEmptyTheMomentItIsStartedSoAnEarlierChildsLinesAreN
   const std::string log = (dir / "transfer-rx.log").string();
   std::ofstream(log) << "listening\n";  // what the first child wrote
 
-  Daemon second({"sh", "-c", "sleep 0.3; echo listening"}, log);
+  // The second child writes its line only once the test lets it (a file appears): until
+  // then "listening" in the log can only be the first child's, however slow the machine.
+  const std::string go = (dir / "go").string();
+  Daemon second({"sh", "-c", "while [ ! -e " + go + " ]; do sleep 0.01; done; echo listening"},
+                log);
   EXPECT_EQ(slurp(log), "") << "the first child's lines are still in the log";
   EXPECT_FALSE(second.wait_for("listening", 100ms)) << "wait_for() saw the first child's line";
-  EXPECT_TRUE(second.wait_for("listening", 5s));
-  ASSERT_TRUE(second.wait_exit(5s).has_value());
+  std::ofstream(go) << "";
+  EXPECT_TRUE(second.wait_for("listening", 30s));
+  ASSERT_TRUE(second.wait_exit(30s).has_value());
   std::filesystem::remove_all(dir);
 }
 

@@ -13,13 +13,16 @@
   refill    seed 002 (virtio-net 2015): a UDP stream from the host to a guest whose shim re-posts
             RX buffers at min(budget, ring)/2 ("early") vs once half the ring is free
             ("half_ring"): packets lost, throughput.
+  scenarios the figures the functional scenarios measure but do not judge (FIGURE lines of the
+            integration, root-netns, e2e and hostile suites: stream rates, outages, waits
+            behind floods, shares; unetlab.scenario_figures), from one run of those suites.
 
 Every world (unetlab.World: xensim, unetbackd with switch sw0 and uplink TAP usw0, guests made
 by unetback-xl with bridge=unetback:sw0) lives in network namespaces named ubx<pid><tag>-*,
 created here and deleted on exit; only processes started here are ended, by PID.
 
   python3 -m unetlab experiments BUILD_DIR [--seconds N] [--quick] [--json FILE]
-                                           [--only pending|coalesce|refill]
+                                           [--only pending|coalesce|refill|scenarios]
 
 Exit status: 0 every experiment ran (whatever the figures), 1 something broke, 2 usage.
 """
@@ -30,7 +33,7 @@ import subprocess
 import sys
 import time
 
-from . import counters, iperf, udpflow
+from . import counters, iperf, scenario_figures, udpflow
 from .world import LabError, World, main_guard
 
 SUBNET = "10.210.0"
@@ -234,7 +237,7 @@ def main(argv):
     ap.add_argument("--seconds", type=int)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--json")
-    ap.add_argument("--only", choices=("pending", "coalesce", "refill"))
+    ap.add_argument("--only", choices=("pending", "coalesce", "refill", "scenarios"))
     args = ap.parse_args(argv)
     return main_guard("experiments", lambda: run(args))
 
@@ -247,7 +250,8 @@ def run(args):
     build = os.path.abspath(args.build)
     results, broken = {}, []
     for name, fn in (("pending", experiment_pending), ("coalesce", experiment_coalesce),
-                     ("refill", experiment_refill)):
+                     ("refill", experiment_refill),
+                     ("scenarios", lambda b, _secs: scenario_figures.collect(b, say=say))):
         if args.only and args.only != name:
             continue
         try:
@@ -286,6 +290,10 @@ def run(args):
             print(f"  {k:10} lost {r[k]['lost']} of {r[k]['lost'] + r[k]['received']}, "
                   f"{r[k]['gbit_s']:.3f} Gbit/s (unpaced: lost {r[k]['unpaced']['lost']}, "
                   f"{r[k]['unpaced']['gbit_s']:.3f} Gbit/s)")
+    sc = results.get("scenarios")
+    if sc:
+        print("\nfigures of the functional scenarios (measured, not judged)")
+        print(scenario_figures.report(sc))
     if args.json:
         data = {}
         if os.path.exists(args.json):

@@ -121,6 +121,8 @@ def main(argv):
         print(USAGE, file=sys.stderr)
         return 2
     res, out, quick, elapsed, timed_out, console, host_hog, load0, priority, stalled = argv
+    # The run's kind: "1" a quick run, "smoke" the smoke test (CI), anything else a full run.
+    mode = {"1": "quick", "smoke": "smoke"}.get(quick, "full")
     figs, checks = {}, []
     lines = read_lines(res) if os.path.exists(res) else []
     for line in lines:
@@ -245,7 +247,7 @@ def main(argv):
 
     failed = [c for c in checks if c["result"] != "PASS"]
     print()
-    print(f"xenlab ({'quick' if quick == '1' else 'full'}): {len(checks) - len(failed)} checks passed, {len(failed)} failed, {elapsed} s"
+    print(f"xenlab ({mode}): {len(checks) - len(failed)} checks passed, {len(failed)} failed, {elapsed} s"
           + (f", host load: {host_hog} busy loop(s) beside QEMU" if host_hog != "0" else "")
           + f", host load average at boot {load0}")
     print(f"{'iperf3 Mbit/s':28} {'kernel netback':>18} {'unetbackd':>18} {'ratio':>7}")
@@ -294,7 +296,7 @@ def main(argv):
               f"({len(crashes)}); the results of this boot are not trustworthy (exit status 3)")
     if out:
         with open(out, "w") as f:
-            json.dump({"mode": "quick" if quick == "1" else "full", "elapsed_s": int(elapsed),
+            json.dump({"mode": mode, "elapsed_s": int(elapsed),
                        "directions": {"guest_tx": "domU -> dom0", "guest_rx": "dom0 -> domU",
                                       "domu_to_domu": "labu -> labu2 over xenbr0 (iperf3 in labu)",
                                       "domu_to_domu_reverse": "labu2 -> labu (iperf3 -R in labu)",
