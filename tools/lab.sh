@@ -2,16 +2,23 @@
 # unetback lab driver: installs what it needs (Debian 12 packages), builds, and runs things.
 #
 #   tools/lab.sh demo [--seconds N] [--json FILE] [--one-guest]  iperf3 between xensim domains
-#   tools/lab.sh test [--asan]   install deps, build, run every test suite, print a summary
-#                                (--asan: ASan+UBSan build, the unit and, as root, hostile suites;
-#                                as root also the Debian packages and their install test)
+#   tools/lab.sh test [--no-lab] [--build-only]   what CI runs: install deps, build build-san
+#                                (clang ASan+UBSan, fuzz-instrumented) and build-tsan, run every
+#                                functional suite, the threaded ones under TSan, the fuzz targets
+#                                5 s each; as root also the Debian packages (lintian) and the
+#                                real-Xen smoke test (xenlab --smoke, in the background; --no-lab
+#                                leaves it out); prints one summary over every step
+#   tools/lab.sh flakes [--runs N] [--load N] [--suite S]...   the functional suites N times
+#                                beside N busy loops; per test, how often it failed
+#   tools/lab.sh configure-san DIR   configure DIR as the tests' build (build-san)
 #   tools/lab.sh build           install deps and build (build/)
 #   tools/lab.sh deps [PKG...]   install the Debian packages only (plus PKG...)
 #   tools/lab.sh bench [--quick] [--json FILE] [--plot FILE.png]   veth / user hop / unetback
 #   tools/lab.sh bench --experiments [--quick] [--json FILE]   seeds 000/002/003 on the switch
-#   tools/lab.sh xenlab [--quick] [--json FILE] [--host-hog N]   real Xen 4.17 in QEMU: kernel
-#                                netback vs unetbackd (--host-hog: N busy loops on this host)
-#   tools/lab.sh fuzz [--seconds N]   libFuzzer targets (clang build in build-fuzz)
+#   tools/lab.sh xenlab [--quick|--smoke] [--json FILE] [--host-hog N]   real Xen 4.17 in QEMU:
+#                                kernel netback vs unetbackd (--smoke: unetbackd's package only,
+#                                one guest; --host-hog: N busy loops on this host)
+#   tools/lab.sh fuzz [--seconds N]   libFuzzer targets (on build-san)
 #   tools/lab.sh tsan            ThreadSanitizer build (build-tsan) of the threaded suites
 #   tools/lab.sh soak [--minutes N]   iperf3 on several guests while vifs come and go
 #   tools/lab.sh format          clang-format every C++ file in place
@@ -25,7 +32,7 @@
 #   tools/lab.sh package         the Debian packages (dpkg-buildpackage -b) in build-package/,
 #                                checked by lintian (no error, no warning)
 #
-# Environment: BUILD_DIR (default build, or build-asan with --asan), JOBS (default nproc).
+# Environment: BUILD_DIR (default build; build-san for test, flakes and fuzz), JOBS (default nproc).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -153,6 +160,14 @@ sys.exit(1 if failed else 0)
 PY
 }
 
+# record_result DIR NAME STATUS SECONDS: a step that is not a meson test (the packages and
+# lintian, the fuzz run, the real-Xen smoke test) as one line of DIR's test logs, so that the
+# closing "N passed, N failed" line counts it.
+record_result() {
+  python3 -c 'import json, sys; print(json.dumps({"name": sys.argv[1], "result": "OK" if sys.argv[2] == "0" else "FAIL", "duration": float(sys.argv[3])}))' \
+    "$2" "$3" "$4" >>"$1/meson-logs/testlog-steps.json"
+}
+
 # run_tests [--no-rebuild] DIR SUITE...
 run_tests() {
   local args=()
@@ -166,60 +181,202 @@ run_tests() {
   return $rc
 }
 
+# The tests' build (build-san): clang with ASan and UBSan, and with libFuzzer's coverage
+# instrumentation, so that one build runs every functional suite and links the fuzz targets
+# (fuzz/meson.build). -O0 with line tables only (-g1): a report still names file and line.
+# UBSan's vptr check is left out: it tests an object's readability through a pipe(2), so in the
+# suites that exhaust the daemon's descriptor table on purpose (hostile_faults) a caught
+# exception's vptr "is invalid" whenever the type cache misses while the table is full.
+SAN_PACKAGES=(clang libclang-rt-14-dev)
+configure_san() {
+  CC=clang CXX=clang++ configure "$1" -Db_sanitize=address,undefined -Db_lundef=false \
+    -Dbuildtype=debug "-Dcpp_args=-g1 -fsanitize=fuzzer-no-link -fno-sanitize=vptr" \
+    "-Dcpp_link_args=-fno-sanitize=vptr" -Dfuzz=true
+}
+# A sanitizer report ends the process that made it (and so fails its test). Leaks are checked in
+# the unit suite; elsewhere LeakSanitizer would report the ~26 KB that libxenstore.so leaves at
+# exit (no frames: the library has no frame pointers). The daemon's own resources are checked
+# by the suites themselves (fds, mappings, TAPs, grants).
+san_env() {
+  ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=0:abort_on_error=1} \
+    UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1} "$@"
+}
+# The functional suites this user can run (root-package aside: it needs the built packages).
+functional_suites() {
+  echo unit integration
+  [[ $(id -u) -eq 0 ]] && echo root-netns e2e hostile
+  return 0
+}
+# The real-Xen smoke test's packages (tools/lab/xenlab.sh and the images it boots).
+LAB_PACKAGES=(qemu-system-x86 busybox-static debootstrap e2fsprogs cpio kmod)
+
+# test [--no-lab] [--build-only]: every test, as CI runs it (.ci/run calls this).
+#   every functional suite (unit, integration; as root root-netns, e2e, hostile) on build-san;
+#   the suites of threaded code under ThreadSanitizer (tools/lab/tsan.sh, build-tsan);
+#   the fuzz targets, 5 s each (tools/lab/fuzz.sh, build-san);
+#   as root also: the Debian packages, lintian-clean, and their install/remove/purge test
+#   (root-package), and the real-Xen smoke test (tools/lab.sh xenlab --smoke: Xen 4.17 in QEMU
+#   with the package in a systemd dom0), which boots in the background beside the suites.
+# --no-lab leaves the smoke test out; --build-only builds what the run needs and stops.
 cmd_test() {
-  local asan=0 build_only=0
-  [[ ${1:-} == --asan ]] && asan=1
-  # --asan --build-only: the build alone (CI builds it beside the test stage, in the idle scheduling class).
-  [[ ${2:-} == --build-only ]] && build_only=1
-  deps
-  if ((asan)); then
-    local dir=${BUILD_DIR:-build-asan}
-    # -g1: line tables, which is all a sanitizer report uses (file and line); full debug info
-    # was about an eighth of this build's compile time.
-    configure "$dir" -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug -Dcpp_args=-g1
-    local rc=0
-    # As root also the hostile suite: a malicious frontend against the daemon's own code,
-    # where a memory error matters most.
-    local suites=(unit)
-    if [[ $(id -u) -eq 0 ]]; then suites+=(hostile); else log "not root: skipping hostile under ASan"; fi
-    build_suites "$dir" "${suites[@]}"
-    ((build_only)) && return 0
-    rm -f "$dir"/meson-logs/testlog-*.json
-    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-      run_tests --no-rebuild "$dir" unit || rc=$?
-    if [[ $(id -u) -eq 0 ]]; then
-      mv "$dir/meson-logs/testlog.json" "$dir/meson-logs/testlog-unit.json" 2>/dev/null || true
-      # Memory errors only: LeakSanitizer reports ~26 KB in ~360 blocks allocated inside
-      # libxenstore.so at this suite's exit (the library has no frame pointers: no caller is
-      # shown; not traced yet). The daemon's own leaks are checked by the suite itself (fds,
-      # mappings, TAPs) and by e2e and soak (mapped grants, RSS).
-      ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-        run_tests --no-rebuild "$dir" hostile || rc=$?
+  local lab=1 build_only=0
+  while (($#)); do
+    case $1 in
+      --no-lab) lab=0 ;;
+      --build-only) build_only=1 ;;
+      *) die "test: unknown option $1 (--no-lab, --build-only)" ;;
+    esac
+    shift
+  done
+  local root=0
+  [[ $(id -u) -eq 0 ]] && root=1
+  ((root)) || { lab=0; log "not root: the unit and integration suites only"; }
+  local extra=("${SAN_PACKAGES[@]}")
+  ((root)) && extra+=("${PACKAGE_TOOLS[@]}")
+  ((lab)) && extra+=("${LAB_PACKAGES[@]}")
+  deps "${extra[@]}"
+  local dir=${BUILD_DIR:-build-san} tsan_dir=${TSAN_BUILD_DIR:-build-tsan} rc=0 t0=$SECONDS
+  mkdir -p "$dir/meson-logs"
+  rm -f "$dir"/meson-logs/testlog*.json
+  # The lab's images (Xen, dom0's root by debootstrap) need nothing of this build: they are
+  # made from the start, in the idle scheduling class, on the CPU the builds leave.
+  local cache=${XENLAB_CACHE:-$ROOT/.xenlab-cache} images_pid= lab_pid=
+  if ((lab)); then
+    chrt --idle 0 "$ROOT/tools/xenlab/build-images.sh" "$cache" >"$dir/xenlab-images.log" 2>&1 &
+    images_pid=$!
+  fi
+  local package_rc=0
+  if ((root)); then
+    # The packages first: the smoke test boots with them (and root-package installs them).
+    local p0=$SECONDS
+    (cmd_package) || package_rc=1
+    record_result "$dir" packages-lintian "$package_rc" $((SECONDS - p0))
+    log "test: packages built at $((SECONDS - t0)) s"
+    export UNETBACK_DEB_DIR=${PACKAGE_DIR:-$ROOT/build-package}
+  fi
+  if ((lab && !build_only)); then
+    if ((package_rc)); then
+      log "test: no packages: no smoke test"
+      lab=0
+    else
+      (
+        # The images' own status is the lab's: xenlab.sh makes whatever is missing again.
+        while kill -0 "$images_pid" 2>/dev/null; do sleep 2; done
+        # Exit status 3 is an environment fault of the emulated machine (a dom0 process died
+        # of memory corruption, or dom0's boot stalled; README, "The lab"): one boot again.
+        for boot in 1 2; do
+          XENLAB_CACHE=$cache "$ROOT/tools/lab/xenlab.sh" "$dir" --smoke --debs "$UNETBACK_DEB_DIR" \
+            --json "$dir/xenlab-smoke.json"
+          st=$?
+          [[ $st == 3 && $boot == 1 ]] || exit $st
+          echo "[lab] the smoke test's boot met an environment fault: booting again"
+        done
+      ) >"$dir/xenlab-smoke.log" 2>&1 &
+      lab_pid=$!
+      log "test: the real-Xen smoke test boots in the background (pid $lab_pid, log $dir/xenlab-smoke.log)"
     fi
-    summarise asan "$dir" || rc=1
+  fi
+  configure_san "$dir"
+  local suites
+  mapfile -t suites < <(functional_suites | tr ' ' '\n')
+  build_suites "$dir" "${suites[@]}"
+  ninja -C "$dir" -j "${JOBS:-$(nproc)}" $(cd "$ROOT/fuzz" && ls ./*_fuzz.cpp | sed 's|^\./|fuzz/|; s|\.cpp$||')
+  log "test: $dir built at $((SECONDS - t0)) s"
+  BUILD_DIR=$tsan_dir "$ROOT/tools/lab/tsan.sh" --build-only >"$dir/tsan-build.log" 2>&1 ||
+    { tail -30 "$dir/tsan-build.log" >&2; rc=1; }
+  if ((build_only)); then
+    [[ -z $images_pid ]] || wait "$images_pid" || rc=1
     return $rc
   fi
-  local dir=${BUILD_DIR:-build}
-  build "$dir"
-  local suites=(unit integration) package_rc=0
-  if [[ $(id -u) -eq 0 ]]; then
-    suites+=(root-netns e2e hostile root-package)
-    # root-package installs, removes and purges the .debs built here (issue 17); a failed
-    # build or lintian fails the run, and the suite then finds no .deb and fails too.
-    (cmd_package) || package_rc=1
-    export UNETBACK_DEB_DIR=${PACKAGE_DIR:-$ROOT/build-package}
-  else
-    log "not root: skipping the root-netns, e2e, hostile and root-package suites"
+  # The unit suite with LeakSanitizer, then the rest (see san_env).
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 san_env run_tests --no-rebuild "$dir" unit || rc=1
+  mv "$dir/meson-logs/testlog.json" "$dir/meson-logs/testlog-unit.json" 2>/dev/null
+  local rest=() s
+  for s in "${suites[@]}"; do [[ $s == unit ]] || rest+=("$s"); done
+  ((root)) && rest+=(root-package)
+  san_env run_tests --no-rebuild "$dir" "${rest[@]}" || rc=1
+  log "test: functional suites done at $((SECONDS - t0)) s"
+  BUILD_DIR=$tsan_dir "$ROOT/tools/lab/tsan.sh" || rc=1
+  log "test: ThreadSanitizer run done at $((SECONDS - t0)) s"
+  local f0=$SECONDS frc=0
+  BUILD_DIR=$dir "$ROOT/tools/lab/fuzz.sh" --seconds "${FUZZ_SECONDS:-5}" || frc=1
+  record_result "$dir" fuzz "$frc" $((SECONDS - f0))
+  ((frc == 0)) || rc=1
+  if [[ -n $lab_pid ]]; then
+    local lab_rc=0 l0=$SECONDS
+    wait "$lab_pid" || lab_rc=$?
+    record_result "$dir" xenlab-smoke "$lab_rc" $((SECONDS - l0))
+    log "test: the real-Xen smoke test ended (exit $lab_rc) at $((SECONDS - t0)) s; its log:"
+    cat "$dir/xenlab-smoke.log" >&2
+    ((lab_rc == 0)) || rc=1
   fi
-  # Only suites that have tests: meson fails on an unknown suite name.
-  local present=()
-  for s in "${suites[@]}"; do
-    meson test -C "$dir" --list --suite "$s" >/dev/null 2>&1 && present+=("$s")
-  done
-  local rc=$package_rc
-  run_tests "$dir" "${present[@]}" || rc=$?
-  summarise tests "$dir" || rc=1
+  ((package_rc == 0)) || rc=1
+  summarise tests "$dir" "$tsan_dir" || rc=1
   return $rc
+}
+# flakes [--runs N] [--load N] [--suite S]...: the functional suites N times (default 5) beside N
+# CPU-bound busy loops (default 2: as many as this machine's cores, so every test runs on a
+# loaded machine), then, per test, how often it failed. Uses the tests' build (BUILD_DIR,
+# default build-san, built first). The busy loops are ended by their PIDs, also on Ctrl-C.
+cmd_flakes() {
+  local runs=5 load=2 suites=() dir=${BUILD_DIR:-build-san}
+  while (($#)); do
+    case $1 in
+      --runs) runs=${2:?--runs needs a number}; shift ;;
+      --load) load=${2:?--load needs a number}; shift ;;
+      --suite) suites+=("${2:?--suite needs a name}"); shift ;;
+      *) die "flakes: unknown option $1 (--runs N, --load N, --suite S)" ;;
+    esac
+    shift
+  done
+  [[ $runs =~ ^[1-9][0-9]*$ && $load =~ ^[0-9]+$ && $load -le 64 ]] || die "flakes: --runs 1.. and --load 0..64"
+  ((${#suites[@]})) || suites=($(functional_suites))
+  deps "${SAN_PACKAGES[@]}"
+  configure_san "$dir"
+  build_suites "$dir" "${suites[@]}"
+  local logs=$dir/meson-logs/flakes
+  rm -rf "$logs"
+  mkdir -p "$logs"
+  local hogs=() i
+  # shellcheck disable=SC2317 # called by the trap
+  stop_hogs() {
+    local p
+    for p in "${hogs[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+    hogs=()
+  }
+  trap stop_hogs EXIT INT TERM
+  for ((i = 0; i < load; i++)); do
+    bash -c 'while :; do :; done' &
+    hogs+=($!)
+  done
+  log "flakes: ${suites[*]} x $runs beside $load busy loop(s) (pids ${hogs[*]:-none})"
+  for ((i = 1; i <= runs; i++)); do
+    local args=()
+    for s in "${suites[@]}"; do args+=(--suite "$s"); done
+    san_env meson test -C "$dir" --no-rebuild --num-processes "${JOBS:-$(nproc)}" --logbase "flakes-$i" \
+      "${args[@]}" >"$logs/run-$i.txt" 2>&1 || true
+    mv "$dir/meson-logs/flakes-$i.json" "$logs/" 2>/dev/null
+    log "flakes: run $i of $runs done ($(grep -c '"result": "OK"' "$logs/flakes-$i.json" 2>/dev/null || echo 0) tests passed)"
+  done
+  stop_hogs
+  trap - EXIT INT TERM
+  python3 - "$runs" "$logs"/flakes-*.json <<'PY'
+import collections, json, sys
+runs, paths = int(sys.argv[1]), sys.argv[2:]
+seen, failed = collections.Counter(), collections.Counter()
+for p in paths:
+    for line in open(p):
+        r = json.loads(line)
+        seen[r["name"]] += 1
+        if r.get("result") not in ("OK", "EXPECTEDFAIL", "SKIP"):
+            failed[r["name"]] += 1
+print(f"{'test':48} {'failed':>8}")
+for name in sorted(seen):
+    print(f"{name:48} {failed[name]:>4} of {seen[name]}")
+total = sum(failed.values())
+print(f"flakes: {len(seen)} tests, {runs} runs, {total} failure(s) in {len(failed)} test(s)")
+sys.exit(1 if total else 0)
+PY
 }
 
 cmd_format() {
@@ -348,5 +505,7 @@ case ${1:-} in
     ;;
   fuzz) shift; deps; exec "$ROOT/tools/lab/fuzz.sh" "$@" ;;
   tsan) shift; deps; exec "$ROOT/tools/lab/tsan.sh" "$@" ;;
-  *) sed -n '2,28p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  flakes) shift; cmd_flakes "$@" ;;
+  configure-san) shift; configure_san "${1:?configure-san DIR}" ;;
+  *) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 2 ;;
 esac

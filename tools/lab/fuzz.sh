@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # libFuzzer run of every fuzz target (fuzz/*_fuzz.cpp): builds them with clang, ASan and
-# UBSan in build-fuzz, runs each for N seconds on a copy of its checked-in seed corpus
+# UBSan in build-san (the tests' build), runs each for N seconds on a copy of its checked-in seed corpus
 # (fuzz/corpus/<target>/), prints the executions per target, and fails if any target found
 # a crash, a sanitizer report, a leak or a violated property.
 #
@@ -10,14 +10,14 @@
 # --target NAME   only this target (repeatable); names: fuzz/*_fuzz.cpp without _fuzz.cpp
 # --keep-corpus   grow BUILD_DIR/fuzz-work/<target> across runs instead of starting afresh
 # --build-only    build the targets and stop (CI builds them early, in the idle class)
-# Environment: BUILD_DIR (default build-fuzz), JOBS (default nproc).
+# Environment: BUILD_DIR (default build-san), JOBS (default nproc).
 # Crash inputs land in BUILD_DIR/fuzz-artifacts/<target>/; replay one with
 #   BUILD_DIR/fuzz/<target>_fuzz FILE
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT"
-BUILD_DIR=${BUILD_DIR:-build-fuzz}
+BUILD_DIR=${BUILD_DIR:-build-san}
 SECONDS_PER_TARGET=10
 KEEP=0
 BUILD_ONLY=0
@@ -43,13 +43,10 @@ fi
 # clang and its runtime libraries (libclang_rt.fuzzer*, asan, ubsan) on Debian 12.
 "$ROOT/tools/lab.sh" deps clang libclang-rt-14-dev
 
-if [[ ! -f $BUILD_DIR/build.ninja ]]; then
-  # -fsanitize=fuzzer-no-link everywhere: the libraries under test need coverage
-  # instrumentation too; the targets themselves link libFuzzer (fuzz/meson.build).
-  CXX=clang++ meson setup "$BUILD_DIR" -Dfuzz=true -Dtests=false \
-    -Db_sanitize=address,undefined -Db_lundef=false \
-    -Dcpp_args=-fsanitize=fuzzer-no-link >/dev/null
-fi
+# The tests' sanitizer build (tools/lab.sh configure-san): clang, ASan+UBSan, and
+# -fsanitize=fuzzer-no-link everywhere, since the libraries under test need coverage
+# instrumentation too; the targets themselves link libFuzzer (fuzz/meson.build).
+"$ROOT/tools/lab.sh" configure-san "$BUILD_DIR"
 # shellcheck disable=SC2046  # one ninja target per word
 ninja -C "$BUILD_DIR" -j "${JOBS:-$(nproc)}" $(printf 'fuzz/%s_fuzz ' "${TARGETS[@]}") >&2
 ((BUILD_ONLY)) && exit 0

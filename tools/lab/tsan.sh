@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # ThreadSanitizer run of the test suites that start threads (ring stress, the queue event
 # loops, the daemon, xensim and its clients...): builds BUILD_DIR (default build-tsan) with
-# -Db_sanitize=thread -Dbuildtype=debug (line tables only, -g1) and runs the unit and
-# integration suites (and, as root, root-netns), every process with TSan — the tests and the
+# -Db_sanitize=thread -Dbuildtype=debug (line tables only, -g1) and runs the suite 'threaded'
+# (and, as root, 'threaded-root'): the tests of code that runs threads, every process with TSan — the tests and the
 # xensim / unetbackd / netfront-shim processes they start. Any TSan report fails the run, even
 # one from a child process whose exit the test did not check: reports are written to
 # BUILD_DIR/tsan-reports/ (TSAN_OPTIONS log_path) and printed at the end.
 #
 #   tools/lab/tsan.sh [--suite NAME]... [--soak MINUTES] [--build-only]
 #
-# --suite NAME      default: unit integration [root-netns as root]
+# --suite NAME      default: threaded [threaded-root as root]
 # --build-only      build what the run needs and stop (CI builds it early, in the idle class)
 # --soak MINUTES    also run the soak (unetlab soak) on the TSan build (root): the whole xensim
 #                   world (xensim, unetbackd, guests, iperf3, vif churn) under TSan
@@ -33,8 +33,8 @@ done
 log() { printf '[tsan] %s\n' "$*" >&2; }
 
 if ((${#SUITES[@]} == 0)); then
-  SUITES=(unit integration)
-  if [[ $(id -u) -eq 0 ]]; then SUITES+=(root-netns); else log "not root: skipping root-netns"; fi
+  SUITES=(threaded)
+  if [[ $(id -u) -eq 0 ]]; then SUITES+=(threaded-root); else log "not root: skipping threaded-root"; fi
 fi
 
 "$ROOT/tools/lab.sh" deps

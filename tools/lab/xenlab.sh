@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tools/lab.sh xenlab [--quick] [--json FILE] [--no-shim] [--host-hog N]
+# tools/lab.sh xenlab [--smoke|--quick] [--json FILE] [--no-shim] [--host-hog N]
 # Real Xen 4.17 in QEMU (TCG; no KVM needed): a Debian bookworm PV dom0 and PV domUs running
 # Linux xen-netfront. Builds the images from Debian packages (cached in $XENLAB_CACHE, default
 # $ROOT/.xenlab-cache), builds this checkout's Debian package (tools/lab.sh package; --debs DIR
@@ -46,6 +46,11 @@
 #      then xl destroy of the driver domain under a running client; the same driver domain with
 #      xen-netback as the baseline (full run only) (iperf3 both ways); the grant/maptrack frames Xen reports
 #   last: apt-get remove unetback stops the service.
+# --smoke (CI): instead of all that, one boot with the package installed by dpkg -i and
+#   unetbackd.service under systemd, one Linux-netfront domU created with xl, ping and a 3 s
+#   iperf3 run each way, a SIGKILL of the daemon (systemd restarts it, the guest answers ping
+#   again), xl destroy with no TAP, mapped grant or bound event channel left, and apt-get remove
+#   (about 5 minutes; XENLAB_TIMEOUT default 900).
 # Directions are the project's: guest_tx = domU -> dom0 (the guest transmits), guest_rx =
 # dom0 -> domU.
 # Prints a table, writes --json (every figure, and unetbackd/kernel ratios per direction), and
@@ -84,7 +89,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=$(cd "${1:?usage: xenlab.sh BUILD_DIR [--quick] [--json FILE] [--no-shim]}" && pwd)
 shift
-QUICK=0 JSON='' SHIM=1 ONLY='' SKIP='' DAEMON_ARGS='' DAEMON_WRAP='' FROM_SHARE=0 B_ARGS='' B_ENV='' HOST_HOG=0 PROFILE=0 DEBS=
+SMOKE=0 QUICK=0 JSON='' SHIM=1 ONLY='' SKIP='' DAEMON_ARGS='' DAEMON_WRAP='' FROM_SHARE=0 B_ARGS='' B_ENV='' HOST_HOG=0 PROFILE=0 DEBS=
 while (($#)); do
   case $1 in
     --host-hog)
@@ -100,6 +105,7 @@ while (($#)); do
       [[ ${2:-} =~ ^[A-Z_][A-Z0-9_]*=[A-Za-z0-9_.,:/-]*$ ]] || { echo "xenlab: --b-env takes NAME=VALUE (no spaces)" >&2; exit 2; }
       B_ENV+="$2 "; shift ;;
     --quick) QUICK=1 ;;
+    --smoke) SMOKE=1 QUICK=1 SHIM=0 ;;
     --only) ONLY=${2:?--only needs kernel, unetbackd, switch, adopt, shim, libvirt, life, mq, umq, kmq or dd}; shift ;;
     --skip)
       SKIP=${2:?--skip needs parts, e.g. life,adopt}
@@ -126,7 +132,8 @@ X=$ROOT/tools/xenlab
 BIN_DAEMON=$BUILD/backend/daemon/unetbackd
 BIN_CTL=$BUILD/tools/ctl/unetback-ctl
 BIN_SHIM=$BUILD/frontend-shim/netfront-shim
-for b in "$BIN_DAEMON" "$BIN_CTL" "$BIN_SHIM"; do
+# The smoke test runs the package's programs only (BUILD may be a sanitizer build then).
+((SMOKE)) || for b in "$BIN_DAEMON" "$BIN_CTL" "$BIN_SHIM"; do
   [[ -x $b ]] || { log "missing $b (build first)"; exit 1; }
 done
 
@@ -151,14 +158,14 @@ install -m755 "$X/dom0-run.sh" "$SHARE/dom0-run.sh"
 install -m644 "$DEB" "$SHARE/debs/"
 (cd "$SHARE/debs" && sha256sum unetback_*.deb >SHA256SUMS)
 log "dom0 installs $(basename "$DEB")"
-install -m755 "$BIN_DAEMON" "$BIN_CTL" "$SHARE/bin/"
+((SMOKE)) || install -m755 "$BIN_DAEMON" "$BIN_CTL" "$SHARE/bin/"
 cp "$CACHE/vmlinuz" "$SHARE/vmlinuz"
 # The hypervisor's build configuration (what dom0 reports when Xen refuses something it was
 # built without, e.g. log-dirty mode for PV guests, which needs CONFIG_SHADOW_PAGING).
 cp "$CACHE"/xen/boot/xen-*.config "$SHARE/xen.config" 2>/dev/null || true
 # Every shared library the binaries need must be in the dom0 root (same bookworm versions);
 # dpkg -i checks the package's dependencies itself.
-for b in "$BIN_DAEMON" "$BIN_CTL"; do
+((SMOKE)) || for b in "$BIN_DAEMON" "$BIN_CTL"; do
   for lib in $(ldd "$b" | grep -o '/[^ ]*'); do
     [[ -e $CACHE/rootfs$lib || -e $CACHE/rootfs/usr$lib ]] || { log "dom0 lacks $lib (needed by $b)"; exit 1; }
   done
@@ -168,23 +175,28 @@ done
 gcc -static -O2 -Wall -o "$SHARE/xdp-pass" "$X/xdp-pass.c"
 "$X/mk-initrd.sh" "$CACHE" "$SHARE/domU-initrd.cpio.gz" "$X/domU-init" /usr/bin/iperf3 \
   "$SHARE/xdp-pass:/usr/local/bin/xdp-pass" -- xen-netfront
-"$X/mk-initrd.sh" "$CACHE" "$SHARE/domU-shim-initrd.cpio.gz" "$X/domU-init" /usr/bin/iperf3 \
-  "$BIN_SHIM:/usr/local/bin/netfront-shim" -- xen-evtchn xen-gntalloc tun
-# The driver domain (tools/xenlab/dd-init): the build dir's unetbackd and unetback-ctl (stripped:
-# the initramfs is unpacked at every boot), dom0's xl (for xl devd), xenstore tools, bash, flock
-# and hotplug scripts (/etc/xen/scripts, with vif-unetback), iperf3, and the modules a backend
-# needs; xen-netback is loaded only for the kernel-netback baseline.
-DDBIN=$(mktemp -d /tmp/xenlab-ddbin.XXXXXX)
-strip -o "$DDBIN/unetbackd" "$BIN_DAEMON"
-strip -o "$DDBIN/unetback-ctl" "$BIN_CTL"
-DD_FILES=(/usr/bin/iperf3 "$DDBIN/unetbackd:/usr/sbin/unetbackd" "$DDBIN/unetback-ctl:/usr/bin/unetback-ctl"
-  @/usr/lib/xen-4.17/bin/xl:/usr/sbin/xl @/bin/bash @/usr/bin/flock @/etc/xen/scripts
-  "$ROOT/tools/hotplug/vif-unetback:/etc/xen/scripts/vif-unetback")
-for t in read write ls list rm exists chmod watch; do DD_FILES+=("@/bin/xenstore-$t:/usr/bin/xenstore-$t"); done
-"$X/mk-initrd.sh" "$CACHE" "$SHARE/domU-dd-initrd.cpio.gz" "$X/dd-init" "${DD_FILES[@]}" -- \
-  xen-netfront xen-evtchn xen-gntdev xen-gntalloc xen-privcmd xenfs tun bridge xen-netback
-rm -rf "$DDBIN"
-if ((QUICK)); then
+# The shim's and the driver domain's initramfs: not in the smoke test, which boots neither.
+if ((!SMOKE)); then
+  "$X/mk-initrd.sh" "$CACHE" "$SHARE/domU-shim-initrd.cpio.gz" "$X/domU-init" /usr/bin/iperf3 \
+    "$BIN_SHIM:/usr/local/bin/netfront-shim" -- xen-evtchn xen-gntalloc tun
+  # The driver domain (tools/xenlab/dd-init): the build dir's unetbackd and unetback-ctl (stripped:
+  # the initramfs is unpacked at every boot), dom0's xl (for xl devd), xenstore tools, bash, flock
+  # and hotplug scripts (/etc/xen/scripts, with vif-unetback), iperf3, and the modules a backend
+  # needs; xen-netback is loaded only for the kernel-netback baseline.
+  DDBIN=$(mktemp -d /tmp/xenlab-ddbin.XXXXXX)
+  strip -o "$DDBIN/unetbackd" "$BIN_DAEMON"
+  strip -o "$DDBIN/unetback-ctl" "$BIN_CTL"
+  DD_FILES=(/usr/bin/iperf3 "$DDBIN/unetbackd:/usr/sbin/unetbackd" "$DDBIN/unetback-ctl:/usr/bin/unetback-ctl"
+    @/usr/lib/xen-4.17/bin/xl:/usr/sbin/xl @/bin/bash @/usr/bin/flock @/etc/xen/scripts
+    "$ROOT/tools/hotplug/vif-unetback:/etc/xen/scripts/vif-unetback")
+  for t in read write ls list rm exists chmod watch; do DD_FILES+=("@/bin/xenstore-$t:/usr/bin/xenstore-$t"); done
+  "$X/mk-initrd.sh" "$CACHE" "$SHARE/domU-dd-initrd.cpio.gz" "$X/dd-init" "${DD_FILES[@]}" -- \
+    xen-netfront xen-evtchn xen-gntdev xen-gntalloc xen-privcmd xenfs tun bridge xen-netback
+  rm -rf "$DDBIN"
+fi
+if ((SMOKE)); then
+  ROUNDS=1 SECS=3 LIMIT=${XENLAB_TIMEOUT:-900}
+elif ((QUICK)); then
   ROUNDS=1 SECS=3 LIMIT=${XENLAB_TIMEOUT:-1800}
 else
   ROUNDS=3 SECS=10 LIMIT=${XENLAB_TIMEOUT:-3600}
@@ -192,8 +204,8 @@ fi
 # dom0's own limit for the scenarios (xenlab-init): it stops them a little before this host
 # stops QEMU, so the journal and the logs still reach the share.
 DOM0_LIMIT=$((LIMIT > 240 ? LIMIT - 90 : LIMIT))
-printf 'ROUNDS=%s\nSECS=%s\nSHIM=%s\nONLY=%s\nSKIP=%s\nDAEMON_ARGS="%s"\nDAEMON_WRAP="%s"\nFROM_SHARE=%s\nB_ARGS="%s"\nB_ENV="%s"\nPROFILE=%s\nDOM0_LIMIT=%s\n' \
-  "$ROUNDS" "$SECS" "$SHIM" "$ONLY" "$SKIP" "$DAEMON_ARGS" "$DAEMON_WRAP" "$FROM_SHARE" "$B_ARGS" "$B_ENV" "$PROFILE" "$DOM0_LIMIT" >"$SHARE/lab.conf"
+printf 'SMOKE=%s\nROUNDS=%s\nSECS=%s\nSHIM=%s\nONLY=%s\nSKIP=%s\nDAEMON_ARGS="%s"\nDAEMON_WRAP="%s"\nFROM_SHARE=%s\nB_ARGS="%s"\nB_ENV="%s"\nPROFILE=%s\nDOM0_LIMIT=%s\n' \
+  "$SMOKE" "$ROUNDS" "$SECS" "$SHIM" "$ONLY" "$SKIP" "$DAEMON_ARGS" "$DAEMON_WRAP" "$FROM_SHARE" "$B_ARGS" "$B_ENV" "$PROFILE" "$DOM0_LIMIT" >"$SHARE/lab.conf"
 
 # Boot. -nic none: all traffic stays on xenbr0 inside the emulated machine. smap=0: Xen's
 # 64-bit PV guests die at their first instruction under QEMU 7.2 TCG's SMAP emulation (-cpu max).
@@ -288,4 +300,4 @@ grep -a "TCG doesn't support" "$CACHE/qemu.log" | sed 's/^/[xenlab] qemu: /' >&2
 
 # The report: table, checks and JSON (tools/lab/unetlab/xenlab_report.py), and the exit status.
 PYTHONPATH=$ROOT/tools/lab${PYTHONPATH:+:$PYTHONPATH} python3 -m unetlab xenlab-report \
-  "$SHARE/out/results.txt" "$JSON" "$QUICK" "$ELAPSED" "$TIMED_OUT" "$LOG" "$HOST_HOG" "$LOAD0" "$PRIORITY" "$STALLED"
+  "$SHARE/out/results.txt" "$JSON" "$( ((SMOKE)) && echo smoke || echo "$QUICK")" "$ELAPSED" "$TIMED_OUT" "$LOG" "$HOST_HOG" "$LOAD0" "$PRIORITY" "$STALLED"

@@ -1,7 +1,8 @@
 #!/bin/bash
 # The xenlab scenarios, run in the PV dom0 from the 9p share (/host) by /sbin/xenlab-init,
 # which systemd (PID 1) starts as xenlab.service after xen.service.
-#   /host/lab.conf   ROUNDS, SECS (iperf3 seconds), SHIM (1: run scenario 3)
+#   /host/lab.conf   ROUNDS, SECS (iperf3 seconds), SHIM (1: run scenario 3), SMOKE (1: the smoke
+#                    test alone, smoke_part)
 #   /host/debs/      the project's Debian package(s) (unetback_*.deb), installed with dpkg -i
 #   /host/bin/       unetbackd, unetback-ctl of the build dir (--programs-from-share only)
 #   /host/vmlinuz, /host/domU-initrd.cpio.gz (xen-netfront), /host/domU-shim-initrd.cpio.gz
@@ -17,7 +18,7 @@ OUT=$H/out
 mkdir -p "$OUT"
 RES=$OUT/results.txt
 : >"$RES"
-ROUNDS=1 SECS=3 SHIM=1 ONLY= SKIP= DAEMON_ARGS= DAEMON_WRAP= FROM_SHARE=0 B_ARGS= B_ENV= PROFILE=0
+ROUNDS=1 SECS=3 SHIM=1 ONLY= SKIP= DAEMON_ARGS= DAEMON_WRAP= FROM_SHARE=0 B_ARGS= B_ENV= PROFILE=0 SMOKE=0
 . "$H/lab.conf"
 # full: a full run (3 rounds). In the full run only, so that CI's quick run keeps to its time:
 # the kernel netback's baselines beyond the rounds of 1 and the shim (the reload under a
@@ -1773,52 +1774,83 @@ runs() {
   for o; do want "$o" && return 0; done
   return 1
 }
-[ -n "$SKIP" ] && say "parts skipped (--skip): $SKIP"
-for r in $(seq 1 "$ROUNDS"); do
-  want kernel && kernel_round "$r"
-  want unetbackd && unetbackd_round "$r"
-  # unetbackd's internal switch between two domUs: full run (e2e-switch runs it on xensim).
-  runs switch unetbackd && { full || [ "$ONLY" = switch ]; } && switch_d2d_round "$r"
-  want unetbackd && [ -n "$B_ARGS$B_ENV" ] && unetbackd_round "$r" b
-done
-if [ "$SHIM" = 1 ] && want shim; then
-  shim_round kernel
-  shim_round unetbackd
-fi
-# Guest lifecycle: save/restore and migration, the kernel netback first (the baseline; in the
-# full run only, so that CI's quick run keeps to its time).
-if runs life unetbackd; then
-  full && lifecycle kernel
-  lifecycle unetbackd
-fi
-# A daemon restart the guest does not notice (issue 20): in every run, the quick one too.
-runs adopt unetbackd && adopt_part
-# libvirt (and the journal's lines from everything unetbackd served so far).
-if runs libvirt unetbackd; then
-  start_unetbackd && {
-    libvirt_round
-    journal_checks
-    stop_unetbackd
-  }
-fi
-# The driver domain (issue 18): in every run, the quick one too.
-want dd && dd_part
-if [ "$ONLY" = kmq ]; then # the kernel netback's 2-vCPU scenario, three times (debugging)
-  kernel_mq long
-  kernel_mq long
-  kernel_mq long
-else
-  runs mq kernel && full && kernel_mq
-  runs mq unetbackd umq && start_unetbackd && {
-    unetbackd_extras
-    stop_unetbackd
-  }
-  # The 2-vCPU domU's save/restore and migration (full run only): last, with the other
-  # 2-vCPU scenarios.
-  if [ "$ROUNDS" != 1 ] && runs life mq; then
-    lifecycle_mq kernel
-    lifecycle_mq unetbackd
+# The smoke test (xenlab.sh --smoke, CI): the package's service as dpkg -i left it, one Linux-
+# netfront domU created with xl on xenbr0 (stock vif-bridge), ping and an iperf3 run each way, a
+# SIGKILL of the daemon (systemd restarts it, the new process adopts the vif and the guest
+# answers ping again), then xl destroy: backend state 6, no TAP, no mapped grant and no bound
+# event channel left. Everything else is in the quick and full runs.
+smoke_part() {
+  say "=== smoke: unetbackd.service, one domU"
+  UNETBACKD_PID=$(unit_prop MainPID)
+  [ "$UNETBACKD_PID" = 0 ] && UNETBACKD_PID=
+  [ -n "$UNETBACKD_PID" ] || start_unetbackd || return
+  if xl_create smoke /tmp/u1.cfg labu 10.99.0.2; then
+    ping_rtt smoke 10.99.0.2
+    iperf smoke 10.99.0.2 guest_rx
+    iperf smoke 10.99.0.2 guest_tx
+    sigkill_restart smoke 10.99.0.2
+    "$CTL" list >"$OUT/ctl-list-smoke.txt" 2>&1
+    destroy_checked smoke labu
+  else
+    xl destroy labu >/dev/null 2>&1
   fi
+  integrity smoke
+}
+
+# Every part of the quick and full runs, in order (--only and --skip choose among them).
+lab_parts() {
+  [ -n "$SKIP" ] && say "parts skipped (--skip): $SKIP"
+  for r in $(seq 1 "$ROUNDS"); do
+    want kernel && kernel_round "$r"
+    want unetbackd && unetbackd_round "$r"
+    # unetbackd's internal switch between two domUs: full run (e2e-switch runs it on xensim).
+    runs switch unetbackd && { full || [ "$ONLY" = switch ]; } && switch_d2d_round "$r"
+    want unetbackd && [ -n "$B_ARGS$B_ENV" ] && unetbackd_round "$r" b
+  done
+  if [ "$SHIM" = 1 ] && want shim; then
+    shim_round kernel
+    shim_round unetbackd
+  fi
+  # Guest lifecycle: save/restore and migration, the kernel netback first (the baseline; in the
+  # full run only, so that CI's quick run keeps to its time).
+  if runs life unetbackd; then
+    full && lifecycle kernel
+    lifecycle unetbackd
+  fi
+  # A daemon restart the guest does not notice (issue 20): in every run, the quick one too.
+  runs adopt unetbackd && adopt_part
+  # libvirt (and the journal's lines from everything unetbackd served so far).
+  if runs libvirt unetbackd; then
+    start_unetbackd && {
+      libvirt_round
+      journal_checks
+      stop_unetbackd
+    }
+  fi
+  # The driver domain (issue 18): in every run, the quick one too.
+  want dd && dd_part
+  if [ "$ONLY" = kmq ]; then # the kernel netback's 2-vCPU scenario, three times (debugging)
+    kernel_mq long
+    kernel_mq long
+    kernel_mq long
+  else
+    runs mq kernel && full && kernel_mq
+    runs mq unetbackd umq && start_unetbackd && {
+      unetbackd_extras
+      stop_unetbackd
+    }
+    # The 2-vCPU domU's save/restore and migration (full run only): last, with the other
+    # 2-vCPU scenarios.
+    if [ "$ROUNDS" != 1 ] && runs life mq; then
+      lifecycle_mq kernel
+      lifecycle_mq unetbackd
+    fi
+  fi
+}
+if [ "$SMOKE" = 1 ]; then
+  smoke_part
+else
+  lab_parts
 fi
 for f in /var/log/xen/console/guest-*.log; do [ -f "$f" ] && cp "$f" "$OUT/console-$(basename "$f")"; done
 cp /var/log/xen/xl-*.log "$OUT/" 2>/dev/null
