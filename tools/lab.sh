@@ -239,10 +239,12 @@ cmd_test() {
   mkdir -p "$dir/meson-logs"
   rm -f "$dir"/meson-logs/testlog*.json
   # The lab's images (Xen, dom0's root by debootstrap) need nothing of this build: they are
-  # made from the start, in the idle scheduling class, on the CPU the builds leave.
+  # made from the start, beside the package build (mostly downloads and dpkg; at nice 5, so
+  # that they are ready when the package is: in the idle class the builds starved them, and
+  # the smoke test then booted only after the suites, at the end of the run).
   local cache=${XENLAB_CACHE:-$ROOT/.xenlab-cache} images_pid= lab_pid=
   if ((lab)); then
-    chrt --idle 0 "$ROOT/tools/xenlab/build-images.sh" "$cache" >"$dir/xenlab-images.log" 2>&1 &
+    nice -n 5 "$ROOT/tools/xenlab/build-images.sh" "$cache" >"$dir/xenlab-images.log" 2>&1 &
     images_pid=$!
   fi
   local package_rc=0
@@ -279,7 +281,8 @@ cmd_test() {
   configure_san "$dir"
   local suites
   mapfile -t suites < <(functional_suites | tr ' ' '\n')
-  build_suites "$dir" "${suites[@]}"
+  # root-package's test program too (it runs with the rest, on the packages built above).
+  if ((root)); then build_suites "$dir" "${suites[@]}" root-package; else build_suites "$dir" "${suites[@]}"; fi
   ninja -C "$dir" -j "${JOBS:-$(nproc)}" $(cd "$ROOT/fuzz" && ls ./*_fuzz.cpp | sed 's|^\./|fuzz/|; s|\.cpp$||')
   log "test: $dir built at $((SECONDS - t0)) s"
   BUILD_DIR=$tsan_dir "$ROOT/tools/lab/tsan.sh" --build-only >"$dir/tsan-build.log" 2>&1 ||
