@@ -65,6 +65,12 @@ bool publish(const PageWords& pg, RingRecord<Slot>& rec, std::uint32_t s, std::u
   return ring::need_notify(s, c, pg.rsp_event().load(std::memory_order_relaxed));
 }
 
+/// True if the regular file has a hole: fewer bytes allocated than its size. (Not SEEK_HOLE:
+/// ext4 reports the unwritten extents posix_fallocate() makes as holes; st_blocks counts them.)
+bool has_hole(const struct stat& st) {
+  return static_cast<off_t>(st.st_blocks) * 512 < st.st_size;
+}
+
 }  // namespace
 
 Result<RingRecovery> recover_tx_ring(void* page, TxRingRecord& rec) {
@@ -150,9 +156,18 @@ Result<VifRecord> VifRecord::create(const std::filesystem::path& file, DomId dom
   UniqueFd fd(::open(file.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
   if (!fd) return last_errno();
   const std::size_t size = size_for(nr_queues) + keys.size();
-  if (::ftruncate(fd.get(), static_cast<off_t>(size)) != 0) return last_errno();
+  // Every page allocated before it is mapped: a sparse file on a full tmpfs maps fine and then
+  // raises SIGBUS at the first store into it, which would end the daemon (and, as a half-made
+  // record, the next one). Here a full state directory is ENOSPC: this vif has no record.
+  if (const int err = ::posix_fallocate(fd.get(), 0, static_cast<off_t>(size)); err != 0) {
+    ::unlink(file.c_str());
+    return errno_code(err);
+  }
   auto mapped = map(file, fd.get(), size);
-  if (!mapped) return mapped;
+  if (!mapped) {
+    ::unlink(file.c_str());
+    return mapped;
+  }
   VifRecord r = std::move(*mapped);
   RecordHeader& h = r.header();
   h.version = kRecordVersion;
@@ -175,6 +190,9 @@ Result<VifRecord> VifRecord::open(const std::filesystem::path& file, DomId domid
   if (::fstat(fd.get(), &st) != 0) return last_errno();
   const auto size = static_cast<std::size_t>(st.st_size);
   if (!S_ISREG(st.st_mode) || size < sizeof(RecordHeader)) return errno_code(EPROTO);
+  // A record with a hole was never finished (or not by create()): a store into the hole could
+  // raise SIGBUS on a full filesystem. Not a record.
+  if (has_hole(st)) return errno_code(EPROTO);
   auto mapped = map(file, fd.get(), size);
   if (!mapped) return mapped;
   VifRecord r = std::move(*mapped);

@@ -221,7 +221,11 @@ std::error_code LibXenStore::transaction_end(XsTx tx, bool commit) {
 std::error_code LibXenStore::watch(std::string_view path, std::string_view token) {
   if (has_nul(path) || has_nul(token)) return std::make_error_code(std::errc::invalid_argument);
   errno = 0;
-  return status_of(xs_watch(handle_.get(), std::string(path).c_str(), std::string(token).c_str()));
+  auto ec =
+      status_of(xs_watch(handle_.get(), std::string(path).c_str(), std::string(token).c_str()));
+  // The node a flood of this watch's events collapses into (WatchEventQueue).
+  if (!ec) queue_.add_watch(path, token);
+  return ec;
 }
 
 std::error_code LibXenStore::unwatch(std::string_view path, std::string_view token) {

@@ -113,7 +113,7 @@ TEST_F(TapReads, AHostBurstReachesTheGuestInOrderThroughBatchedReads) {
                 : counter("rx_tap_io_uring") != 0   ? "io_uring"
                                                     : "read()")
             << ")\n";
-  test::report_figure("backend.tap_reads_syscalls_per_frame",
+  test::report_figure("backend_tap_reads_syscalls_per_frame",
                       static_cast<double>(syscalls) / kBurst, "syscalls/frame");
   if (counter("rx_tap_io_uring") != 0) {
     EXPECT_LE(syscalls, static_cast<std::uint64_t>(kBurst));
@@ -142,7 +142,7 @@ TEST_F(TapReads, AHostBurstReachesTheGuestInOrderThroughReadsKeptPosted) {
   // buffers again, and a wakeup finds at least one frame: never more syscalls than frames (a
   // read() loop costs one per frame and one per wakeup). How far below is the machine's pace:
   // a figure.
-  test::report_figure("backend.tap_posted_reads_syscalls_per_frame",
+  test::report_figure("backend_tap_posted_reads_syscalls_per_frame",
                       static_cast<double>(syscalls) / kBurst, "syscalls/frame");
   EXPECT_LE(syscalls, static_cast<std::uint64_t>(kBurst));
   EXPECT_EQ(counter("rx_dropped_offload"), 0u);
@@ -291,7 +291,7 @@ TEST_F(BackendEndToEnd, RateLimitCapsGuestTransmit) {
   EXPECT_GT(sent, 0u);
   EXPECT_LE(bytes, 128u * 1024 + intervals * 100000 + 1500)
       << "in " << std::chrono::duration<double, std::milli>(elapsed).count() << " ms";
-  test::report_figure("backend.rate_limit_bytes_in_window", static_cast<double>(bytes), "B");
+  test::report_figure("backend_rate_limit_bytes_in_window", static_cast<double>(bytes), "B");
   EXPECT_GT(counter("tx_rate_limited"), 0u);
 }
 

@@ -362,7 +362,17 @@ long vm_rss_kib() {
 #endif
 }
 
-TEST_F(HostileFrontend, Xsa349_StateWriteFloodCostsNoMemoryAndDelaysNoOtherGuest) {
+/// The flood scenario: four connections of the guest's own write to a node under its state
+/// node (which the daemon watches, recursively), while another guest's device appears and a
+/// well-behaved guest keeps its traffic; the daemon's memory is measured throughout.
+class WatchFlood : public HostileFrontend {
+ protected:
+  /// fresh_children: each write makes a new, long child of F:state (then removes it), so
+  /// that no two events of the flood name the same node; else F:state itself, rewritten.
+  void run_flood(bool fresh_children, const std::string& figure);
+};
+
+void WatchFlood::run_flood(bool fresh_children, const std::string& figure) {
   const auto base = resources();
   auto bad = connected_hostile();
   ASSERT_FALSE(HasFatalFailure());
@@ -392,7 +402,17 @@ TEST_F(HostileFrontend, Xsa349_StateWriteFloodCostsNoMemoryAndDelaysNoOtherGuest
       // ASan build beside CI's lab boot). xenstored (xensim's) serves every write as before.
       (void)::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 10);
       hv::LibXenStore xs(sock);
-      while (!stop.load(std::memory_order_relaxed) && !xs.write(state, "4")) ++writes;
+      if (!fresh_children) {
+        while (!stop.load(std::memory_order_relaxed) && !xs.write(state, "4")) ++writes;
+        return;
+      }
+      // ~900-byte names, each used once: every event names a node never seen before.
+      const std::string stem = state + "/" + std::string(880, 'n') + std::to_string(::gettid());
+      for (std::uint64_t k = 0; !stop.load(std::memory_order_relaxed); ++k) {
+        const std::string child = stem + "-" + std::to_string(k);
+        if (xs.write(child, "x") || xs.rm(child)) break;
+        ++writes;
+      }
     });
   }
   // The flood has started once its writers are through their first thousand writes (at nice
@@ -427,10 +447,12 @@ TEST_F(HostileFrontend, Xsa349_StateWriteFloodCostsNoMemoryAndDelaysNoOtherGuest
   stop = true;
   for (auto& w : writers) w.join();
   const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(initwait).count();
-  std::cout << "[ flood    ] " << writes.load() << " F:state writes; other guest's InitWait after "
-            << ms << " ms; RSS " << rss_start << " -> peak " << rss_peak << " KiB\n";
+  std::cout << "[ flood    ] " << writes.load()
+            << (fresh_children ? " fresh children of F:state;" : " F:state writes;")
+            << " other guest's InitWait after " << ms << " ms; RSS " << rss_start << " -> peak "
+            << rss_peak << " KiB\n";
   EXPECT_GT(writes.load(), kMeaningful) << "the flood was too small to mean anything";
-  report_figure("hostile.xsa349_initwait_ms", static_cast<double>(ms), "ms");
+  report_figure(figure, static_cast<double>(ms), "ms");
   EXPECT_EQ(tr.received, tr.sent) << "the flood cost the well-behaved guest traffic";
   EXPECT_LT(rss_peak - rss_start, 16 * 1024) << "watch events queued without bound";
   EXPECT_EQ(backend_state(bad->dom()), "4") << "writing Connected again changes nothing";
@@ -439,6 +461,19 @@ TEST_F(HostileFrontend, Xsa349_StateWriteFloodCostsNoMemoryAndDelaysNoOtherGuest
   remove_device(other->dom());
   other.reset();
   finish(bad, base);
+}
+
+TEST_F(WatchFlood, Xsa349_StateWriteFloodCostsNoMemoryAndDelaysNoOtherGuest) {
+  run_flood(false, "hostile_xsa349_initwait_ms");
+}
+
+// The same flood through fresh child names: watches are recursive, and events merged per
+// (watch, node) would queue one per name (1000-byte names: unetbackd grew by about 100 MB in
+// 20 s, and another guest's device stayed in state 1). A watch holds a bounded number of
+// pending events, then one event at its own node, which every handler takes as "read it all
+// again" (WatchEventQueue).
+TEST_F(WatchFlood, Xsa349_FreshChildNamesUnderAWatchedNodeCostNoMemoryAndDelayNoOtherGuest) {
+  run_flood(true, "hostile_xsa349_fresh_children_initwait_ms");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1080,7 +1115,7 @@ TEST_F(HostileRate, RateOfZeroBytesPerIntervalIsRefusedAndTheVifKeepsSending) {
   const auto run = keep_sending(*bad, *page, f, 1500ms, kPastTheBurst + 1);
   std::cout << "rate 0,1: " << run.answered << " packets answered, " << run.retries
             << " credit retries, daemon CPU " << run.cpu_share * 100 << " % of a core\n";
-  report_figure("hostile.rate_0_1_daemon_cpu_share", run.cpu_share, "share");
+  report_figure("hostile_rate_0_1_daemon_cpu_share", run.cpu_share, "share");
   EXPECT_GT(run.bytes, kPastTheBurst) << "TX stopped after the first burst";
   EXPECT_EQ(run.retries, 0u) << "an unlimited vif is never held back";
   bool logged = false;
@@ -1114,8 +1149,8 @@ TEST_F(HostileRate, RateOfOneBytePerMicrosecondSendsSlowlyWithoutSpinningTheDaem
   std::cout << "rate 1,1: " << run.answered << " packets (" << run.bytes / 1000 << " kB) in "
             << run.elapsed.count() << " s, " << run.retries << " credit retries, daemon CPU "
             << run.cpu_share * 100 << " % of a core\n";
-  report_figure("hostile.rate_1_1_daemon_cpu_share", run.cpu_share, "share");
-  report_figure("hostile.rate_1_1_bytes_per_s",
+  report_figure("hostile_rate_1_1_daemon_cpu_share", run.cpu_share, "share");
+  report_figure("hostile_rate_1_1_bytes_per_s",
                 static_cast<double>(run.bytes) / run.elapsed.count(), "B/s");
   EXPECT_GT(run.bytes, kRefilled) << "the limited vif stopped sending";
   EXPECT_LT(static_cast<double>(run.bytes), 128.0 * 1024 + 1e6 * run.elapsed.count() + 2 * 1400);

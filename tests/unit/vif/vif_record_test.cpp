@@ -11,12 +11,15 @@
 
 #include <array>
 #include <cstring>
+#include <fcntl.h>
 #include <filesystem>
 #include <functional>
 #include <gtest/gtest.h>
 #include <map>
+#include <sched.h>
 #include <set>
 #include <string>
+#include <sys/mount.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <vector>
@@ -327,6 +330,96 @@ TEST(VifRecordKeys, AVersionOneRecordStillOpensWithNoKeys) {
   // A version this daemon does not know is refused (the vif reconnects instead).
   rec->header().version = 3;
   EXPECT_FALSE(VifRecord::open(file, DomId{7}, DevId{0}));
+}
+
+// A record half made (a sparse file: what a daemon that died inside create() leaves, or one
+// written by something else) is not adopted: storing into its hole on a full file system would
+// raise SIGBUS in the successor. The vif reconnects instead.
+TEST(VifRecordFullDisk, ARecordWithAHoleIsRefused) {
+  const StateDir dir;
+  const auto file = VifRecord::path_for(dir.path, DomId{7}, DevId{0});
+  {
+    auto rec = VifRecord::create(file, DomId{7}, DevId{0}, 4, 42);
+    ASSERT_TRUE(rec);
+  }
+  ASSERT_TRUE(VifRecord::open(file, DomId{7}, DevId{0})) << "a whole record opens";
+  // The same header, the rest of the file punched out.
+  const auto size = std::filesystem::file_size(file);
+  const int fd = ::open(file.c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_GT(size, 2 * 4096U);
+  ASSERT_EQ(::fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 4096,
+                        static_cast<off_t>((size - 4096) / 4096 * 4096)),
+            0);
+  ::close(fd);
+  const auto rec = VifRecord::open(file, DomId{7}, DevId{0});
+  ASSERT_FALSE(rec);
+  EXPECT_EQ(rec.error(), std::errc::protocol_error);
+}
+
+// A full state directory (a tmpfs of 64 KiB, filled) costs the vif its record and nothing
+// else: create() says ENOSPC and leaves no file, where a sparse record used to map fine and
+// raise SIGBUS at its first store, ending the daemon. Run in a child with its own user and
+// mount namespaces, so that no root is needed and the mount goes with the child.
+TEST(VifRecordFullDisk, CreatingARecordInAFullStateDirectoryIsENOSPCNotSIGBUS) {
+  const StateDir dir;  // the mount point, made (and removed) outside the namespaces
+  std::fflush(nullptr);
+  int pipefd[2];
+  ASSERT_EQ(::pipe2(pipefd, O_CLOEXEC), 0);
+  const uid_t uid = ::getuid();
+  const gid_t gid = ::getgid();
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::close(pipefd[0]);
+    const auto say = [&](const std::string& what, int code) {
+      (void)!::write(pipefd[1], what.data(), what.size());
+      std::_Exit(code);
+    };
+    if (::unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) say("unshare: no user namespaces here", 77);
+    // This user as root of the new namespace (files made in the tmpfs need a mapped owner).
+    const auto put = [](const char* path, const std::string& text) {
+      const int fd = ::open(path, O_WRONLY | O_CLOEXEC);
+      const bool ok =
+          fd >= 0 && ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+      if (fd >= 0) ::close(fd);
+      return ok;
+    };
+    if (!put("/proc/self/uid_map", "0 " + std::to_string(uid) + " 1\n") ||
+        !put("/proc/self/setgroups", "deny") ||
+        !put("/proc/self/gid_map", "0 " + std::to_string(gid) + " 1\n"))
+      say(std::string("uid/gid map: ") + std::strerror(errno), 77);
+    if (::mount("none", dir.path.c_str(), "tmpfs", 0, "size=64k") != 0)
+      say(std::string("mount tmpfs: ") + std::strerror(errno), 77);
+    // Fill it.
+    const std::string filler = dir.path / "filler";
+    const int f = ::open(filler.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+    std::array<char, 4096> block{};
+    while (::write(f, block.data(), block.size()) > 0) {
+    }
+    ::close(f);
+    const auto file = VifRecord::path_for(dir.path, DomId{7}, DevId{0});
+    auto rec = VifRecord::create(file, DomId{7}, DevId{0}, 4, 42);  // reached only without SIGBUS
+    std::string out;
+    if (rec)
+      out = "created a record in a full directory";
+    else if (rec.error() != std::errc::no_space_on_device)
+      out = "error " + rec.error().message();
+    else if (std::filesystem::exists(file))
+      out = "ENOSPC, but the file is left behind";
+    say(out, out.empty() ? 0 : 1);  // the mount ends with the child's namespace
+  }
+  ::close(pipefd[1]);
+  std::string why;
+  std::array<char, 256> buf{};
+  ssize_t n = 0;
+  while ((n = ::read(pipefd[0], buf.data(), buf.size())) > 0) why.append(buf.data(), n);
+  ::close(pipefd[0]);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 77) GTEST_SKIP() << why;
+  ASSERT_FALSE(WIFSIGNALED(status)) << "the child died of signal " << WTERMSIG(status);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << why;
 }
 
 }  // namespace
