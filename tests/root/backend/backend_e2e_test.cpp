@@ -289,7 +289,7 @@ TEST_F(BackendEndToEnd, RateLimitCapsGuestTransmit) {
   const auto elapsed = std::chrono::steady_clock::now() - start;
   const auto intervals = static_cast<std::size_t>(elapsed / 100ms) + 1;
   EXPECT_GT(sent, 0u);
-  EXPECT_LE(bytes, 128u * 1024 + intervals * 100000 + 1500)
+  EXPECT_LE(bytes, std::uint64_t{128} * 1024 + intervals * 100000 + 1500)
       << "in " << std::chrono::duration<double, std::milli>(elapsed).count() << " ms";
   test::report_figure("backend_rate_limit_bytes_in_window", static_cast<double>(bytes), "B");
   EXPECT_GT(counter("tx_rate_limited"), 0u);

@@ -22,7 +22,8 @@
 #endif
 #if defined(UNETBACK_TEST_ASAN)
 // The sanitizer runtime's own API (sanitizer/allocator_interface.h, which gcc 12 does not ship).
-extern "C" std::size_t __sanitizer_get_current_allocated_bytes();
+extern "C" std::size_t __sanitizer_get_current_allocated_bytes();  // NOLINT(readability-identifier-naming):
+                                                                   // the sanitizer runtime names it
 #endif
 #include "tests/root/hostile/hostile_fixture.hpp"
 
@@ -1111,7 +1112,7 @@ TEST_F(HostileRate, RateOfZeroBytesPerIntervalIsRefusedAndTheVifKeepsSending) {
   // Linux netback takes "0,1" and never refills the credit (TX stops after the first burst);
   // we refuse it with a reason and go unlimited, as netback does for a rate it cannot parse.
   // TX must go on well past a first burst (four of them), however long the machine takes.
-  constexpr std::uint64_t kPastTheBurst = 4u * 128 * 1024;
+  constexpr std::uint64_t kPastTheBurst = std::uint64_t{4} * 128 * 1024;
   const auto run = keep_sending(*bad, *page, f, 1500ms, kPastTheBurst + 1);
   std::cout << "rate 0,1: " << run.answered << " packets answered, " << run.retries
             << " credit retries, daemon CPU " << run.cpu_share * 100 << " % of a core\n";

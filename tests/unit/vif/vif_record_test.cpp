@@ -401,12 +401,13 @@ TEST(VifRecordFullDisk, CreatingARecordInAFullStateDirectoryIsENOSPCNotSIGBUS) {
     const auto file = VifRecord::path_for(dir.path, DomId{7}, DevId{0});
     auto rec = VifRecord::create(file, DomId{7}, DevId{0}, 4, 42);  // reached only without SIGBUS
     std::string out;
-    if (rec)
+    if (rec) {
       out = "created a record in a full directory";
-    else if (rec.error() != std::errc::no_space_on_device)
+    } else if (rec.error() != std::errc::no_space_on_device) {
       out = "error " + rec.error().message();
-    else if (std::filesystem::exists(file))
+    } else if (std::filesystem::exists(file)) {
       out = "ENOSPC, but the file is left behind";
+    }
     say(out, out.empty() ? 0 : 1);  // the mount ends with the child's namespace
   }
   ::close(pipefd[1]);
