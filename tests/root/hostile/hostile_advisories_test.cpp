@@ -22,8 +22,8 @@
 #endif
 #if defined(UNETBACK_TEST_ASAN)
 // The sanitizer runtime's own API (sanitizer/allocator_interface.h, which gcc 12 does not ship).
-extern "C" std::size_t __sanitizer_get_current_allocated_bytes();  // NOLINT(readability-identifier-naming):
-                                                                   // the sanitizer runtime names it
+// NOLINTNEXTLINE(readability-identifier-naming): the sanitizer runtime names it
+extern "C" std::size_t __sanitizer_get_current_allocated_bytes();
 #endif
 #include "tests/root/hostile/hostile_fixture.hpp"
 
