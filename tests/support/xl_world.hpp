@@ -18,6 +18,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -478,31 +479,31 @@ class XlWorld {
   RunResult last_create_;
 };
 
+/// iperf3 -J: the number `key` of the whole run's summary `section` ("sum_received",
+/// "sum_sent"), or 0 when absent.
+inline double iperf_summary_number(const std::string& json, std::string_view section,
+                                   std::string_view key) {
+  const auto at = json.find("\"" + std::string(section) + "\"");
+  if (at == std::string::npos) return 0;
+  const std::string field = "\"" + std::string(key) + "\":";
+  const auto value = json.find(field, at);
+  if (value == std::string::npos) return 0;
+  return std::strtod(json.c_str() + value + field.size(), nullptr);
+}
+
 /// iperf3 -J: the receiver's rate of the whole run in bits/s (0 when absent).
 inline double iperf_bits_per_second(const std::string& json) {
-  const auto at = json.find("\"sum_received\"");
-  if (at == std::string::npos) return 0;
-  const auto bps = json.find("\"bits_per_second\":", at);
-  if (bps == std::string::npos) return 0;
-  return std::strtod(json.c_str() + bps + 18, nullptr);
+  return iperf_summary_number(json, "sum_received", "bits_per_second");
 }
 
 /// iperf3 -J: the bytes the receiver counted over the whole run (0 when absent).
 inline double iperf_bytes_received(const std::string& json) {
-  const auto at = json.find("\"sum_received\"");
-  if (at == std::string::npos) return 0;
-  const auto bytes = json.find("\"bytes\":", at);
-  if (bytes == std::string::npos) return 0;
-  return std::strtod(json.c_str() + bytes + 8, nullptr);
+  return iperf_summary_number(json, "sum_received", "bytes");
 }
 
 /// iperf3 -J: the bytes the sender wrote over the whole run (0 when absent).
 inline double iperf_bytes_sent(const std::string& json) {
-  const auto at = json.find("\"sum_sent\"");
-  if (at == std::string::npos) return 0;
-  const auto bytes = json.find("\"bytes\":", at);
-  if (bytes == std::string::npos) return 0;
-  return std::strtod(json.c_str() + bytes + 8, nullptr);
+  return iperf_summary_number(json, "sum_sent", "bytes");
 }
 
 /// iperf3 -J: the bits/s of each interval's sum, in order.
