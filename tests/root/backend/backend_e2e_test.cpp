@@ -399,8 +399,8 @@ TEST_F(BackendEndToEnd, FrontendWithoutRxNotifyGetsABurstLargerThanItsRingByPoll
   // out by the backend's own looks at the ring, the 30 ms poll armed when the pass stopped
   // (polls > 0) or, when it came first, the queue's 100 ms housekeeping pass (once in 10 runs
   // under TSan beside three busy loops). FrontendWithRxNotifyIsNeverPolled asserts the other
-  // side (0 polls for a frontend that kicks), and the Mini-OS guest's end-to-end test the
-  // poll's own deliveries over a whole iperf3 run.
+  // side (0 polls for a frontend that kicks); the Mini-OS guest's end-to-end test reports the
+  // share the poll delivered over an iperf3 run as a figure.
   // The poll was armed when the pass stopped; when housekeeping delivered the 48 first, it
   // fires up to 30 ms after that (CI #9 under TSan read the counters before it had).
   const auto poll_fired_by = std::chrono::steady_clock::now() + kHangGuard;

@@ -324,20 +324,25 @@ TEST_F(EndToEnd, AMiniOsGuestGetsGuestRxAlthoughItNeverKicksOnRefill) {
   const auto into_guest = ping_and_iperf_both_ways(*g, "minimal", "e2e_minimal").second;
   ASSERT_FALSE(HasFailure());
   // And a 3 s stream into the guest: the ring runs out of posted buffers again and again, and
-  // the refills come without a kick, so some packets wait for the backend's 30 ms ring poll.
+  // the refills come without a kick: while packets wait, the backend polls the ring every 30 ms.
   const RunResult stream = iperf(*g, 5201, 3, /*reverse=*/true);
   ASSERT_EQ(stream.status, 0) << stream.out << stream.err;
   EXPECT_GT(testing::iperf_bytes_received(stream.out), 0) << stream.out;
-  const std::string s = stats();
-  // The backend looked at the ring on its timer and delivered from there (the share it
-  // delivered is a figure).
+  std::string s = stats();
+  // The share the backend's ring poll delivered is a figure: whether a refill is found by the
+  // poll, the housekeeping look or the next packet from the host depends on who got the CPU.
   test::report_figure(
       "e2e_minimal_rx_poll_share",
       static_cast<double>(sum_counter(s, "rx_poll_packets")) /
           static_cast<double>(std::max<std::uint64_t>(sum_counter(s, "rx_packets"), 1)),
       "share");
-  EXPECT_GT(sum_counter(s, "rx_polls"), 0U) << s;
-  EXPECT_GT(sum_counter(s, "rx_poll_packets"), 0U) << s;
+  // What does not depend on it: the ring ran out of posted buffers, and each time the backend
+  // armed its ring poll, which ran 30 ms later. That the poll alone delivers what waits when
+  // nothing else comes is BackendEndToEnd.FrontendWithoutRxNotifyGetsABurstLargerThanItsRing-
+  // ByPolling, where the test is the guest and decides when it refills.
+  EXPECT_GT(sum_counter(s, "rx_waits_for_slots"), 0U) << s;
+  EXPECT_TRUE(wait_vif_counter_above(*g, "rx_polls", 0)) << stats();
+  s = stats();
   // No scatter-gather either way.
   EXPECT_EQ(sum_counter(s, "rx_slots"), sum_counter(s, "rx_packets")) << s;
   EXPECT_EQ(sum_counter(s, "tx_slots"), sum_counter(s, "tx_packets")) << s;
