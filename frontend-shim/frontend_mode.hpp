@@ -1,7 +1,7 @@
 // Which frontend the shim plays (netfront-shim --mode). Backends meet more than Linux's
-// xen-netfront (reference/frontends-and-operations.md §1.4, §2.3):
+// xen-netfront (their connect code; docs/design.md, "Frontends"):
 //
-//  * linux:   Linux xen-netfront (the default; netback-facts §3).
+//  * linux:   Linux xen-netfront (the default; xen-netfront.c).
 //  * xenvif:  the Windows PV drivers (win-xenvif): multi-queue-num-queues always written (also
 //             1, flat keys then); each RX response must sit in its request's slot and a GSO
 //             packet must carry both csum_blank and data_validated (win-xenvif asserts both;

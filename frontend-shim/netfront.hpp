@@ -1,5 +1,5 @@
 // Netfront: a userspace xen-netfront. It connects to a vif backend the way Linux's
-// xen-netfront does (netback-facts §3) and runs the data path of every queue:
+// xen-netfront does (xen-netfront.c) and runs the data path of every queue:
 //
 //   connect():  wait (bounded) for the backend's state InitWait (2); read feature-rx-copy
 //               (required), multi-queue-max-queues, feature-split-event-channels,

@@ -3,7 +3,7 @@
 //
 //  * TAP readable -> read one frame with its virtio_net_hdr (readv straight into a TxBuffer's
 //    granted pages) -> TxMeta -> Netfront::send.
-//    When send says busy (netfront stops below 19 free slots, netback-facts §3) the frame is
+//    When send says busy (netfront stops below 19 free slots, xen-netfront.c) the frame is
 //    kept and that TAP queue is not read again until TX responses free slots: the guest
 //    kernel's qdisc then holds the backlog, as it does behind a stopped netfront queue.
 //  * Event channel readable -> handle_event (TX responses) -> poll RX -> write each packet

@@ -147,7 +147,7 @@ ParseOutcome parse_shim_options(std::span<const std::string_view> args) {
   if (const auto& e = parser.error()) return UsageError{e->message()};
   if (!have_hypervisor) return UsageError{"--hypervisor is required"};
   if (o.domid && have_name) return UsageError{"--domid and --name are exclusive"};
-  // Linux netfront: without SG the MTU is at most ETH_DATA_LEN (netback-facts §3).
+  // Linux netfront: without SG the MTU is at most ETH_DATA_LEN (xen-netfront.c).
   if (!o.sg && o.mtu > 1500)
     return UsageError{"--mtu above 1500 needs scatter-gather (drop --no-sg)"};
   // A slot chain is a multi-slot packet: without feature-sg the backend takes one slot only.

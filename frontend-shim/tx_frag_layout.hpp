@@ -23,7 +23,7 @@
 namespace unetback::shim {
 
 /// Netback accepts at most XEN_NETIF_NR_SLOTS_MIN data slots per packet, the first included
-/// (netback-facts: more is a fatal error for Linux netback): a chain never goes beyond.
+/// (netif.h; more is a fatal error for Linux netback): a chain never goes beyond.
 inline constexpr std::uint32_t kMaxTxFragSlots = wire::kNrSlotsMin;
 /// The header slot's offset in its page: where Linux puts skb->data (NET_SKB_PAD + NET_IP_ALIGN
 /// on architectures that align IP headers), so that slot is not page-aligned either.

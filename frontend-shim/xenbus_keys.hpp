@@ -1,6 +1,6 @@
 // The frontend's side of the vif xenbus handshake, as data: what it reads from the backend
-// directory and what it writes into its own (netback-facts §3: Linux xen-netfront's
-// talk_to_netback). Pure, so the exact key set is unit-tested; Netfront does the I/O.
+// directory and what it writes into its own (Linux xen-netfront's talk_to_netback). Pure, so
+// the exact key set is unit-tested; Netfront does the I/O.
 #pragma once
 
 #include <cstdint>

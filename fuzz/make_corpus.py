@@ -198,7 +198,7 @@ def wire_seed(msgs, cuts, dom0):
     return s.data()
 
 
-write("xs_wire", "guest_session", wire_seed([
+write("xs_wire", "guest_connection", wire_seed([
     xs_msg("get_domain_path", 1, b"5\0"),
     xs_msg("write", 2, b"/local/domain/5/data/x\0hello"),
     xs_msg("read", 3, b"/local/domain/5/data/x\0"),

@@ -265,7 +265,7 @@ cmd_test() {
         # The images' own status is the lab's: xenlab.sh makes whatever is missing again.
         while kill -0 "$images_pid" 2>/dev/null; do sleep 2; done
         # Exit status 3 is an environment fault of the emulated machine (a dom0 process died
-        # of memory corruption, or dom0's boot stalled; README, "The lab"): one boot again.
+        # of memory corruption, or dom0's boot stalled; docs/testing.md): one boot again.
         for boot in 1 2; do
           XENLAB_CACHE=$cache "$ROOT/tools/lab/xenlab.sh" "$dir" --smoke --debs "$UNETBACK_DEB_DIR" \
             --json "$dir/xenlab-smoke.json"

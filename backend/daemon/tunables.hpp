@@ -1,9 +1,10 @@
 // The daemon-wide tunables: their names, bounds and strict parsing (pure), and TunableStore,
 // which keeps them in `/local/domain/<self>/unetback/` and watches that directory.
 //
-// xenstore is the interface (DESIGN §8): an operator (or unetback-ctl) writes a key, the watch
-// validates it, and a rejected value is overwritten with the one still in force, so that
-// `xenstore-read` always shows what the daemon uses. Values apply to vifs that connect later.
+// xenstore is the interface (docs/operator-guide.md, "Tunables"): an operator (or
+// unetback-ctl) writes a key, the watch validates it, and a rejected value is overwritten with
+// the one still in force, so that `xenstore-read` always shows what the daemon uses. Values
+// apply to vifs that connect later.
 #pragma once
 
 #include <cstdint>

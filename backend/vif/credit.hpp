@@ -1,5 +1,5 @@
 // Credit: the guest-TX rate limit of the backend key `rate` = "<bytes>,<usecs>"
-// (netback-facts §1.3): `bytes` of credit every `usecs`, capped at max(128 KiB, bytes) so a
+// (Linux netback's netback.c): `bytes` of credit every `usecs`, capped at max(128 KiB, bytes) so a
 // 64 KiB GSO packet still gets through under a tiny rate: a packet larger than one interval's
 // credit waits until enough intervals have added up (netback's tx_add_credit burst). Unlimited
 // by default.

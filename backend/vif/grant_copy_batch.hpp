@@ -1,5 +1,5 @@
 // GrantCopyBatch: grant-copy segments gathered across packets and issued together
-// (netback's rx_copy.op[] + xenvif_rx_copy_flush; STYLE rule 10).
+// (netback's rx_copy.op[] + xenvif_rx_copy_flush; docs/design.md, "Conventions").
 //
 // Each segment carries a caller-chosen tag (on guest-RX: the ring index of the response
 // the segment fills). flush() issues one GrantTable::copy for everything queued — which the

@@ -1,5 +1,5 @@
 // Toeplitz hashing of guest-RX packets and the queue it steers them to (netif.h "Hash
-// types", netback's hash.c, netback-facts §1.5).
+// types", Linux netback's hash.c).
 //
 // The frontend sets an algorithm, the hash types it wants, a key (<= 40 bytes) and a mapping
 // table (<= 128 entries) through the control ring (hash_control). The data paths read an

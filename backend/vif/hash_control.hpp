@@ -1,5 +1,5 @@
 // HashControl: the control-ring request handler (netback's hash.c + interface.c's
-// xenvif_ctrl_action, netback-facts §1.5). Pure apart from the grant copies it does through
+// xenvif_ctrl_action in Linux netback). Pure apart from the grant copies it does through
 // the injected GrantTable: one request in, one response out, never throws.
 //
 // Served, as Linux netback serves them:

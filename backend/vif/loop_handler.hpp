@@ -7,8 +7,8 @@
 // run_guarded() runs a handler and hands whatever it throws to the object's own failure path.
 // Left to unwind, the exception would reach EventLoopPool's last-resort catch: the loop would
 // go on, but the vif would stay connected with no wait armed, its guest's traffic stopped for
-// good and nothing to say which vif. A handler that throws fails its vif instead (STYLE rule
-// 4: disabled from its event loop), and only that vif.
+// good and nothing to say which vif. A handler that throws fails its vif instead (disabled
+// from its event loop, docs/design.md "Conventions"), and only that vif.
 #pragma once
 
 #include <atomic>

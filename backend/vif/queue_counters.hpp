@@ -1,4 +1,4 @@
-// Per-queue counters (netback-facts: every counter netback keeps, plus what the benchmarks
+// Per-queue counters (every counter Linux netback keeps, plus what the benchmarks
 // report). Written by the queue's own thread with relaxed atomics, read from any thread.
 #pragma once
 

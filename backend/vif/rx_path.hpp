@@ -1,4 +1,4 @@
-// RxPath: host->guest for one queue (netback's rx.c, netback-facts §1.2).
+// RxPath: host->guest for one queue (Linux netback's rx.c; docs/design.md, "Guest RX").
 //
 // Packets wait in a byte-capped queue; each one is laid into the frontend's posted buffers
 // fully coalesced (rx_slot_planner), its chunks become grant-copy segments batched across

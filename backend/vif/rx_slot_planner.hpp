@@ -1,5 +1,5 @@
 // Guest-RX slot planning: how the bytes of one host->guest packet are laid into the
-// frontend's posted 4 KiB buffers (netback-facts §1.2, DESIGN §6).
+// frontend's posted 4 KiB buffers (Linux netback's rx.c; docs/design.md, "Guest RX").
 //
 // Full coalescing (Linux since 2015): the packet is packed into the fewest slots,
 // ceil(len / 4096), whatever its fragment layout; each slot is filled to 4096 bytes with

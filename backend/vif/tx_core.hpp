@@ -1,7 +1,7 @@
-// TxCore: what both delivery engines of a TxPath share (netback.c's TX side, netback-facts
-// §1.3): the TX ring, the per-pass packet list and its copy segments, the parse loop with its
-// drops, multicast extras, rate limit and zerocopy stall, the header gather, the segment and
-// offload checks, the responses and the counters.
+// TxCore: what both delivery engines of a TxPath share (Linux netback.c's TX side; see
+// docs/design.md, "Guest TX"): the TX ring, the per-pass packet list and its copy segments,
+// the parse loop with its drops, multicast extras, rate limit and zerocopy stall, the header
+// gather, the segment and offload checks, the responses and the counters.
 //
 // The engines (TxToTap, TxToSwitch) take the core as a parameter of every call, so that a
 // TxPath stays movable and every call on the hot path is a direct one (no virtual call, no

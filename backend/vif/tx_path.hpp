@@ -1,4 +1,4 @@
-// TxPath: guest->host for one queue (netback.c's TX side, netback-facts §1.3).
+// TxPath: guest->host for one queue (Linux netback.c's TX side; docs/design.md, "Guest TX").
 //
 // Each pass takes up to 64 packets off the TX ring (parse_tx_packet: every request copied
 // once, every rule checked on the copy), charges the `rate` credit, and hands each packet to

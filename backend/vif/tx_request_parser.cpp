@@ -85,7 +85,7 @@ TxPacket parse_tx_packet(ring::TxBackRing& ring, const TxParseLimits& limits) {
   bool more = p.flags.has(wire::TxFlag::more_data);
   while (more) {
     if (p.nr_frags >= work) return fatal(p, TxError::chain_past_available);
-    // Slot counts are totals (first + frags), as DESIGN §7 states them: reading this frag
+    // Slot counts are totals (first + frags), as docs/design.md states them: reading this frag
     // makes it nr_frags + 2. (Linux counts frags only and so takes one frag more.)
     const std::uint32_t total_after = p.nr_frags + 2;
     if (total_after >= fatal_slots) return fatal(p, TxError::fatal_slot_count);

@@ -1,5 +1,5 @@
 // Guest-TX request chains: copies one packet's requests out of the TX ring (each exactly
-// once) and applies netback's validation rules to the copies (netback-facts §1.3, §6).
+// once) and applies Linux netback's validation rules (netback.c) to the copies.
 //
 // A packet on the TX ring is
 //     first request [NETTXF_extra_info] -> extra_info* -> frag request* (NETTXF_more_data chain)

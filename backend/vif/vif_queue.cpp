@@ -29,9 +29,9 @@ constexpr auto kHousekeepingPeriod = std::chrono::milliseconds(100);
 
 /// The clock of a pass: coarse (no syscall, see coarse_clock.hpp) unless UNETBACK_PRECISE_CLOCK
 /// is set (steady_clock, as before: the way to compare the two in the lab, --b-env). In the
-/// lab's full 3-round A/B (PV dom0, session 9) the coarse clock cut clock_gettime from 0.47 /
+/// lab's full 3-round A/B (PV dom0, 2026-12-02) the coarse clock cut clock_gettime from 0.47 /
 /// 0.39 to 0.05 / 0.12 per packet (guest RX / TX), every other call the same per packet; the
-/// throughput difference stayed inside the rounds' spread (README, issue 16).
+/// throughput difference stayed inside the rounds' spread (CHANGELOG.md, issue 16).
 Clock::time_point pass_now() {
   // NOLINTNEXTLINE(concurrency-mt-unsafe): nothing sets the environment while queues run.
   static const bool coarse = std::getenv("UNETBACK_PRECISE_CLOCK") == nullptr;
@@ -43,7 +43,7 @@ Clock::time_point pass_now() {
 /// one read() per frame where the kernel refuses those (Linux 6.1's TAP); `posted` keeps
 /// reads posted in io_uring (FramePostedReader), the way to batch on 6.1, not the default
 /// yet: in the lab's A/B (one boot) it carried guest RX 27% faster but domU -> domU through
-/// the bridge 2.2-2.9 times slower (README); `read` one read() per frame.
+/// the bridge 2.2-2.9 times slower (docs/performance.md); `read` one read() per frame.
 VifQueue::TapReads tap_reads_from_env() {
   using enum VifQueue::TapReads;
   if (!net::io_uring_wanted()) return read;

@@ -1,4 +1,4 @@
-// The toolstack's keys in the backend directory (netback-facts.md §5: what libxl writes), read
+// The toolstack's keys in the backend directory (libxl's vif contract: what it writes), read
 // and validated at probe. The toolstack is more trusted than a frontend, but `frontend` decides
 // which directory we watch and read as "the frontend": it must be exactly that vif's frontend
 // directory in the domain our own path names, or a domain could steer us at another's keys.

@@ -6,7 +6,8 @@
 // ConnectFailed, TapCreateFailed, ProbeFailed). Every (view, event) pair is defined: an event
 // that means nothing in a view returns no actions, never an invalid transition.
 //
-// The protocol facts it encodes (reference/netback-facts.md §1.4, §3, §5):
+// The protocol facts it encodes (Linux netback's xenbus.c, Linux netfront's talk_to_netback,
+// libxl's vif contract; docs/design.md, "The xenbus state machine"):
 // * libxl writes B:state=1, online=1 and waits 10 s for InitWait; its hotplug script needs the
 //   TAP `vif<domid>.<devid>` to exist by then, so the TAP is created *before* state 2.
 // * Linux netfront connects when it sees InitWait and goes straight to Connected (4), skipping

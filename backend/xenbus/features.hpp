@@ -1,5 +1,6 @@
 // The backend's feature advertisement: the keys written to the backend directory at probe,
-// before InitWait, which netfront reads when it sees InitWait (netback-facts.md §1.4, §2, §3).
+// before InitWait, which netfront reads when it sees InitWait (Linux netback's xenbus.c,
+// netif.h's feature keys, Linux netfront's talk_to_netback).
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,5 @@
-// The frontend's keys, read and validated at connect (netback-facts.md §1.4 "Connect", §2).
+// The frontend's keys, read and validated at connect (Linux netback's xenbus.c connect(),
+// netif.h).
 // The frontend directory is hostile: every value is parsed strictly, and the first bad key
 // makes the whole configuration an error that the adapter reports like xenbus_dev_fatal.
 #pragma once

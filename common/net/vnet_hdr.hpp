@@ -88,7 +88,7 @@ struct TxVnet {
                                                     std::span<std::byte> head,
                                                     std::size_t frame_len);
 
-/// What the frontend negotiated (read at connect, netback-facts §1.4).
+/// What the frontend negotiated (read at connect, as Linux netback's xenbus.c does).
 struct FrontendOffloads {
   bool gso_tcpv4 = false;  // feature-gso-tcpv4
   bool gso_tcpv6 = false;  // feature-gso-tcpv6

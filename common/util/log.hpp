@@ -1,6 +1,6 @@
 // Logging: one line per event to stderr, with a level and a caller-chosen prefix
-// (`vif<domid>.<devid>-q<N>` for data-path messages, STYLE rule 15). Messages a guest can
-// trigger go through a RateLimit so a hostile frontend cannot flood dom0's logs.
+// (`vif<domid>.<devid>-q<N>` for data-path messages; docs/design.md, "Conventions"). Messages
+// a guest can trigger go through a RateLimit so a hostile frontend cannot flood dom0's logs.
 #pragma once
 
 #include <atomic>

@@ -75,7 +75,8 @@ class [[nodiscard]] Result {
   std::variant<T, E> v_;
 };
 
-/// An exception for setup failures (STYLE rule 7: exceptions only for setup, caught in main).
+/// An exception for setup failures (exceptions only for setup, caught in main: docs/design.md,
+/// "Conventions").
 /// When a system call failed, code() is its errno (a vif's connect reports it to the guest).
 class SetupError : public std::runtime_error {
  public:

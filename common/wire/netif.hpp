@@ -92,7 +92,7 @@ enum class RspStatus : std::int16_t {
   return ExtraFlags::from_raw(e.flags);
 }
 
-// Layout checks against the documented wire format (netif.h comments, netback-facts §2).
+// Layout checks against the documented wire format (Xen's io/netif.h and io/ring.h).
 static_assert(sizeof(TxRequest) == 12);
 static_assert(offsetof(TxRequest, gref) == 0);
 static_assert(offsetof(TxRequest, offset) == 4);

@@ -57,7 +57,7 @@ struct LimiterConfig {
 };
 
 /// Why `config` is invalid, or nothing if it is valid. Lets a tunable watcher reject a bad value
-/// with a logged reason (DESIGN §8) without catching exceptions.
+/// with a logged reason (docs/operator-guide.md, "Tunables") without catching exceptions.
 [[nodiscard]] std::optional<std::string> config_problem(const LimiterConfig& config);
 
 enum class Decision : std::uint8_t {

@@ -85,9 +85,9 @@ ctl::MetricsFetch fetch_metrics(const std::string& path, const std::string& line
 }
 
 /// `upgrade`: asks for it, then polls `status` until an image that started after the request
-/// answers: another pid, the successor that took the vifs over (a daemon of session 12 or
-/// earlier executes itself again instead: the same pid). The daemon's `upgrade_error` (its
-/// successor could not start or ended first; it serves on) is a failure.
+/// answers: another pid, the successor that took the vifs over (a daemon from before the
+/// successor process, 2026-12-03, executes itself again instead: the same pid). The daemon's
+/// `upgrade_error` (its successor could not start or ended first; it serves on) is a failure.
 int upgrade_in_place(const std::string& path, bool json) {
   using Clock = std::chrono::steady_clock;
   auto before = ask(path, "status");

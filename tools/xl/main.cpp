@@ -4,7 +4,8 @@
 // `offline`, stops the guest and destroys the domain; `list` shows the world; `save`,
 // `restore` and `migrate` suspend a guest, tear its devices and domain down and bring it
 // back in a new domain, as libxl's save/restore and a localhost migration do.
-// The contract and its timeouts: netback-facts §5, xenlab/README.md "What libxl (4.17) does".
+// The contract and its timeouts: libxl 4.17's libxl_nic.c and libxl_device.c, as observed in
+// the real-Xen lab (docs/design.md, "unetback-xl").
 #include <algorithm>
 #include <cerrno>
 #include <charconv>

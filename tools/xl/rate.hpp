@@ -3,8 +3,8 @@
 // xl (libxlu_vif.c) accepts "RATE[@INTERVAL]": RATE matches ^[0-9]+[GMK]?[Bb]/s$ (decimal
 // multipliers, lower-case b means bits), INTERVAL matches ^[0-9]+[mu]?s?$ (no suffix or "s"
 // means seconds); the interval defaults to 50 ms. libxl then writes
-// "<bytes per interval>,<interval usecs>" (netback-facts §1.3, §5). We also accept that raw
-// form, so a test or a script can give the backend's value directly.
+// "<bytes per interval>,<interval usecs>" (libxl_nic.c; Linux netback's xenbus.c reads it).
+// We also accept that raw form, so a test or a script can give the backend's value directly.
 #pragma once
 
 #include <cstdint>

@@ -1,7 +1,7 @@
 // The xentoollog logger handed to every libxen* open call, so that the libraries' own
 // messages go through unetback's log (with our timestamps and levels) instead of straight to
 // stderr, and so that messages a guest can provoke (a failed map of a bad grant ref logs in
-// libxengnttab) are rate-limited (STYLE rule 15).
+// libxengnttab) are rate-limited (docs/design.md, "Conventions").
 #pragma once
 
 struct xentoollog_logger;

@@ -37,7 +37,7 @@ with every run's record in DIR/results.jsonl. perf's own CPU time lowers those r
 what counting them costs the paths.
 --tests T1,T2,...: only these tests (names as in the table, e.g. udp64-host-to-guest,
 tcp1-guest-to-guest), and --no-scaling: no queue and guest scaling; for a quick A/B of one
-path while working on it. The full bench (no --tests) is what the README's figures come from.
+path while working on it. The full bench (no --tests) is what docs/performance.md quotes.
 
 Exit status: 0 all paths carried traffic (whatever the figures), 1 a path is broken (no
 traffic, a process died, setup failed), 2 usage error. Low figures never fail the run.
@@ -540,7 +540,7 @@ def parse_args(argv):
                   f"(unknown: {','.join(unknown) or 'none given'})", file=sys.stderr)
             raise SystemExit(2)
     a.unetbackd_arg = daemon_args
-    # --quick (CI, README smoke): one round of short runs and reduced scaling, < 3 minutes.
+    # --quick (a smoke run): one round of short runs and reduced scaling, < 3 minutes.
     if a.quick:
         a.seconds = a.seconds if a.seconds is not None else 2
         a.rounds = a.rounds if a.rounds is not None else 1

@@ -139,7 +139,7 @@ def main(argv):
     # kernel logs segfaults: each is attributed to the scenario running at the time ("=== ...").
     # An HVM/PVH guest (the migrations' PVH domU) that triple-faults is named by Xen on the same
     # console ("d8v0 Triple fault - invoking HVM shutdown action 1"): seen with either backend,
-    # right after an intercepted RDTSC, in QEMU's emulation of SVM (README), so an environment
+    # right after an intercepted RDTSC, in QEMU's emulation of SVM (docs/testing.md), so an environment
     # fault too.
     scenario, crashes, triple_faults = "boot", [], []
     crash_re = re.compile(r"malloc\(\)|free\(\)|corrupted|double free|segfault at|Segmentation fault|general protection")
@@ -283,8 +283,8 @@ def main(argv):
     for c in failed:
         print(f"FAILED {c['name']}: {c['detail']}")
     # A dom0 process that died of memory corruption makes the whole boot suspect: that happens in
-    # this emulated machine with the kernel netback alone too (README). Exit status 3 says so, so a
-    # caller (CI) can boot again instead of blaming a scenario.
+    # this emulated machine with the kernel netback alone too (docs/testing.md). Exit status 3 says
+    # so, so a caller (CI) can boot again instead of blaming a scenario.
     env_fault = bool(crashes) or bool(triple_faults) or stalled == "1"
     if stalled == "1":
         print("ENVIRONMENT FAULT: dom0's boot stalled before its first scenario (exit status 3)")

@@ -1,4 +1,4 @@
-// Xenstore's permission model (docs/misc/xenstore.txt, SET_PERMS; Xen's perm_for_conn()).
+// Xenstore's permission model (Xen's docs/misc/xenstore.txt, SET_PERMS; Xen's perm_for_conn()).
 //
 // A node's permission list names its owner first; the owner's entry also gives the access of
 // every domain not listed later. Later entries are per-domain ACLs. The privileged domain

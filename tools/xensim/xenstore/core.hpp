@@ -3,7 +3,7 @@
 // the domain it came from) and emits replies and watch events through a callback. The Asio
 // server (server.hpp) only moves bytes; tests drive this class directly.
 //
-// Semantics follow Xen 4.17's C xenstored (docs/misc/xenstore.txt, xenstored_core.c):
+// Semantics follow Xen 4.17's C xenstored (Xen's docs/misc/xenstore.txt, xenstored_core.c):
 // replies echo type, req_id and tx_id; errors are ERROR with an errno name; unknown types get
 // ENOSYS; malformed arguments EINVAL; INTRODUCE, RELEASE, RESUME, IS_DOMAIN_INTRODUCED,
 // SET_TARGET and CONTROL are for dom0 only (EACCES). SET_TARGET and CONTROL answer ENOSYS:

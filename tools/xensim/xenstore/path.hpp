@@ -1,4 +1,4 @@
-// Xenstore path rules (docs/misc/xenstore.txt, "Paths are /-separated…"): validation,
+// Xenstore path rules (Xen's docs/misc/xenstore.txt, "Paths are /-separated…"): validation,
 // relative-path resolution and the parent/child relation used by watches.
 #pragma once
 

@@ -154,7 +154,7 @@ Result<NodeT> checked(ViewT& v, DomId caller, const std::string& path, unsigned 
 
 std::error_code Store::create(View& v, DomId caller, const std::string& path,
                               std::string_view value) {
-  // WRITE and MKDIR create missing parents with empty values (docs/misc/xenstore.txt).
+  // WRITE and MKDIR create missing parents with empty values (Xen's docs/misc/xenstore.txt).
   std::vector<std::string> missing;  // path first, then its missing ancestors
   std::string anchor = path;
   while (v.get(anchor) == nullptr) {

@@ -1,4 +1,4 @@
-// Watch registry and matching (docs/misc/xenstore.txt, WATCH / WATCH_EVENT; Xen's
+// Watch registry and matching (Xen's docs/misc/xenstore.txt, WATCH / WATCH_EVENT; Xen's
 // xenstored_watch.c).
 //
 // * A change of node P fires every watch on P or an ancestor of P, with P as the event path.

@@ -21,7 +21,7 @@ struct XsMessage {
 
 /// Splits a byte stream into messages. A header announcing more than XENSTORE_PAYLOAD_MAX
 /// bytes is a protocol violation: "If a client exceeds the limit, its xenstored connection
-/// will be immediately killed" (docs/misc/xenstore.txt). After that the parser stays broken.
+/// will be immediately killed" (Xen's docs/misc/xenstore.txt). After that the parser stays broken.
 class XsStreamParser {
  public:
   /// Consumes `bytes`, appending every completed message to `out`. False once the stream
