@@ -130,9 +130,25 @@ void BackendManager::on_backends_event(const std::string& path) {
 
 void BackendManager::scan_backends() {
   auto doms = xs_.directory(root_);
-  if (doms)  // else no backend/vif yet: libxl creates it with the first vif
+  if (doms) {
     for (const auto& d : *doms) scan_domain_entry(d, std::nullopt);
+  } else if (doms.error() != std::errc::no_such_file_or_directory) {
+    // (ENOENT: no backend/vif yet; libxl creates it with the first vif.)
+    log::write(log::Level::warn, kLog,
+               "cannot list " + root_ + ": " + doms.error().message() +
+                   ": the vifs already there are served once something under them changes, "
+                   "and their state records are kept");
+  }
   initial_scan_done_ = true;
+}
+
+bool BackendManager::left_behind(const VifId& id) {
+  if (vifs_.contains(id)) return false;
+  if (!domain_exists_(id.domid)) return true;
+  const auto online = xs_.read(root_ + "/" + std::to_string(id.domid.value()) + "/" +
+                               std::to_string(id.devid.value()) + "/online");
+  if (online) return *online != "1";
+  return online.error() == std::errc::no_such_file_or_directory;
 }
 
 void BackendManager::scan_domain_entry(const std::string& dom_name,

@@ -103,6 +103,12 @@ class BackendManager {
 
   [[nodiscard]] std::vector<VifStatus> list() const;
   [[nodiscard]] std::optional<VifStatus> status(const VifId& id) const;
+  /// Whether a state record (and the TAP it names) of `id` was left behind by a guest that
+  /// went while no daemon ran: no vif of this daemon serves it, and xenstore says its device
+  /// is gone or offline, or the hypervisor that its domain is. Any other answer, an error
+  /// included (a first scan that failed found no vif at all), keeps it: a record deleted under
+  /// a live guest costs it its network until it reconnects, a kept one only a TAP.
+  [[nodiscard]] bool left_behind(const VifId& id);
   [[nodiscard]] std::size_t vif_count() const { return vifs_.size(); }
   [[nodiscard]] TunableStore& tunables() { return tunables_; }
   [[nodiscard]] const std::string& backend_root() const { return root_; }

@@ -29,9 +29,9 @@ constexpr std::string_view kLog = "control";
 
 // Named (not anonymous): ControlServer::Shared, which has external linkage, refers to it.
 namespace control_detail {
-class Session;
+class Connection;
 }  // namespace control_detail
-using control_detail::Session;
+using control_detail::Connection;
 
 struct ControlServer::Shared {
   Shared(asio::io_context& io, Handler h, Limits l, FdReserve* r)
@@ -43,19 +43,19 @@ struct ControlServer::Shared {
   FdReserve* reserve;
   log::RateLimit accept_log_limit{3, std::chrono::seconds(10)};
   bool stopped = false;
-  // Weak: a session lives as long as its pending operations; the list lets stop() close them.
-  std::list<std::weak_ptr<Session>> sessions;
+  // Weak: a connection lives as long as its pending operations; the list lets stop() close them.
+  std::list<std::weak_ptr<Connection>> connections;
 
   void prune() {
-    sessions.remove_if([](const std::weak_ptr<Session>& w) { return w.expired(); });
+    connections.remove_if([](const std::weak_ptr<Connection>& w) { return w.expired(); });
   }
 };
 
 namespace control_detail {
 
-class Session : public std::enable_shared_from_this<Session> {
+class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Session(Local::socket socket, std::shared_ptr<ControlServer::Shared> shared)
+  Connection(Local::socket socket, std::shared_ptr<ControlServer::Shared> shared)
       : socket_(std::move(socket)), timer_(socket_.get_executor()), shared_(std::move(shared)) {}
 
   void start() {
@@ -189,7 +189,7 @@ void do_accept(const std::shared_ptr<ControlServer::Shared>& shared) {
         // Descriptors came back: the spares lent under EMFILE are held again.
         if (shared->reserve != nullptr) shared->reserve->restore_spares();
         shared->prune();
-        if (shared->sessions.size() >= shared->limits.max_connections) {
+        if (shared->connections.size() >= shared->limits.max_connections) {
           // Best effort and non-blocking: the client learns why, the daemon never waits.
           const std::string msg = json_error("too many connections") + "\n";
           socket.non_blocking(true);
@@ -198,9 +198,9 @@ void do_accept(const std::shared_ptr<ControlServer::Shared>& shared) {
           socket.close(ignored);
         } else {
           socket.non_blocking(true);
-          auto session = std::make_shared<Session>(std::move(socket), shared);
-          shared->sessions.push_back(session);
-          session->start();
+          auto connection = std::make_shared<Connection>(std::move(socket), shared);
+          shared->connections.push_back(connection);
+          connection->start();
         }
         do_accept(shared);
       });
@@ -262,9 +262,9 @@ ControlServer::~ControlServer() {
     boost::system::error_code ignored;
     shared_->backoff.cancel();  // throws only when the reactor refuses: nothing to do then
     shared_->acceptor.close(ignored);
-    for (auto& w : shared_->sessions)
+    for (auto& w : shared_->connections)
       if (auto s = w.lock()) s->close();
-    shared_->sessions.clear();
+    shared_->connections.clear();
   } catch (...) {
   }
   ::unlink(path_.c_str());
@@ -272,7 +272,7 @@ ControlServer::~ControlServer() {
 
 std::size_t ControlServer::connections() const {
   shared_->prune();
-  return shared_->sessions.size();
+  return shared_->connections.size();
 }
 
 }  // namespace unetback::daemon

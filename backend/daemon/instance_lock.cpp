@@ -3,8 +3,11 @@
 #include <cerrno>
 #include <csignal>
 #include <fcntl.h>
+#include <filesystem>
 #include <fstream>
+#include <string_view>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "backend/daemon/tunables.hpp"
@@ -13,12 +16,16 @@
 namespace unetback::daemon {
 namespace {
 
-/// /proc/<pid>/comm, or "" when the process is gone or unreadable.
-std::string comm_of(const std::string& pid) {
-  std::ifstream f("/proc/" + pid + "/comm");
-  std::string name;
-  std::getline(f, name);
-  return name;
+/// The program file process `pid` runs (/proc/<pid>/exe), without the " (deleted)" the link
+/// shows once an upgrade replaced the file; "" when the process is gone or its link cannot be
+/// read (another user's process, to a daemon without CAP_SYS_PTRACE).
+std::string program_of(const std::string& pid) {
+  std::error_code ec;
+  std::string path = std::filesystem::read_symlink("/proc/" + pid + "/exe", ec).string();
+  if (ec) return "";
+  constexpr std::string_view kDeleted = " (deleted)";
+  if (path.ends_with(kDeleted)) path.resize(path.size() - kDeleted.size());
+  return path;
 }
 
 std::string read_small_file(int fd) {
@@ -96,8 +103,13 @@ bool is_live_daemon(pid_t pid) {
   if (const auto close = line.rfind(')');
       close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z')
     return false;
-  const std::string theirs = comm_of(std::to_string(pid));
-  return !theirs.empty() && theirs == comm_of("self");
+  // The same user and the same program file: a process that only has the name (any local
+  // user can start one called unetbackd, and wait for a stale pid to come round) is not one.
+  struct stat st {};
+  if (::stat(("/proc/" + std::to_string(pid)).c_str(), &st) != 0 || st.st_uid != ::geteuid())
+    return false;
+  const std::string theirs = program_of(std::to_string(pid));
+  return !theirs.empty() && theirs == program_of("self");
 }
 
 void claim_owner_node(hv::XenStore& xs, DomId self) {

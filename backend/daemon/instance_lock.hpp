@@ -7,7 +7,8 @@
 //    xensim world). The kernel drops it when its holder dies, however it dies.
 //  * the owner node /local/domain/<self>/unetback/owner = the holder's pid, for daemons that
 //    do not see each other's lock file (another --lock-file, another mount namespace). A stale
-//    node (its pid gone, or now another program) does not block a restart after a crash.
+//    node (its pid gone, or now another program or another user's process, whatever its name)
+//    does not block a restart after a crash.
 #pragma once
 
 #include <optional>
@@ -42,8 +43,8 @@ class InstanceLock {
 /// `/local/domain/<self>/unetback/owner`.
 [[nodiscard]] std::string owner_node(DomId self);
 
-/// True if `pid` is a live process running the same program as this one (so a pid reused by
-/// something else after a crash does not count).
+/// True if `pid` is a live process of this user running the same program file as this one
+/// (so a pid reused by something else after a crash does not count, even if it has the name).
 [[nodiscard]] bool is_live_daemon(pid_t pid);
 
 /// Writes our pid into the owner node, in a transaction, unless it names another live

@@ -259,9 +259,10 @@ int run(const DaemonOptions& opts, const Process& process) {
     log_milestone("serving");
     // What no vif of this daemon claims (a guest gone while no daemon ran) goes now.
     if (!opts.state_dir.empty()) {
-      (void)vif::release_left_behind(opts.state_dir, [&manager](DomId d, DevId v) {
-        return manager.status(VifId{d, v}).has_value();
-      });
+      (void)vif::release_left_behind(opts.state_dir, manager.backend_root(),
+                                     [&manager](DomId d, DevId v) {
+                                       return !manager.left_behind(VifId{d, v});
+                                     });
     }
     if (fd_store) fd_store->release_unclaimed();
     notifier.ready(serving);

@@ -56,15 +56,19 @@ std::string tap_alias(const std::string& backend_path) {
 
 namespace {
 
+/// Whether the interface at `ifindex` is the TAP a daemon made for the vif at `backend_path`:
+/// its ifalias says so (set at creation; vif-unetback checks the same).
+bool is_vifs_tap(int ifindex, const std::string& backend_path) {
+  const auto alias = net::interface_alias(ifindex);
+  return alias && *alias == tap_alias(backend_path);
+}
+
 /// The persistent TAP an earlier daemon left under `cfg.name` for this very vif (its ifalias
 /// says so), attached again: a vif that reconnects after a restart keeps its bridge port.
 Result<net::TapDevice> attach_left_tap(const net::TapConfig& cfg, const std::string& backend_path) {
   const unsigned idx = ::if_nametoindex(cfg.name.c_str());
-  if (idx == 0) return make_error_code(net::TapError::name_in_use);
-  std::ifstream alias("/sys/class/net/" + cfg.name + "/ifalias");
-  std::string line;
-  std::getline(alias, line);
-  if (line != tap_alias(backend_path)) return make_error_code(net::TapError::name_in_use);
+  if (idx == 0 || !is_vifs_tap(static_cast<int>(idx), backend_path))
+    return make_error_code(net::TapError::name_in_use);
   return net::TapDevice::attach(static_cast<int>(idx), cfg);
 }
 
@@ -155,6 +159,7 @@ void Vif::forget_tap() {
 }
 
 void Vif::drop_record() {
+  if (record_.valid()) mcast_->mirror_to(nullptr);
   record_.remove();
   forget_tap();
 }
@@ -253,6 +258,14 @@ std::error_code Vif::adopt(const xenbus::FrontendConfig& fe, const xenbus::Backe
       return std::make_error_code(std::errc::protocol_error);
   }
   if (!tap_) {
+    // A record names its TAP by ifindex, which the kernel reuses: the interface there now must
+    // still be this vif's (another program's device is never taken, nor removed later).
+    if (!is_vifs_tap(h.ifindex, be.backend_path)) {
+      log::write(log::Level::warn, prefix_,
+                 "the state record's TAP (ifindex " + std::to_string(h.ifindex) +
+                     ") is not this vif's any more");
+      return std::make_error_code(std::errc::no_such_device);
+    }
     net::TapConfig cfg;
     cfg.vnet_hdr = true;
     cfg.multi_queue = true;
@@ -495,9 +508,26 @@ std::error_code Vif::connect_queues(const xenbus::FrontendConfig& fe,
                                         allow_mac_spoofing_});
     }
   }
-  // A new connection starts with an empty multicast list (netback frees it at disconnect).
-  mcast_->clear();
-  mcast_->set_enabled(fe.multicast_control);
+  // A new connection starts with an empty multicast list (netback frees it at disconnect);
+  // an adopted one with the list its record kept, since the guest sends its groups only once.
+  bool mcast_control = fe.multicast_control;
+  if (adopting_ && record_.mcast() != nullptr) {
+    if (const std::size_t bad = mcast_->restore(record_.mcast()->entries); bad != 0) {
+      log::write(log::Level::warn, prefix_,
+                 std::to_string(bad) + " multicast entries in the state record are no MAC");
+    }
+  } else {
+    mcast_->clear();
+    if (adopting_ && mcast_control) {
+      // A record of an older version: the groups are not known. Unfiltered rather than none.
+      mcast_control = false;
+      log::write(log::Level::warn, prefix_,
+                 "the state record holds no multicast list: multicast unfiltered until the "
+                 "guest connects again");
+    }
+  }
+  mcast_->set_enabled(mcast_control);
+  mcast_->mirror_to(record_.mcast() != nullptr ? record_.mcast()->entries : nullptr);
   // The control ring (netif.h): its hash settings reach every queue; with several queues a
   // hashed frame moves to the queue the frontend's mapping names.
   hash_.reset();
@@ -605,6 +635,24 @@ void Vif::rate_changed(const xenbus::Rate& rate) {
   for (auto& q : queues_) q->set_rate(rate.bytes, rate.usecs);
 }
 
+void Vif::keys_applied(const xenbus::KeySnapshot& keys) {
+  for (const auto& key : keys) {
+    auto it = std::find_if(connect_keys_.begin(), connect_keys_.end(),
+                           [&](const auto& kv) { return kv.first == key.first; });
+    if (it != connect_keys_.end()) {
+      it->second = key.second;
+    } else {
+      connect_keys_.push_back(key);
+    }
+  }
+  if (!record_.valid()) return;
+  // A successor taking the vif over connects from these keys: they say what is in force.
+  if (!record_.set_keys(xenbus::encode_key_snapshot(connect_keys_, kRecordMaxKeysBytes))) {
+    log::write(log::Level::debug, prefix_,
+               "the changed keys do not fit the state record: a successor reads xenstore");
+  }
+}
+
 void Vif::xdp_headroom_changed(std::uint32_t headroom) {
   const std::lock_guard lock(mu_);
   for (auto& q : queues_) q->set_xdp_headroom(headroom);
@@ -644,6 +692,7 @@ VifReport Vif::report() const {
 }
 
 std::size_t release_left_behind(const std::filesystem::path& state_dir,
+                                const std::string& backend_root,
                                 const std::function<bool(DomId, DevId)>& in_use) {
   std::size_t released = 0;
   std::error_code ec;
@@ -657,7 +706,10 @@ std::size_t release_left_behind(const std::filesystem::path& state_dir,
     const DomId d{static_cast<std::uint16_t>(dom)};
     const DevId v{static_cast<std::uint16_t>(dev)};
     if (in_use(d, v)) continue;
-    if (auto rec = VifRecord::open(e.path(), d, v)) {
+    const std::string backend_path =
+        backend_root + "/" + std::to_string(dom) + "/" + std::to_string(dev);
+    if (auto rec = VifRecord::open(e.path(), d, v);
+        rec && is_vifs_tap(rec->header().ifindex, backend_path)) {
       net::TapConfig cfg;
       cfg.vnet_hdr = true;
       cfg.multi_queue = true;

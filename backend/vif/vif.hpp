@@ -64,6 +64,7 @@ class Vif final : public VifHandle {
                         const xenbus::Rate& rate) override;
   void adoption_refused() override { adopted_ = "reconnected"; }
   void remember_keys(const xenbus::KeySnapshot& keys) override { connect_keys_ = keys; }
+  void keys_applied(const xenbus::KeySnapshot& keys) override;
   [[nodiscard]] std::optional<xenbus::KeySnapshot> handed_over_keys() override;
   void hand_over() override;
   void rate_changed(const xenbus::Rate& rate) override;
@@ -82,7 +83,7 @@ class Vif final : public VifHandle {
  private:
   void on_queue_carrier(bool ok);
   /// Lines a frontend can trigger at will (reconnect loops, a fatal per connection) are
-  /// rate-limited per vif (netback-facts §6: guests can flood logs).
+  /// rate-limited per vif (docs/security.md: a guest can flood logs).
   void log_guest(log::Level level, const std::string& msg);
   /// Joins the switch and builds and starts every queue into `queues`; may throw.
   std::error_code connect_queues(const xenbus::FrontendConfig& fe, const xenbus::BackendConfig& be,
@@ -161,8 +162,10 @@ class Vif final : public VifHandle {
 
 /// After the daemon's first scan: every record in `state_dir` of a vif not `in_use` (its guest
 /// died, or its device went, while no daemon ran) is deleted, and the persistent TAP it names
-/// removed, so nothing of it stays behind. Returns how many.
+/// removed if that is still the vif's (its ifalias names the vif's directory under
+/// `backend_root`), so nothing of it stays behind. Returns how many.
 std::size_t release_left_behind(const std::filesystem::path& state_dir,
+                                const std::string& backend_root,
                                 const std::function<bool(DomId, DevId)>& in_use);
 
 class VifFactoryImpl final : public VifFactory {

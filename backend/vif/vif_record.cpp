@@ -155,7 +155,10 @@ Result<VifRecord> VifRecord::create(const std::filesystem::path& file, DomId dom
   ::unlink(file.c_str());
   UniqueFd fd(::open(file.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
   if (!fd) return last_errno();
-  const std::size_t size = size_for(nr_queues) + keys.size();
+  // Room for values that grow when the guest or the toolstack changes them; none when the
+  // snapshot was too large to keep at all.
+  const std::size_t capacity = keys.empty() ? 0 : keys.size() + kRecordKeysSlack;
+  const std::size_t size = size_for(nr_queues) + sizeof(McastRecord) + capacity;
   // Every page allocated before it is mapped: a sparse file on a full tmpfs maps fine and then
   // raises SIGBUS at the first store into it, which would end the daemon (and, as a half-made
   // record, the next one). Here a full state directory is ENOSPC: this vif has no record.
@@ -177,7 +180,9 @@ Result<VifRecord> VifRecord::create(const std::filesystem::path& file, DomId dom
   h.devid = devid.value();
   h.ifindex = ifindex;
   h.keys_bytes = static_cast<std::uint32_t>(keys.size());
-  if (!keys.empty()) std::memcpy(r.base_ + size_for(nr_queues), keys.data(), keys.size());
+  h.keys_capacity = static_cast<std::uint32_t>(capacity);
+  // posix_fallocate's pages read as zeros: the multicast list is empty.
+  if (!keys.empty()) std::memcpy(r.base_ + r.keys_offset(), keys.data(), keys.size());
   // ORDERING: release: a reader that sees the magic sees the header.
   rec_word(h.magic).store(kRecordMagic, std::memory_order_release);
   return r;
@@ -197,15 +202,28 @@ Result<VifRecord> VifRecord::open(const std::filesystem::path& file, DomId domid
   if (!mapped) return mapped;
   VifRecord r = std::move(*mapped);
   RecordHeader& h = r.header();
-  // A version-1 record's word here was reserved (zero); it holds no keys either way.
+  if (h.magic != kRecordMagic || h.version < 1 || h.version > kRecordVersion || h.nr_queues == 0 ||
+      h.nr_queues > kRecordMaxQueues || h.domid != domid.value() || h.devid != devid.value())
+    return errno_code(EPROTO);
+  // A version-1 record's word here was reserved (zero); it holds no keys either way. Before
+  // version 3 the keys filled their room exactly.
   if (h.version == 1) h.keys_bytes = 0;
-  const bool ok = h.magic == kRecordMagic && (h.version == 1 || h.version == kRecordVersion) &&
-                  h.nr_queues != 0 && h.nr_queues <= kRecordMaxQueues &&
-                  h.keys_bytes <= kRecordMaxKeysBytes &&
-                  size == size_for(h.nr_queues) + h.keys_bytes && h.domid == domid.value() &&
-                  h.devid == devid.value();
+  if (h.version < 3) h.keys_capacity = h.keys_bytes;
+  const bool ok = h.keys_capacity <= kRecordMaxKeysBytes + kRecordKeysSlack &&
+                  h.keys_bytes <= h.keys_capacity && size == r.keys_offset() + h.keys_capacity;
   if (!ok) return errno_code(EPROTO);
   return r;
+}
+
+bool VifRecord::set_keys(std::span<const std::byte> keys) const {
+  RecordHeader& h = header();
+  // ORDERING: release: a successor reading the keys sees none before the bytes change.
+  rec_word(h.keys_bytes).store(0, std::memory_order_release);
+  if (keys.empty() || keys.size() > h.keys_capacity) return keys.empty();
+  std::memcpy(base_ + keys_offset(), keys.data(), keys.size());
+  // ORDERING: release: the new bytes before the length that covers them.
+  rec_word(h.keys_bytes).store(static_cast<std::uint32_t>(keys.size()), std::memory_order_release);
+  return true;
 }
 
 VifRecord::VifRecord(VifRecord&& o) noexcept {

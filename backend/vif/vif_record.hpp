@@ -40,12 +40,17 @@
 namespace unetback::vif {
 
 inline constexpr std::uint32_t kRecordMagic = 0x52464955;  // "UIFR"
-/// 2: the keys the connection was made from follow the queues (`keys_bytes`); a version-1
-/// record (no keys) is still read, so that an upgrade from it adopts the vifs.
-inline constexpr std::uint32_t kRecordVersion = 2;
+/// 2: the keys the connection was made from follow the queues (`keys_bytes`).
+/// 3: the guest's multicast groups follow the queues (McastRecord), then the keys, in room for
+///    more than they take (`keys_capacity`): a value applied after the connect (a rate, an XDP
+///    headroom, request-multicast-control) is written into them.
+/// Versions 1 (no keys) and 2 are still read, so that an upgrade from them adopts the vifs.
+inline constexpr std::uint32_t kRecordVersion = 3;
 inline constexpr std::uint32_t kRecordMaxQueues = 64;
 /// Room for the connection's keys (xenbus::encode_key_snapshot); more and none are kept.
 inline constexpr std::uint32_t kRecordMaxKeysBytes = 64 * 1024;
+/// The room a version-3 record leaves after its keys, for values that grow when they change.
+inline constexpr std::uint32_t kRecordKeysSlack = 512;
 
 /// Who may pick the record up.
 enum class RecordState : std::uint32_t {
@@ -86,15 +91,22 @@ struct QueueRecord {
   RxRingRecord rx;
 };
 
+/// Version 3: the vif's multicast list (McastFilter's entries: MAC | bit 48, or 0 for a free
+/// one), each word stored as the filter changes it.
+struct McastRecord {
+  std::uint64_t entries[64];
+};
+
 struct RecordHeader {
   std::uint32_t magic;  // written last at creation (release)
   std::uint32_t version;
   std::uint32_t state;  // RecordState
   std::uint32_t nr_queues;
   std::uint32_t domid, devid;
-  std::int32_t ifindex;      // the TAP's
-  std::uint32_t keys_bytes;  // version 2: the key snapshot after the queues (0: none)
-  std::uint32_t reserved[8];
+  std::int32_t ifindex;         // the TAP's
+  std::uint32_t keys_bytes;     // version 2: the key snapshot after the queues (0: none)
+  std::uint32_t keys_capacity;  // version 3: the room for it (keys_bytes before)
+  std::uint32_t reserved[7];
 };
 static_assert(sizeof(RecordHeader) == 64);
 
@@ -203,8 +215,9 @@ void reset_ring_record(RingRecord<Slot>& r, RingIdx start) {
 /// remove() deletes it, for an orderly close).
 class VifRecord {
  public:
-  /// A new record for `nr_queues` (replacing any old file), state live, magic last, with the
-  /// connection's keys (xenbus::encode_key_snapshot) after the queues.
+  /// A new record for `nr_queues` (replacing any old file), state live, magic last, with an
+  /// empty multicast list and the connection's keys (xenbus::encode_key_snapshot) after the
+  /// queues.
   static Result<VifRecord> create(const std::filesystem::path& file, DomId domid, DevId devid,
                                   std::uint32_t nr_queues, int ifindex,
                                   std::span<const std::byte> keys = {});
@@ -225,9 +238,20 @@ class VifRecord {
   [[nodiscard]] QueueRecord& queue(std::uint32_t i) const {
     return reinterpret_cast<QueueRecord*>(base_ + sizeof(RecordHeader))[i];
   }
-  /// The connection's keys as create() stored them (empty for none, or a version-1 record).
+  /// The connection's keys as create() or set_keys() stored them (empty for none, or a
+  /// version-1 record).
   [[nodiscard]] std::span<const std::byte> keys() const {
-    return {base_ + size_for(header().nr_queues), header().keys_bytes};
+    return {base_ + keys_offset(), rec_word(header().keys_bytes).load(std::memory_order_acquire)};
+  }
+  /// Replaces the keys (a value applied after the connect). False, and no keys kept (a
+  /// successor reads xenstore), when they do not fit the record's room. A death halfway
+  /// leaves no keys, never a mix.
+  bool set_keys(std::span<const std::byte> keys) const;
+  /// The multicast list (version 3), or nullptr (no record, or an older one, has none).
+  [[nodiscard]] McastRecord* mcast() const {
+    return valid() && header().version >= 3
+               ? reinterpret_cast<McastRecord*>(base_ + size_for(header().nr_queues))
+               : nullptr;
   }
   [[nodiscard]] RecordState state() const {
     return static_cast<RecordState>(rec_word(header().state).load(std::memory_order_acquire));
@@ -244,6 +268,9 @@ class VifRecord {
   static Result<VifRecord> map(const std::filesystem::path& file, int fd, std::size_t size);
   static std::size_t size_for(std::uint32_t nr_queues) {
     return sizeof(RecordHeader) + std::size_t{nr_queues} * sizeof(QueueRecord);
+  }
+  [[nodiscard]] std::size_t keys_offset() const {
+    return size_for(header().nr_queues) + (header().version >= 3 ? sizeof(McastRecord) : 0);
   }
   void unmap();
 

@@ -160,7 +160,8 @@ void BackendXenbus::on_frontend_state() {
 
 void BackendXenbus::on_rate() {
   if (view_.rings != RingsState::up) return;
-  auto r = read_rate(reader_for(backend_path_));
+  KeySnapshot keys;
+  auto r = read_rate(snapshot_reader(backend_path_, &keys, /*replay=*/false));
   Rate rate;
   if (r) {
     rate = *r;
@@ -171,6 +172,7 @@ void BackendXenbus::on_rate() {
   if (last_rate_ == rate) return;
   last_rate_ = rate;
   vif_.rate_changed(rate);
+  vif_.keys_applied(keys);
   log::write(log::Level::info, log_prefix_,
              rate.unlimited() ? std::string("rate: unlimited, in force")
                               : "rate: " + std::to_string(rate.bytes) + " bytes every " +
@@ -179,9 +181,12 @@ void BackendXenbus::on_rate() {
 
 void BackendXenbus::on_mac_spoofing() {
   if (view_.rings != RingsState::up || !last_allow_mac_spoofing_) return;
-  auto v = read_bool_key(reader_for(backend_path_), kAllowMacSpoofingKey, false);
+  KeySnapshot keys;
+  auto v = read_bool_key(snapshot_reader(backend_path_, &keys, /*replay=*/false),
+                         kAllowMacSpoofingKey, false);
   if (!v) {
-    // The toolstack's key (DESIGN §8): a bad value is refused and the previous one kept.
+    // The toolstack's key (docs/operator-guide.md): a bad value is refused and the previous one
+    // kept.
     log::write(log::Level::warn, log_prefix_,
                std::string(kAllowMacSpoofingKey) + ": " + v.error().reason + "; keeping " +
                    (*last_allow_mac_spoofing_ ? "1" : "0"));
@@ -192,11 +197,14 @@ void BackendXenbus::on_mac_spoofing() {
   log::write(log::Level::info, log_prefix_,
              *v ? "guest TX may carry any source MAC" : "guest TX must carry the vif's own MAC");
   vif_.mac_spoofing_changed(*v);
+  vif_.keys_applied(keys);
 }
 
 void BackendXenbus::on_multicast_control() {
   if (view_.rings != RingsState::up || !config_) return;
-  auto v = read_bool_key(reader_for(config_->frontend_path), "request-multicast-control", false);
+  KeySnapshot keys;
+  auto v = read_bool_key(snapshot_reader(config_->frontend_path, &keys, /*replay=*/false),
+                         "request-multicast-control", false);
   bool enabled = false;
   if (v) {
     enabled = *v;
@@ -206,6 +214,7 @@ void BackendXenbus::on_multicast_control() {
   if (last_multicast_control_ == enabled) return;
   last_multicast_control_ = enabled;
   vif_.multicast_control_changed(enabled);
+  vif_.keys_applied(keys);
 }
 
 // The toolstack has created (or re-created) the directory with state=1: validate its keys and
@@ -414,7 +423,8 @@ void BackendXenbus::watch_connection(const FrontendConfig& fe, const Rate& rate)
 }
 
 std::optional<Event> BackendXenbus::apply_xdp_headroom() {
-  auto h = read_xdp_headroom(reader_for(config_->frontend_path));
+  KeySnapshot keys;
+  auto h = read_xdp_headroom(snapshot_reader(config_->frontend_path, &keys, /*replay=*/false));
   if (!h) {
     const KeyError& e = h.error();
     return ReconfigureFailed{e.error,
@@ -424,6 +434,7 @@ std::optional<Event> BackendXenbus::apply_xdp_headroom() {
   if (last_xdp_headroom_ == *h) return std::nullopt;
   last_xdp_headroom_ = *h;
   vif_.xdp_headroom_changed(*h);
+  vif_.keys_applied(keys);
   log_guest(log::Level::info, "guest RX with " + std::to_string(*h) + " bytes of XDP headroom");
   return std::nullopt;
 }
@@ -452,11 +463,12 @@ KeyReader BackendXenbus::reader_for(std::string dir) {
   };
 }
 
-KeyReader BackendXenbus::snapshot_reader(std::string dir, KeySnapshot* into) {
-  return [this, dir = std::move(dir), into](std::string_view key) -> std::optional<std::string> {
+KeyReader BackendXenbus::snapshot_reader(std::string dir, KeySnapshot* into, bool replay) {
+  return [this, dir = std::move(dir), into,
+          replay](std::string_view key) -> std::optional<std::string> {
     std::string path = dir + "/" + std::string(key);
     std::optional<std::string> value;
-    if (auto replayed = replay_ ? snapshot_lookup(*replay_, path) : std::nullopt) {
+    if (auto replayed = replay && replay_ ? snapshot_lookup(*replay_, path) : std::nullopt) {
       value = std::move(*replayed);
     } else {
       value = read(path);

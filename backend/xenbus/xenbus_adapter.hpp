@@ -46,6 +46,9 @@ class VifControl {
   }
   /// The keys the coming connect() was read from, kept in the vif's state record with it.
   virtual void remember_keys(const KeySnapshot& /*keys*/) {}
+  /// Keys read again after the connect whose values are now in force (a watched rate, XDP
+  /// headroom, request-multicast-control or MAC-spoofing key): they replace the remembered ones.
+  virtual void keys_applied(const KeySnapshot& /*keys*/) {}
   /// The keys an earlier daemon that handed the device over (a planned takeover, not a crash)
   /// connected it with: adopt() is then read from them instead of xenstore. nullopt: none.
   [[nodiscard]] virtual std::optional<KeySnapshot> handed_over_keys() { return std::nullopt; }
@@ -145,12 +148,13 @@ class BackendXenbus {
   std::optional<std::string> read(const std::string& path);
   KeyReader reader_for(std::string dir);
   /// reader_for() that also appends what it reads to `*into`; while adopt() replays a handed
-  /// over vif's keys it answers from those (xenstore only for a key they lack).
-  KeyReader snapshot_reader(std::string dir, KeySnapshot* into);
+  /// over vif's keys it answers from those (xenstore only for a key they lack), unless
+  /// `replay` is false (a watched key read again after the connect).
+  KeyReader snapshot_reader(std::string dir, KeySnapshot* into, bool replay = true);
   std::error_code add_watch(hv::XsWatch& slot, const std::string& path, std::string_view kind);
   void warn_guest(const std::string& msg);
   /// Every line a frontend can trigger at will (its state changes included) goes through
-  /// guest_log_limit_, so a guest cannot flood dom0's log (netback-facts §6).
+  /// guest_log_limit_, so a guest cannot flood dom0's log (docs/security.md).
   void log_guest(log::Level level, const std::string& msg);
 
   hv::XenStore& xs_;

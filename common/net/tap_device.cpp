@@ -451,6 +451,55 @@ std::error_code TapDevice::set_alias(std::string_view alias) {
   }
 }
 
+Result<std::string> interface_alias(int ifindex) {
+  if (ifindex <= 0) return errno_code(ENODEV);
+  UniqueFd nl(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE));
+  if (!nl) return last_errno();
+  // RTM_GETLINK by ifindex, answered from this network namespace (sysfs may be another's).
+  struct {
+    nlmsghdr nh;
+    ifinfomsg ifi;
+  } req{};
+  req.nh.nlmsg_len = NLMSG_LENGTH(sizeof(ifinfomsg));
+  req.nh.nlmsg_type = RTM_GETLINK;
+  req.nh.nlmsg_flags = NLM_F_REQUEST;
+  req.nh.nlmsg_seq = 1;
+  req.ifi.ifi_family = AF_UNSPEC;
+  req.ifi.ifi_index = ifindex;
+  sockaddr_nl kernel{};
+  kernel.nl_family = AF_NETLINK;
+  if (::sendto(nl.get(), &req, req.nh.nlmsg_len, 0, reinterpret_cast<sockaddr*>(&kernel),
+               sizeof kernel) < 0)
+    return last_errno();
+  alignas(nlmsghdr) char buf[16384];
+  for (;;) {
+    const ssize_t n = ::recv(nl.get(), buf, sizeof buf, 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return last_errno();
+    }
+    const auto* h = reinterpret_cast<const nlmsghdr*>(buf);
+    if (!NLMSG_OK(h, static_cast<unsigned>(n))) return errno_code(EPROTO);
+    if (h->nlmsg_type == NLMSG_ERROR) {
+      nlmsgerr e{};
+      if (h->nlmsg_len < NLMSG_LENGTH(sizeof e)) return errno_code(EPROTO);
+      std::memcpy(&e, buf + NLMSG_LENGTH(0), sizeof e);
+      return errno_code(e.error == 0 ? EPROTO : -e.error);
+    }
+    if (h->nlmsg_type != RTM_NEWLINK || h->nlmsg_len < NLMSG_LENGTH(sizeof(ifinfomsg))) continue;
+    // The attributes after the ifinfomsg; no IFLA_IFALIAS: the interface has no alias.
+    auto len = static_cast<int>(h->nlmsg_len - NLMSG_LENGTH(sizeof(ifinfomsg)));
+    auto* rta = reinterpret_cast<rtattr*>(buf + NLMSG_LENGTH(sizeof(ifinfomsg)));
+    for (; RTA_OK(rta, len); rta = RTA_NEXT(rta, len)) {
+      if (rta->rta_type != IFLA_IFALIAS) continue;
+      std::string alias(static_cast<const char*>(RTA_DATA(rta)), RTA_PAYLOAD(rta));
+      while (!alias.empty() && alias.back() == '\0') alias.pop_back();
+      return alias;
+    }
+    return std::string();
+  }
+}
+
 Result<std::size_t> TapDevice::read(std::span<std::byte> buf) {
   for (;;) {
     const ssize_t n = ::read(fd_.get(), buf.data(), buf.size());

@@ -71,6 +71,11 @@ struct TapConfig {
   std::optional<std::uint32_t> mtu;
 };
 
+/// The ifalias of the interface at `ifindex` in the caller's network namespace (rtnetlink, not
+/// sysfs, which may show another namespace's devices); "" when it has none. ENODEV: no such
+/// interface.
+[[nodiscard]] Result<std::string> interface_alias(int ifindex);
+
 /// Validates an interface name the way the kernel's dev_valid_name does, and also refuses
 /// '%' (a name template would let the kernel pick a different name than the one we record).
 [[nodiscard]] bool valid_ifname(std::string_view name);

@@ -1,5 +1,5 @@
 // HostileFrontend: a guest that does whatever a malicious domU can do to a vif backend, for the
-// hostile suite (issue 9, netback-facts §6). It is its own xensim domain (a frontend-role
+// hostile suite (issue 9, docs/security.md). It is its own xensim domain (a frontend-role
 // SimHypervisor in the test process) and nothing in it follows the netif protocol by itself:
 //
 // * xenstore: any key, any value, any state, in any order, in its own frontend directory;

@@ -35,7 +35,8 @@
 #   3. a 2-vCPU domU (2 queues) on the kernel netback (full run only), then on unetbackd with a tunable written
 #      with xenstore-write and network-detach/attach (the same checks after each)
 #   lifecycle (issue 18), on the kernel netback (full run only) and on unetbackd.service: xl save + xl
-#      restore of a PV domU (quick: once, full: twice), xl migrate of a PVH domU to this host
+#      restore of a PV domU (quick: once, full: twice), an xl save -c checkpoint of it with a
+#      stream across (same domid, same TAP, still Connected), xl migrate of a PVH domU to this host
 #      (quick: once, full: ten times; the first with an iperf3 TCP stream across it), each with
 #      its outage (the longest gap between 50 ms pings, saverestore.*/migrate.*.outage_ms), the
 #      old domid's vif gone completely, the new one Connected; full run: a PV migration, which
@@ -79,9 +80,9 @@
 # and nested paging, which QEMU's TCG emulates, so that Xen has HVM with HAP: PVH guests, and
 # their live migration (log-dirty on HAP; this Xen has no shadow paging, so PV guests cannot
 # migrate); default for --quick (CI) plain qemu64: a PVH guest under the emulated SVM
-# triple-faulted in 4 of 23 migrations (README), and each such boot would be booted again, so
-# CI's quick run keeps the PV guest's refused migration instead;
-# with "max" dom0 processes die of memory corruption now and then, see the README; libvirt's
+# triple-faulted in 4 of 23 migrations (docs/testing.md), and each such boot would be booted
+# again, so CI's quick run keeps the PV guest's refused migration instead;
+# with "max" dom0 processes die of memory corruption now and then (docs/testing.md); libvirt's
 # libxl driver knows qemu64 only through the cpu_map model build-images.sh adds, xenlab-qemu64).
 #
 # Called by tools/lab.sh as: tools/lab/xenlab.sh BUILD_DIR ARGS...   (as root, after the build)

@@ -845,7 +845,7 @@ shim_round() {
 
 
 # SIGKILL of the daemon: systemd restarts it (Restart=on-failure), the new daemon adopts the vif
-# (README, "Restarting the daemon") and the guest at IP answers ping again.
+# (docs/operator-guide.md, "Restart, takeover and crash recovery") and the guest at IP answers ping again.
 sigkill_restart() { # TAG IP
   local tag=$1 ip=$2 old=$UNETBACKD_PID n0 n1 new t0 rc
   n0=$(unit_prop NRestarts)
@@ -1259,6 +1259,36 @@ saverestore_once() {
   [ "${STREAM:-0}" = 1 ] && stream_stop "$tag"
   outage_stop "$tag"
 }
+# checkpoint_once TAG NAME IP: xl save -c, a checkpoint: the domain suspends, its memory is
+# written to a file and it resumes where it stopped (the way a failed migration or Remus/COLO
+# resume it), under the same domid, with its frontends still connected. Its vif must stay
+# served: the same TAP (ifindex), both states at 4 throughout, pings answered after it. A
+# suspend is a shutdown to the hypervisor (xenstored fires @releaseDomain), not a domain gone.
+checkpoint_once() {
+  local tag=$1 name=$2 ip=$3 d0 d1 idx0 idx1 t0 rc file=/var/tmp/$2.checkpoint
+  d0=$(xl domid "$name")
+  idx0=$(cat "/sys/class/net/vif$d0.0/ifindex" 2>/dev/null)
+  outage_start "$tag" "$ip"
+  [ "${STREAM:-0}" = 1 ] && stream_start "$tag" "$ip"
+  t0=$(now)
+  xl -vvv save -c "$name" "$file" >"$OUT/xl-save-c-$tag.log" 2>&1
+  rc=$?
+  RESUMED_AT=$(now)
+  fig "$tag.checkpoint_s" "$(since "$t0")"
+  check "$tag.xl_save_c" $rc "xl save -c rc=$rc ($(du -m "$file" 2>/dev/null | cut -f1) MiB)"
+  rm -f "$file"
+  [ $rc = 0 ] || grep -E "error|ERROR|unable" "$OUT/xl-save-c-$tag.log" | tail -5 | sed 's/^/XENLAB   xl: /'
+  d1=$(xl domid "$name" 2>/dev/null)
+  check "$tag.same_domid" "$([ "$d1" = "$d0" ] && echo 0 || echo 1)" "domid $d0 -> ${d1:-none} (a checkpoint resumes the same domain)"
+  wait_for 60 ping -c1 -W1 "$ip"
+  check "$tag.ping" $? "$ip answers ping after the checkpoint"
+  idx1=$(cat "/sys/class/net/vif$d0.0/ifindex" 2>/dev/null)
+  check "$tag.same_tap" "$([ -n "$idx0" ] && [ "$idx1" = "$idx0" ] && echo 0 || echo 1)" "vif$d0.0 ifindex ${idx0:-none} -> ${idx1:-none}"
+  vif_connected "$d0"
+  check "$tag.connected" $? "vif $d0/0: frontend state $(xenstore-read "/local/domain/$d0/device/vif/0/state" 2>&1), backend state $(xenstore-read "$BE/$d0/0/state" 2>&1)"
+  [ "${STREAM:-0}" = 1 ] && stream_stop "$tag"
+  outage_stop "$tag"
+}
 # migrate_once TAG NAME IP [QUEUES]: xl migrate to this host. With an empty -s (no ssh command)
 # xl runs its "host" argument as the shell command that receives the stream, so
 # `xl migrate -s '' NAME 'xl migrate-receive'` is a localhost migration without a network login
@@ -1314,7 +1344,8 @@ migrate_once() {
   return $rc
 }
 # lifecycle BACKEND (kernel|unetbackd): the PV domU saved and restored (quick: once; full:
-# twice, the first with a TCP stream across it); in the full run also one xl migrate of it, which
+# twice, the first with a TCP stream across it), then checkpointed (xl save -c) with a stream
+# across it; in the full run also one xl migrate of it, which
 # this Xen refuses (no PV log-dirty without shadow paging) and which must leave the guest served
 # and nothing of the half-built target. Then the PVH domU migrated to this host (quick: once;
 # full: ten times in a row), the first migration with a TCP stream across it. Without HAP (the
@@ -1329,6 +1360,7 @@ lifecycle() {
     STREAM=1 saverestore_once "saverestore.$be.1" labu 10.99.0.2
     for n in $(seq 2 "$nsr"); do saverestore_once "saverestore.$be.$n" labu 10.99.0.2; done
     iperf "saverestore.$be" 10.99.0.2 guest_rx
+    STREAM=1 checkpoint_once "checkpoint.$be" labu 10.99.0.2
     # The PV guest's refused migration: in the full run, and in a run without HAP (CI's quick
     # run, XENLAB_CPU qemu64) in place of the PVH one.
     { [ "$ROUNDS" != 1 ] || ! has_hap; } && migrate_once "migrate.$be.pv" labu 10.99.0.2
@@ -1759,7 +1791,7 @@ dd_part() {
 # ---------------------------------------------------------------------------------------------
 # Order: the alternating rounds, the shim, and last the 2-vCPU domU. Last because in this
 # emulated machine a 2-vCPU PV domU makes dom0 processes die of memory corruption now and then,
-# with the kernel netback alone as well (README, "The lab"): whatever happens there cannot
+# with the kernel netback alone as well (docs/testing.md, "The real-Xen lab"): whatever happens there cannot
 # spoil the rounds' figures.
 # --skip: parts left out whatever else asks for them (a comma list).
 skipped() { case ",$SKIP," in *",$1,"*) return 0 ;; esac; return 1; }

@@ -40,9 +40,14 @@ std::optional<bool> XenDomainInfo::exists(DomId domid) {
   const int n = xc_domain_getinfo(xc_.get(), domid.value(), 1, &info);
   if (n < 0) return std::nullopt;
   if (n == 0 || info.domid != domid.value()) return false;
-  // A dying domain is being torn down; a shut-down one has stopped running and only waits
-  // for its toolstack to destroy it. Neither will ever talk to its backend again.
-  return !(info.dying || info.shutdown);
+  return may_use_devices({info.dying != 0, info.shutdown != 0, info.shutdown_reason});
+}
+
+bool may_use_devices(const DomainRunState& s) {
+  // A dying domain is being torn down; one shut down for any reason but a suspend has stopped
+  // running and only waits for its toolstack to destroy it. Neither will ever talk to its
+  // backend again. A suspended one may be resumed where it stopped.
+  return !s.dying && (!s.shutdown || s.shutdown_reason == SHUTDOWN_suspend);
 }
 
 }  // namespace unetback::hv

@@ -760,6 +760,42 @@ TEST(Unetbackd, SecondDaemonOnTheSameBackendDomainExitsBeforeTouchingAnyVif) {
   EXPECT_EQ(xs_read_or(xs, owner), "<absent>") << "an orderly exit removes the owner node";
 }
 
+// A crash leaves the owner node naming a pid; by the next start that pid may be any process,
+// also one that only has the daemon's name (any local user can start a program called
+// unetbackd, and wait for the pid to come round). It is not a daemon: not the same program
+// file (nor, for another user, the same uid). The start goes on and claims the node.
+TEST(Unetbackd, AStaleOwnerNodeNamingAnotherProgramCalledUnetbackdDoesNotBlockAStart) {
+  XensimProcess world;
+  hv::LibXenStore xs(world.dir() + "/dom0.sock");
+  const std::string impostor = world.dir() + "/unetbackd";
+  std::filesystem::copy_file("/bin/sleep", impostor);
+  std::vector<std::string> argv{impostor, "600"};
+  std::vector<char*> args{argv[0].data(), argv[1].data(), nullptr};
+  pid_t pid = -1;
+  ASSERT_EQ(::posix_spawn(&pid, impostor.c_str(), nullptr, nullptr, args.data(), environ), 0);
+  const auto comm = [&] {
+    std::ifstream f("/proc/" + std::to_string(pid) + "/comm");
+    std::string name;
+    std::getline(f, name);
+    return name;
+  };
+  const auto deadline = std::chrono::steady_clock::now() + kHangGuard;
+  while (comm() != "unetbackd" && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(5ms);
+  ASSERT_EQ(comm(), "unetbackd");
+  const std::string owner = "/local/domain/0/unetback/owner";
+  ASSERT_FALSE(xs.write(owner, std::to_string(pid)));
+  {
+    SpawnedDaemon d(world, {}, "after-impostor.log");
+    EXPECT_TRUE(d.wait_log("serving ")) << d.log();
+    EXPECT_EQ(xs_read_or(xs, owner), std::to_string(d.pid()));
+    d.signal(SIGTERM);
+    EXPECT_EQ(d.exited(kHangGuard), std::optional<int>(0)) << d.log();
+  }
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, nullptr, 0);
+}
+
 // Issue 18 (the real-Xen lab's driver domain): a driver domain's /local/domain/<self> is
 // read-only to it, as the toolstack creates it, so the owner node cannot be written there.
 // Before, claim_owner_node threw and unetbackd exited 1 ("cannot write .../unetback/owner:

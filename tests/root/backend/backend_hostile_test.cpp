@@ -1,6 +1,9 @@
 // A guest that breaks the rules: the backend answers with errors or disables that guest's
-// vif, and the other guests' traffic goes on (netback-facts §6; the full hostile suite is
-// issue 9's).
+// vif, and the other guests' traffic goes on (the advisory table in docs/security.md; the full
+// hostile suite is issue 9's).
+#include <filesystem>
+
+#include "backend/vif/vif_record.hpp"
 #include "tests/root/backend/backend_fixture.hpp"
 
 namespace unetback::test {
@@ -123,6 +126,43 @@ TEST_F(BackendEndToEnd, GuestThatStopsPostingBuffersLosesCarrierAndGetsItBack) {
   }
   EXPECT_TRUE(g.vif->report().carrier);
   EXPECT_GT(got.size(), 0u);
+}
+
+// A state record names its TAP by ifindex, which the kernel hands out again once the TAP is
+// gone. Releasing a record left behind by a guest that went while no daemon ran removes the
+// TAP at that ifindex only if it is still the vif's (its ifalias says so): another program's
+// persistent TAP there stays. The record goes either way.
+TEST(LeftBehindRecords, ReleasingOneRemovesItsVifsTapButNeverAnotherProgramsTap) {
+  if (!enter_private_netns()) GTEST_SKIP() << "needs root and /dev/net/tun (suite root-netns)";
+  const std::string root = "/local/domain/0/backend/vif";
+  const auto persistent_tap = [](const std::string& name, const std::string& alias) {
+    net::TapConfig cfg;
+    cfg.name = name;
+    cfg.vnet_hdr = true;
+    cfg.multi_queue = true;
+    auto tap = net::TapDevice::create(cfg);
+    EXPECT_TRUE(tap) << name;
+    if (!tap) return 0;
+    EXPECT_FALSE(tap->set_persistent(true));
+    if (!alias.empty()) EXPECT_FALSE(tap->set_alias(alias));
+    tap->keep_for_successor();
+    return tap->ifindex();  // closed here: the TAP stays, as a dead daemon's does
+  };
+  const int foreign = persistent_tap("other0", "made by another program");
+  const int ours = persistent_tap("vif7.1", vif::tap_alias(root + "/7/1"));
+  ASSERT_GT(foreign, 0);
+  ASSERT_GT(ours, 0);
+  char tmpl[] = "/tmp/unetback-left-XXXXXX";
+  const std::filesystem::path dir = ::mkdtemp(tmpl);
+  ASSERT_TRUE(vif::VifRecord::create(vif::VifRecord::path_for(dir, DomId{7}, DevId{0}), DomId{7},
+                                     DevId{0}, 1, foreign));
+  ASSERT_TRUE(vif::VifRecord::create(vif::VifRecord::path_for(dir, DomId{7}, DevId{1}), DomId{7},
+                                     DevId{1}, 1, ours));
+  EXPECT_EQ(vif::release_left_behind(dir, root, [](DomId, DevId) { return false; }), 2U);
+  EXPECT_TRUE(std::filesystem::is_empty(dir)) << "both records are released";
+  EXPECT_EQ(::if_nametoindex("other0"), static_cast<unsigned>(foreign)) << "not the vif's TAP";
+  EXPECT_EQ(::if_nametoindex("vif7.1"), 0U) << "the vif's own TAP is removed";
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -99,6 +99,22 @@ class Adoption : public EndToEnd {
 
   enum class Restart { takeover, crash, upgrade };
 
+  /// A planned takeover (`unetbackd --takeover`; the old daemon exits 4) or a SIGKILL and a
+  /// new daemon; returns once the new one serves.
+  void restart(Restart how) {
+    if (how == Restart::takeover) {
+      ASSERT_TRUE(w().start_successor({"--takeover"}));
+      const auto st = w().predecessor().wait_exit(kHangGuard);
+      ASSERT_TRUE(st) << "the old daemon did not hand over\n" << w().predecessor().log();
+      EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 4) << "status " << *st << "\n"
+                                                           << w().predecessor().log();
+    } else {
+      w().kill_daemon(SIGKILL);
+      ASSERT_TRUE(w().start_successor({}));
+    }
+    ASSERT_TRUE(w().daemon().wait_for("serving", kHangGuard)) << w().daemon().log();
+  }
+
   /// The scenario: two guests (1 and 2 queues), a stream each way on each, the restart in
   /// the middle.
   void restart_under_load(Restart how) {
@@ -189,15 +205,9 @@ class Adoption : public EndToEnd {
         prev = t;
       }
       std::cout << "upgrade milestones:" << split << "\n";
-    } else if (how == Restart::takeover) {
-      ASSERT_TRUE(w().start_successor({"--takeover"}));
-      const auto st = w().predecessor().wait_exit(kHangGuard);
-      ASSERT_TRUE(st) << "the old daemon did not hand over\n" << w().predecessor().log();
-      EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 4) << "status " << *st << "\n"
-                                                           << w().predecessor().log();
     } else {
-      w().kill_daemon(SIGKILL);
-      ASSERT_TRUE(w().start_successor({}));
+      restart(how);
+      ASSERT_FALSE(HasFatalFailure());
     }
     ASSERT_TRUE(w().daemon().wait_for("serving", kHangGuard)) << w().daemon().log();
 
@@ -265,6 +275,86 @@ TEST_F(Adoption, AnUpgradeHandsEveryVifToItsSuccessorAndKeepsTcpStreamsBothWaysA
             std::string::npos)
       << "every queue of both TAPs (4 each: max-queues) crossed the exec\n"
       << w().daemon().log();
+}
+
+// A guest with request-multicast-control (the Windows PV rules) sends its groups once, when
+// it joins them. A successor that adopts the vif, after a crash or a planned takeover, filters
+// with the groups the record kept: dom0 still finds the guest by IPv6 neighbour discovery
+// (to the guest's solicited-node group), with its neighbour cache emptied before each ping,
+// and a group the guest never joined is still kept out.
+TEST_F(Adoption, AnAdoptedVifKeepsTheGuestsMulticastGroupsAndIpv6NeighbourDiscoveryWorks) {
+  auto g = w().create_guest(1, {"--mode", "xenvif"});
+  ASSERT_TRUE(g) << w().why();
+  // The guest's link-local address, once duplicate address detection is over.
+  std::string ll;
+  const auto deadline = std::chrono::steady_clock::now() + kHangGuard;
+  while (ll.empty() && std::chrono::steady_clock::now() < deadline) {
+    const RunResult r =
+        w().in_ns(g->ns, {"ip", "-6", "-o", "addr", "show", "dev", "eth0", "scope", "link"});
+    std::smatch m;
+    if (r.out.find("tentative") == std::string::npos &&
+        std::regex_search(r.out, m, std::regex("inet6 (fe80::[0-9a-f:]+)/")))
+      ll = m[1].str();
+    if (ll.empty()) std::this_thread::sleep_for(100ms);
+  }
+  ASSERT_FALSE(ll.empty()) << "no link-local address on the guest's eth0";
+  const auto ping6 = [&] {
+    (void)w().in_ns(w().ns0(), {"ip", "-6", "neigh", "flush", "dev", XlWorld::kBridge});
+    return w().in_ns(
+                  w().ns0(),
+                  {"ping", "-6", "-c", "3", "-i", "0.2", "-w", "30", ll + "%" + XlWorld::kBridge},
+                  60s)
+               .status == 0;
+  };
+  ASSERT_TRUE(ping6()) << "no IPv6 before any restart";
+  ASSERT_GT(vif_counter(*g, "tx_mcast_requests"), 0U) << "the guest sent no group";
+  for (const Restart how : {Restart::crash, Restart::takeover}) {
+    const std::string what = how == Restart::crash ? "crash" : "takeover";
+    restart(how);
+    ASSERT_FALSE(HasFatalFailure()) << what;
+    EXPECT_EQ(adopted(*g), how == Restart::crash ? "recovered" : "taken_over") << what;
+    EXPECT_TRUE(ping6()) << "no IPv6 neighbour discovery after the " << what << "\n" << stats();
+    // The guest sent nothing again: the groups came from the record.
+    EXPECT_EQ(vif_counter(*g, "tx_mcast_requests"), 0U) << what;
+    // And the filter is on: a group the guest never joined stays out.
+    (void)w().in_ns(w().ns0(), {"ping", "-6", "-c", "2", "-i", "0.2", "-w", "2",
+                                std::string("ff02::4242%") + XlWorld::kBridge});
+    EXPECT_TRUE(wait_vif_counter_above(*g, "rx_dropped_mcast_filter", 0))
+        << "a group the guest did not join reached it after the " << what;
+  }
+}
+
+// A guest that changed its XDP headroom after connecting (Reconfiguring, then Reconfigured)
+// keeps the new headroom across a planned takeover, which connects from the keys in the
+// record rather than from xenstore: the record holds each value as it was applied.
+TEST_F(Adoption, APlannedTakeoverKeepsTheXdpHeadroomTheGuestChangedToAfterConnecting) {
+  const std::string knob = w().dir() + "/xdp-headroom";
+  std::ofstream(knob) << "0\n";
+  auto g = w().create_guest(1, {"--xdp-headroom-file", knob});
+  ASSERT_TRUE(g) << w().why();
+  const auto headroom_is = [&](std::uint64_t want) {
+    const auto deadline = std::chrono::steady_clock::now() + kHangGuard;
+    while (std::chrono::steady_clock::now() < deadline) {
+      const std::string st = stats();
+      if (st.find("\"rx_xdp_headroom\"") != std::string::npos &&
+          sum_counter(st, "rx_xdp_headroom") == want)
+        return true;
+      std::this_thread::sleep_for(100ms);
+    }
+    return false;
+  };
+  ASSERT_TRUE(headroom_is(0)) << stats();
+  std::ofstream(knob) << "256\n";
+  ASSERT_TRUE(headroom_is(256)) << stats();
+  restart(Restart::takeover);
+  ASSERT_FALSE(HasFatalFailure());
+  EXPECT_EQ(adopted(*g), "taken_over");
+  EXPECT_TRUE(headroom_is(256)) << "the successor took the vif over with a stale headroom\n"
+                                << stats();
+  // And the successor follows the next change, and is reachable across it.
+  std::ofstream(knob) << "0\n";
+  EXPECT_TRUE(headroom_is(0)) << stats();
+  EXPECT_TRUE(ping(g->ns, w().host_ip(), 2));
 }
 
 TEST_F(Adoption, AVifWhoseRecordIsCorruptReconnectsAloneWhileTheOtherIsRecovered) {

@@ -1,6 +1,6 @@
-// One scenario (at least) per advisory of netback-facts §6, each played by a HostileFrontend
-// against the daemon's control plane and the real vif layer, with a well-behaved guest's
-// traffic measured in the same test (hostile_fixture.hpp says what every test checks).
+// One scenario (at least) per advisory of the table in docs/security.md, each played by a
+// HostileFrontend against the daemon's control plane and the real vif layer, with a well-behaved
+// guest's traffic measured in the same test (hostile_fixture.hpp says what every test checks).
 #include <algorithm>
 #include <cstring>
 #include <fstream>

@@ -4,7 +4,7 @@
 // is measured in every test, and any number of HostileFrontends. The whole process runs in a
 // private network namespace (root): suite `hostile`.
 //
-// What every scenario checks, beside its own rule (netback-facts §6):
+// What every scenario checks, beside its own rule (docs/security.md):
 //  * the backend survives: the good guest's packets, both ways, all arrive (sent == received),
 //    measured after the attack (and, for floods, during it);
 //  * no leak once the bad vif is gone: the bad guest's grants unmapped, the process's fds and

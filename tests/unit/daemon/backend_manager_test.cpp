@@ -1,5 +1,6 @@
 // BackendManager against an in-memory xenstore and a recording VifFactory, driven through
-// what libxl, netfront and a dying domain produce (xenlab/README.md "What libxl does").
+// what libxl, netfront and a dying domain produce (libxl's vif contract, as the real-Xen lab
+// observed it).
 #include "backend/daemon/backend_manager.hpp"
 
 #include <algorithm>
@@ -228,6 +229,45 @@ TEST_F(BackendManagerTest, ConnectedDevicesFoundAtStartAreAdoptedBeforeAnyWatchE
   EXPECT_EQ(std::count_if(factory.journal.begin(), factory.journal.end(),
                           [](const std::string& e) { return e.starts_with("7/2 adopt"); }),
             1);
+}
+
+// After its first scan a daemon deletes the state records (and TAPs) that no vif claims. A
+// first scan that could not list backend/vif claims none: a record is released only when
+// xenstore or the hypervisor says its guest's device is gone, never on an error, or a crash
+// recovery would cost every guest its network.
+TEST_F(BackendManagerTest, AFailedFirstScanReleasesNoRecordOfALiveVif) {
+  testing::SpecialWatchXenStore xs;
+  testing::FakeVifFactory factory;
+  for (const auto& [k, v] : std::initializer_list<std::pair<std::string, std::string>>{
+           {be(7, 0) + "/online", "1"},
+           {be(7, 0) + "/state", "4"},
+           {be(7, 1) + "/online", "0"},  // libxl's destroy began while no daemon ran
+           {be(7, 1) + "/state", "5"},
+           {be(9, 0) + "/online", "1"},  // domain 9 is dead
+           {be(9, 0) + "/state", "4"}})
+    ASSERT_FALSE(xs.write(k, v));
+  TunableStore tunables(xs, DomId{0}, vif::Tunables{});
+  BackendManager m(xs, DomId{0}, factory, tunables, [](DomId d) { return d.value() != 9; });
+  ASSERT_FALSE(m.start());
+  xs.fail_directories = std::make_error_code(std::errc::io_error);
+  m.adopt_found();
+  ASSERT_TRUE(m.initial_scan_done());
+  ASSERT_EQ(m.vif_count(), 0U) << "the scan was meant to fail";
+  EXPECT_FALSE(m.left_behind(VifId{DomId{7}, DevId{0}})) << "online, its domain alive";
+  EXPECT_TRUE(m.left_behind(VifId{DomId{7}, DevId{1}})) << "offline";
+  EXPECT_TRUE(m.left_behind(VifId{DomId{7}, DevId{2}})) << "no directory at all";
+  EXPECT_TRUE(m.left_behind(VifId{DomId{9}, DevId{0}})) << "its domain is dead";
+  // xenstore answering errors: nothing is released.
+  xs.fail_reads = std::make_error_code(std::errc::io_error);
+  EXPECT_FALSE(m.left_behind(VifId{DomId{7}, DevId{0}}));
+  EXPECT_FALSE(m.left_behind(VifId{DomId{7}, DevId{2}}));
+  // A vif the daemon serves is never left behind.
+  xs.fail_reads = {};
+  xs.fail_directories = {};
+  while (m.process_events()) {
+  }
+  ASSERT_EQ(m.vif_count(), 1U);
+  EXPECT_FALSE(m.left_behind(VifId{DomId{7}, DevId{0}}));
 }
 
 TEST_F(BackendManagerTest, JunkDirectoryNamesAreIgnored) {

@@ -13,13 +13,17 @@ namespace unetback::testing {
 
 class SpecialWatchXenStore final : public hv::XenStore {
  public:
-  Result<std::string> read(std::string_view p, hv::XsTx tx = {}) override { return m.read(p, tx); }
+  Result<std::string> read(std::string_view p, hv::XsTx tx = {}) override {
+    if (fail_reads) return fail_reads;
+    return m.read(p, tx);
+  }
   std::error_code write(std::string_view p, std::string_view v, hv::XsTx tx = {}) override {
     return m.write(p, v, tx);
   }
   std::error_code mkdir(std::string_view p, hv::XsTx tx = {}) override { return m.mkdir(p, tx); }
   std::error_code rm(std::string_view p, hv::XsTx tx = {}) override { return m.rm(p, tx); }
   Result<std::vector<std::string>> directory(std::string_view p, hv::XsTx tx = {}) override {
+    if (fail_directories) return fail_directories;
     return m.directory(p, tx);
   }
   Result<std::vector<hv::XsPerm>> get_perms(std::string_view p, hv::XsTx tx = {}) override {
@@ -66,6 +70,9 @@ class SpecialWatchXenStore final : public hv::XenStore {
   [[nodiscard]] std::size_t special_watches() const { return special_.size(); }
 
   MemoryXenStore m;
+  /// Set: every read() / directory() fails with it (a xenstored that answers errors).
+  std::error_code fail_reads;
+  std::error_code fail_directories;
 
  private:
   std::vector<hv::XsWatchEvent> special_;

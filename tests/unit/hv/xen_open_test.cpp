@@ -28,7 +28,7 @@ bool exists(const char* path) {
 }
 
 #define SKIP_IF_PRESENT(path) \
-  if (exists(path)) GTEST_SKIP() << path << " exists: this machine has Xen"
+  if (exists(path)) GTEST_SKIP() << (path) << " exists: this machine has Xen"
 
 /// The message of the SetupError `f` throws ("" if it throws none).
 template <typename F>
@@ -48,10 +48,11 @@ class ScopedEnv {
     if (const char* v = std::getenv(name)) saved_ = v;
   }
   ~ScopedEnv() {
-    if (saved_)
+    if (saved_) {
       ::setenv(name_, saved_->c_str(), 1);
-    else
+    } else {
       ::unsetenv(name_);
+    }
   }
   ScopedEnv(const ScopedEnv&) = delete;
   ScopedEnv& operator=(const ScopedEnv&) = delete;
@@ -215,6 +216,19 @@ TEST(XenDomainInfo, CannotTellWithoutPrivcmd) {
   EXPECT_EQ(info.exists(DomId{0}), std::nullopt);
   // The failed open is remembered; asking again is cheap and gives the same answer.
   EXPECT_EQ(info.exists(DomId{1}), std::nullopt);
+}
+
+// A suspended guest is not gone: `xl save -c`, a failed migration and Remus/COLO resume it with
+// its frontends still connected. A dying one, or one shut down for any other reason
+// (poweroff, reboot, crash, watchdog, soft reset), is.
+TEST(XenDomainInfo, ASuspendedDomainStillUsesItsDevicesAndAnyOtherShutdownEndsThem) {
+  constexpr unsigned kPoweroff = 0, kReboot = 1, kSuspend = 2, kCrash = 3, kWatchdog = 4;
+  EXPECT_TRUE(may_use_devices({}));
+  EXPECT_TRUE(may_use_devices({.shutdown = true, .shutdown_reason = kSuspend}));
+  for (const unsigned reason : {kPoweroff, kReboot, kCrash, kWatchdog, 5U})
+    EXPECT_FALSE(may_use_devices({.shutdown = true, .shutdown_reason = reason})) << reason;
+  EXPECT_FALSE(may_use_devices({.dying = true}));
+  EXPECT_FALSE(may_use_devices({.dying = true, .shutdown = true, .shutdown_reason = kSuspend}));
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// The guest-TX credit of B:rate (netback-facts §1.3), on a simulated clock: the scheduler is
+// The guest-TX credit of B:rate (Linux netback's netback.c), on a simulated clock: the scheduler is
 // told when to retry, and every retry it is told of succeeds, never sooner than 1 ms.
 #include "backend/vif/credit.hpp"
 
@@ -10,7 +10,7 @@ namespace {
 using namespace std::chrono_literals;
 using Clock = Credit::Clock;
 
-const Clock::time_point kT0 = Clock::time_point{} + 1000s;
+constexpr Clock::time_point kT0 = Clock::time_point{} + 1000s;
 
 /// Sends `size`-byte packets for `span` of simulated time, sleeping until retry_at() after
 /// each refusal, as VifQueue does. Returns the bytes sent; counts refusals and checks each
@@ -63,8 +63,8 @@ TEST(Credit, FirstBurstThenTheConfiguredRate) {
 
 TEST(Credit, PacketBiggerThanTheIntervalsCreditIsSentOnceEnoughIntervalsAddUp) {
   Credit c;
-  c.set_rate(1000, 1000, kT0);               // 1000 bytes a millisecond
-  ASSERT_TRUE(c.try_take(128 * 1024, kT0));  // the burst is spent
+  c.set_rate(1000, 1000, kT0);                              // 1000 bytes a millisecond
+  ASSERT_TRUE(c.try_take(std::uint64_t{128} * 1024, kT0));  // the burst is spent
   // 64 KiB: 66 intervals' worth. Refused now, told to come back when 66 have passed.
   ASSERT_FALSE(c.try_take(65536, kT0));
   const auto at = c.retry_at(65536, kT0);
@@ -111,10 +111,10 @@ TEST(Credit, RetriesAreNeverSoonerThanOneMillisecondAndAlwaysSucceed) {
 TEST(Credit, LongIdlePeriodsRefillOnlyUpToTheBurst) {
   Credit c;
   c.set_rate(1, 1, kT0);
-  ASSERT_TRUE(c.try_take(128 * 1024, kT0));
+  ASSERT_TRUE(c.try_take(std::uint64_t{128} * 1024, kT0));
   // An hour idle: the credit is the burst again, not an hour's worth.
   const auto later = kT0 + 3600s;
-  EXPECT_TRUE(c.try_take(128 * 1024, later));
+  EXPECT_TRUE(c.try_take(std::uint64_t{128} * 1024, later));
   EXPECT_FALSE(c.try_take(1400, later));
 }
 

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <fcntl.h>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <gtest/gtest.h>
 #include <map>
@@ -24,6 +25,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include "backend/vif/mcast_filter.hpp"
 #include "backend/vif/packet_pool.hpp"
 #include "backend/vif/rx_path.hpp"
 #include "backend/vif/tx_path.hpp"
@@ -323,13 +325,122 @@ TEST(VifRecordKeys, AVersionOneRecordStillOpensWithNoKeys) {
     rec->queue(0).rx_ref = 77;
     rec->header().version = 1;
   }
+  // Version 1: the header and the queues, nothing after them.
+  std::filesystem::resize_file(file, sizeof(RecordHeader) + sizeof(QueueRecord));
   auto rec = VifRecord::open(file, DomId{7}, DevId{0});
   ASSERT_TRUE(rec);
   EXPECT_TRUE(rec->keys().empty());
+  EXPECT_EQ(rec->mcast(), nullptr);
   EXPECT_EQ(rec->queue(0).rx_ref, 77U);
   // A version this daemon does not know is refused (the vif reconnects instead).
-  rec->header().version = 3;
+  rec->header().version = kRecordVersion + 1;
   EXPECT_FALSE(VifRecord::open(file, DomId{7}, DevId{0}));
+}
+
+xenbus::KeySnapshot connect_keys() {
+  return {{"/local/domain/7/device/vif/0/tx-ring-ref", "8"},
+          {"/local/domain/7/device/vif/0/xdp-headroom", "0"},
+          {"/local/domain/0/backend/vif/7/0/rate", std::nullopt}};
+}
+
+// A version-2 record (an upgrade from the daemon that wrote it): its keys right after the
+// queues, exactly as long as they are, and no multicast list.
+TEST(VifRecordKeys, AVersionTwoRecordStillOpensWithItsKeysAndNoMulticastList) {
+  const StateDir dir;
+  const auto file = VifRecord::path_for(dir.path, DomId{7}, DevId{0});
+  const auto bytes = xenbus::encode_key_snapshot(connect_keys(), kRecordMaxKeysBytes);
+  RecordHeader h{};
+  h.magic = kRecordMagic;
+  h.version = 2;
+  h.state = static_cast<std::uint32_t>(RecordState::handed_over);
+  h.nr_queues = 1;
+  h.domid = 7;
+  h.ifindex = 42;
+  h.keys_bytes = static_cast<std::uint32_t>(bytes.size());
+  QueueRecord q{};
+  q.rx_ref = 77;
+  {
+    std::ofstream out(file, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(&h), sizeof h);
+    out.write(reinterpret_cast<const char*>(&q), sizeof q);
+    out.write(reinterpret_cast<const char*>(bytes.data()),
+              static_cast<std::streamsize>(bytes.size()));
+  }
+  auto rec = VifRecord::open(file, DomId{7}, DevId{0});
+  ASSERT_TRUE(rec);
+  EXPECT_EQ(xenbus::decode_key_snapshot(rec->keys()), connect_keys());
+  EXPECT_EQ(rec->mcast(), nullptr);
+  EXPECT_EQ(rec->queue(0).rx_ref, 77U);
+}
+
+// A value applied after the connect (here the guest's new XDP headroom) replaces the keys a
+// successor takes the vif over with; keys that outgrow the record's room are dropped whole,
+// and the successor reads xenstore instead of believing stale ones.
+TEST(VifRecordKeys, AValueAppliedAfterTheConnectReplacesTheKeysAndOneTooLargeLeavesNone) {
+  const StateDir dir;
+  const auto file = VifRecord::path_for(dir.path, DomId{7}, DevId{0});
+  {
+    auto rec = VifRecord::create(file, DomId{7}, DevId{0}, 1, 42,
+                                 xenbus::encode_key_snapshot(connect_keys(), kRecordMaxKeysBytes));
+    ASSERT_TRUE(rec);
+    auto changed = connect_keys();
+    changed[1].second = "256";
+    changed[2].second = "10000000,50000";
+    ASSERT_TRUE(rec->set_keys(xenbus::encode_key_snapshot(changed, kRecordMaxKeysBytes)));
+    auto again = VifRecord::open(file, DomId{7}, DevId{0});
+    ASSERT_TRUE(again);
+    EXPECT_EQ(xenbus::decode_key_snapshot(again->keys()), changed);
+  }
+  auto rec = VifRecord::open(file, DomId{7}, DevId{0});
+  ASSERT_TRUE(rec);
+  auto grown = connect_keys();
+  grown[1].second = std::string(kRecordKeysSlack + 64, '9');
+  EXPECT_FALSE(rec->set_keys(xenbus::encode_key_snapshot(grown, kRecordMaxKeysBytes)));
+  auto again = VifRecord::open(file, DomId{7}, DevId{0});
+  ASSERT_TRUE(again);
+  EXPECT_TRUE(again->keys().empty());
+}
+
+// The guest's multicast groups outlive the daemon in the record: what the filter held when the
+// daemon died is what its successor's filter holds, so the guest (which sends its groups once)
+// keeps its IPv6 neighbour discovery. A word that is no entry is skipped and counted.
+TEST(VifRecordMcast, TheGroupsTheFilterHeldAreTheGroupsItsSuccessorHolds) {
+  const StateDir dir;
+  const auto file = VifRecord::path_for(dir.path, DomId{7}, DevId{0});
+  const std::array<std::uint8_t, 6> nd{0x33, 0x33, 0xff, 0x00, 0x00, 0x01};
+  const std::array<std::uint8_t, 6> mdns{0x01, 0x00, 0x5e, 0x00, 0x00, 0xfb};
+  const std::array<std::uint8_t, 6> left{0x01, 0x00, 0x5e, 0x01, 0x02, 0x03};
+  const auto as_dst = [](const std::array<std::uint8_t, 6>& m) {
+    std::array<std::byte, 6> d{};
+    for (std::size_t i = 0; i < 6; ++i) d[i] = std::byte{m[i]};
+    return d;
+  };
+  {
+    auto rec = VifRecord::create(file, DomId{7}, DevId{0}, 1, 42);
+    ASSERT_TRUE(rec);
+    ASSERT_NE(rec->mcast(), nullptr);
+    McastFilter f;
+    ASSERT_TRUE(f.add(nd));  // before the record: mirror_to() copies it
+    f.mirror_to(rec->mcast()->entries);
+    ASSERT_TRUE(f.add(mdns));
+    ASSERT_TRUE(f.add(left));
+    f.remove(left);
+    f.mirror_to(nullptr);
+    ASSERT_TRUE(f.add(left));  // after the record was let go: not in it
+  }
+  auto rec = VifRecord::open(file, DomId{7}, DevId{0});
+  ASSERT_TRUE(rec);
+  McastFilter successor;
+  successor.set_enabled(true);
+  EXPECT_EQ(successor.restore(rec->mcast()->entries), 0U);
+  EXPECT_EQ(successor.size(), 2U);
+  EXPECT_TRUE(successor.accepts(as_dst(nd)));
+  EXPECT_TRUE(successor.accepts(as_dst(mdns)));
+  EXPECT_FALSE(successor.accepts(as_dst(left)));
+  rec->mcast()->entries[63] = 0xdead'0000'0000'0000ULL;
+  McastFilter third;
+  EXPECT_EQ(third.restore(rec->mcast()->entries), 1U);
+  EXPECT_EQ(third.size(), 2U);
 }
 
 // A record half made (a sparse file: what a daemon that died inside create() leaves, or one

@@ -1,5 +1,6 @@
 // BackendXenbus against an in-memory xenstore, driven through the sequences libxl and Linux
-// netfront produce (netback-facts.md §3, §5; xenlab/README.md "What libxl does").
+// netfront produce (Linux netfront's talk_to_netback, libxl's vif contract; docs/design.md,
+// "The xenbus state machine").
 #include "backend/xenbus/xenbus_adapter.hpp"
 
 #include <algorithm>
