@@ -14,6 +14,7 @@
 #include <utility>
 
 #include "backend/daemon/json_writer.hpp"
+#include "backend/daemon/private_dir.hpp"
 #include "common/util/log.hpp"
 #include "common/util/result.hpp"
 #include "common/util/unique_fd.hpp"
@@ -228,6 +229,7 @@ ControlServer::ControlServer(asio::io_context& io, std::string path, Handler han
     const std::string parent = path_.substr(0, slash);
     if (::mkdir(parent.c_str(), 0755) != 0 && errno != EEXIST)
       throw SetupError("cannot create " + parent + ": " + last_errno().message());
+    require_private_directory(parent, "the control socket's directory");
   }
   struct stat st {};
   if (::lstat(path_.c_str(), &st) == 0) {

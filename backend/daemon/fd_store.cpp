@@ -79,9 +79,21 @@ std::unique_ptr<FdStore> FdStore::from_environment() {
   std::vector<std::pair<std::string, UniqueFd>> passed;
   // NOLINTNEXTLINE(concurrency-mt-unsafe): before any thread (see above).
   const auto env = [](const char* k) { return std::getenv(k); };
+  std::size_t not_open = 0;
   for (auto& [name, fd] : listed_fds(env, ::getpid())) {
-    (void)::fcntl(fd, F_SETFD, FD_CLOEXEC);
+    // A number the variable claims that was not passed (LISTEN_FDS larger than what came) is
+    // not ours: the daemon's own descriptors will get it, and closing it later would close
+    // one of them.
+    if (::fcntl(fd, F_SETFD, FD_CLOEXEC) != 0) {
+      ++not_open;
+      continue;
+    }
     passed.emplace_back(std::move(name), UniqueFd(fd));
+  }
+  if (not_open != 0) {
+    log::write(log::Level::warn, "unetbackd",
+               "LISTEN_FDS names " + std::to_string(not_open) +
+                   " descriptor(s) that are not open: ignored");
   }
   // A hotplug script started later must not think the fds are its own.
   for (const char* k : {"LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"}) {

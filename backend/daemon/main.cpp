@@ -29,6 +29,7 @@
 #include "backend/daemon/instance_lock.hpp"
 #include "backend/daemon/kernel_netback.hpp"
 #include "backend/daemon/manager_loop.hpp"
+#include "backend/daemon/private_dir.hpp"
 #include "backend/daemon/reexec.hpp"
 #include "backend/daemon/service_notifier.hpp"
 #include "backend/daemon/systemd_job.hpp"
@@ -177,6 +178,7 @@ int run(const DaemonOptions& opts, const Process& process) {
     std::filesystem::create_directories(opts.state_dir, mk);
     if (mk)
       throw SetupError("cannot make the state directory " + opts.state_dir + ": " + mk.message());
+    require_private_directory(opts.state_dir, "the state directory");
   }
   claim_owner_node(*xs, self);
   if (!opts.takeover) start_tunables();

@@ -22,8 +22,8 @@ std::string vif_prefix(DomId fe, DevId dev) {
 /// Descriptors a connect may take at most, per queue: its grant-table and event-channel
 /// handles, two bound ports (an eventfd each on xensim), the TAP queue, the io_urings of its
 /// TAP reads and writes and of posted reads; and once per connect the frontend's memory
-/// (xensim) and slack. (The loop watches these fds themselves: no duplicates since
-/// EventLoop.)
+/// (xensim), the state record (held open for its lock) and slack. (The loop watches these fds
+/// themselves: no duplicates since EventLoop.)
 constexpr std::size_t kFdsPerQueue = 8;
 constexpr std::size_t kFdsPerConnect = 4;
 /// A control ring: its grant-table and event-channel handles, the port, and one spare.
@@ -700,16 +700,19 @@ std::size_t release_left_behind(const std::filesystem::path& state_dir,
     unsigned dom = 0, dev = 0;
     char tail = 0;
     const std::string name = e.path().filename().string();
+    // (A device id is 32 bits, as the toolstack's; a domain id 16.)
     if (std::sscanf(name.c_str(), "vif-%u-%u.stat%c", &dom, &dev, &tail) != 3 || tail != 'e' ||
-        dom > 0xffff || dev > 0xffff)
+        dom > 0xffff)
       continue;
     const DomId d{static_cast<std::uint16_t>(dom)};
-    const DevId v{static_cast<std::uint16_t>(dev)};
+    const DevId v{dev};
     if (in_use(d, v)) continue;
     const std::string backend_path =
         backend_root + "/" + std::to_string(dom) + "/" + std::to_string(dev);
-    if (auto rec = VifRecord::open(e.path(), d, v);
-        rec && is_vifs_tap(rec->header().ifindex, backend_path)) {
+    auto rec = VifRecord::open(e.path(), d, v);
+    // A live process still serves it: not left behind.
+    if (!rec && rec.error() == std::errc::device_or_resource_busy) continue;
+    if (rec && is_vifs_tap(rec->header().ifindex, backend_path)) {
       net::TapConfig cfg;
       cfg.vnet_hdr = true;
       cfg.multi_queue = true;

@@ -2,6 +2,7 @@
 
 #include <cstring>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -136,13 +137,14 @@ std::filesystem::path VifRecord::path_for(const std::filesystem::path& dir, DomI
          ("vif-" + std::to_string(domid.value()) + "-" + std::to_string(devid.value()) + ".state");
 }
 
-Result<VifRecord> VifRecord::map(const std::filesystem::path& file, int fd, std::size_t size) {
-  void* m = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+Result<VifRecord> VifRecord::map(const std::filesystem::path& file, UniqueFd fd, std::size_t size) {
+  void* m = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
   if (m == MAP_FAILED) return last_errno();
   VifRecord r;
   r.path_ = file;
   r.base_ = static_cast<std::byte*>(m);
   r.size_ = size;
+  r.fd_ = std::move(fd);
   return r;
 }
 
@@ -155,6 +157,12 @@ Result<VifRecord> VifRecord::create(const std::filesystem::path& file, DomId dom
   ::unlink(file.c_str());
   UniqueFd fd(::open(file.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
   if (!fd) return last_errno();
+  // Held while this process serves the vif (a new file: nobody else holds it).
+  if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    const auto err = last_errno();
+    ::unlink(file.c_str());
+    return err;
+  }
   // Room for values that grow when the guest or the toolstack changes them; none when the
   // snapshot was too large to keep at all.
   const std::size_t capacity = keys.empty() ? 0 : keys.size() + kRecordKeysSlack;
@@ -166,7 +174,7 @@ Result<VifRecord> VifRecord::create(const std::filesystem::path& file, DomId dom
     ::unlink(file.c_str());
     return errno_code(err);
   }
-  auto mapped = map(file, fd.get(), size);
+  auto mapped = map(file, std::move(fd), size);
   if (!mapped) {
     ::unlink(file.c_str());
     return mapped;
@@ -191,6 +199,9 @@ Result<VifRecord> VifRecord::create(const std::filesystem::path& file, DomId dom
 Result<VifRecord> VifRecord::open(const std::filesystem::path& file, DomId domid, DevId devid) {
   UniqueFd fd(::open(file.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW));
   if (!fd) return last_errno();
+  // A live process serves it (its daemon has not ended yet): not ours to settle or delete.
+  if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0)
+    return errno == EWOULDBLOCK ? errno_code(EBUSY) : last_errno();
   struct stat st {};
   if (::fstat(fd.get(), &st) != 0) return last_errno();
   const auto size = static_cast<std::size_t>(st.st_size);
@@ -198,7 +209,7 @@ Result<VifRecord> VifRecord::open(const std::filesystem::path& file, DomId domid
   // A record with a hole was never finished (or not by create()): a store into the hole could
   // raise SIGBUS on a full filesystem. Not a record.
   if (has_hole(st)) return errno_code(EPROTO);
-  auto mapped = map(file, fd.get(), size);
+  auto mapped = map(file, std::move(fd), size);
   if (!mapped) return mapped;
   VifRecord r = std::move(*mapped);
   RecordHeader& h = r.header();
@@ -236,6 +247,7 @@ VifRecord& VifRecord::operator=(VifRecord&& o) noexcept {
   path_ = std::move(o.path_);
   base_ = std::exchange(o.base_, nullptr);
   size_ = std::exchange(o.size_, 0);
+  fd_ = std::move(o.fd_);
   return *this;
 }
 
@@ -247,6 +259,7 @@ void VifRecord::unmap() {
   if (base_ != nullptr) ::munmap(base_, size_);
   base_ = nullptr;
   size_ = 0;
+  fd_.reset();  // and the lock with it
 }
 
 void VifRecord::remove() {

@@ -221,7 +221,9 @@ class VifRecord {
   static Result<VifRecord> create(const std::filesystem::path& file, DomId domid, DevId devid,
                                   std::uint32_t nr_queues, int ifindex,
                                   std::span<const std::byte> keys = {});
-  /// An existing record, checked for magic, version, size and ids. ENOENT none; EPROTO bad.
+  /// An existing record, checked for magic, version, size and ids. ENOENT none; EPROTO bad;
+  /// EBUSY: a live process holds it (every record is flock()ed by the process that serves it,
+  /// from create() or open() to its end: a successor never settles rings a daemon still runs).
   static Result<VifRecord> open(const std::filesystem::path& file, DomId domid, DevId devid);
   /// `<dir>/vif-<domid>-<devid>.state`.
   static std::filesystem::path path_for(const std::filesystem::path& dir, DomId domid, DevId devid);
@@ -264,8 +266,9 @@ class VifRecord {
   void remove();
 
  private:
-  /// Maps `size` bytes of `fd` (the record file `file`) shared and writable.
-  static Result<VifRecord> map(const std::filesystem::path& file, int fd, std::size_t size);
+  /// Maps `size` bytes of `fd` (the record file `file`, locked) shared and writable; the
+  /// record keeps the fd, and so the lock.
+  static Result<VifRecord> map(const std::filesystem::path& file, UniqueFd fd, std::size_t size);
   static std::size_t size_for(std::uint32_t nr_queues) {
     return sizeof(RecordHeader) + std::size_t{nr_queues} * sizeof(QueueRecord);
   }
@@ -277,6 +280,7 @@ class VifRecord {
   std::filesystem::path path_;
   std::byte* base_ = nullptr;
   std::size_t size_ = 0;
+  UniqueFd fd_;  // flock()ed: held while this process serves the vif
 };
 
 }  // namespace unetback::vif

@@ -796,6 +796,45 @@ TEST(Unetbackd, AStaleOwnerNodeNamingAnotherProgramCalledUnetbackdDoesNotBlockAS
   ::waitpid(pid, nullptr, 0);
 }
 
+// The state records are adopted as the truth about guests' rings, and their TAPs attached or
+// removed; the control socket's directory decides who can put a socket there. A directory
+// another local user may write to, or that another user owns, is refused at start (exit 1,
+// naming it), before any vif is touched.
+TEST(Unetbackd, RefusesAStateOrControlDirectoryOthersCanWriteOrAnotherUserOwns) {
+  XensimProcess world;
+  const std::string bin = env_or("UNETBACKD_BIN", UNETBACKD_BIN_DEFAULT);
+  const auto idle = [] { std::this_thread::sleep_for(5ms); };
+  const std::string open_dir = world.dir() + "/open";
+  std::filesystem::create_directories(open_dir);
+  std::filesystem::permissions(open_dir, std::filesystem::perms::all);  // 0777
+  auto r = run_program({bin, "--hypervisor", world.spec(), "--state-dir", open_dir}, idle);
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("the state directory " + open_dir + " is writable by others (mode 777)"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("vif "), std::string::npos) << "it looked at vifs:\n" << r.err;
+  r = run_program({bin, "--hypervisor", world.spec(), "--control", open_dir + "/d.sock",
+                   "--lock-file", world.dir() + "/other.lock"},
+                  idle);
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("the control socket's directory " + open_dir + " is writable by others"),
+            std::string::npos)
+      << r.err;
+  if (::geteuid() == 0) {
+    const std::string theirs = world.dir() + "/theirs";
+    std::filesystem::create_directories(theirs);
+    ASSERT_EQ(::chown(theirs.c_str(), 65534, 65534), 0);  // nobody's
+    r = run_program({bin, "--hypervisor", world.spec(), "--state-dir", theirs}, idle);
+    EXPECT_EQ(r.status, 1) << r.err;
+    EXPECT_NE(r.err.find("the state directory " + theirs + " is owned by uid 65534"),
+              std::string::npos)
+        << r.err;
+  }
+  // The default, made by the daemon itself, is accepted: it starts and serves.
+  SpawnedDaemon d(world, {}, "private-dirs.log");
+  EXPECT_TRUE(d.wait_log("serving ")) << d.log();
+}
+
 // Issue 18 (the real-Xen lab's driver domain): a driver domain's /local/domain/<self> is
 // read-only to it, as the toolstack creates it, so the owner node cannot be written there.
 // Before, claim_owner_node threw and unetbackd exited 1 ("cannot write .../unetback/owner:

@@ -13,6 +13,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 #include <utility>
 #include <vector>
@@ -195,6 +196,38 @@ TEST(FdStoreListenFds, TheFdsPassedToThisPidAreReadAsSystemdPassesThem) {
   }
   env.erase("LISTEN_FDS");
   EXPECT_TRUE(FdStore::listed_fds(get, 4242).empty());
+}
+
+// LISTEN_FDS claiming more descriptors than were passed: the numbers past the passed ones are
+// not the store's, and the daemon's own descriptors that get them later are never closed by
+// it. (In a child process: the test controls which numbers are open.)
+TEST(FdStoreListenFds, NumbersClaimedButNotPassedAreNeverTakenOrClosed) {
+  std::fflush(nullptr);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    for (int fd = 3; fd < 64; ++fd) ::close(fd);
+    int passed[2];
+    if (::pipe(passed) != 0 || passed[0] != 3 || passed[1] != 4) std::_Exit(10);
+    const std::string self = std::to_string(::getpid());
+    ::setenv("LISTEN_PID", self.c_str(), 1);
+    ::setenv("LISTEN_FDS", "6", 1);  // 3..8 claimed, 3 and 4 passed
+    ::setenv("LISTEN_FDNAMES", "tap-7-q0:tap-7-q1:tap-7-q2:tap-7-q3:tap-8-q0:tap-8-q1", 1);
+    ::unsetenv("NOTIFY_SOCKET");
+    auto store = FdStore::from_environment();
+    if (store->passed_count() != 2) std::_Exit(11);
+    int own[2];  // the daemon's own, opened after: numbers 5 and 6
+    if (::pipe(own) != 0 || own[0] != 5) std::_Exit(12);
+    store.reset();
+    if (::fcntl(own[0], F_GETFD) == -1 || ::fcntl(own[1], F_GETFD) == -1) std::_Exit(13);
+    if (::fcntl(3, F_GETFD) != -1) std::_Exit(14);  // the passed ones went with the store
+    std::_Exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "10: pipe, 11: passed count, 12: own pipe, "
+                                       "13: the store closed the daemon's own fd, 14: kept";
 }
 
 // The real sender: sd_pid_notify_with_fds to $NOTIFY_SOCKET, read here as systemd reads it

@@ -29,6 +29,7 @@
 #include "backend/vif/packet_pool.hpp"
 #include "backend/vif/rx_path.hpp"
 #include "backend/vif/tx_path.hpp"
+#include "backend/vif/vif.hpp"
 #include "backend/xenbus/keys.hpp"
 #include "tests/support/in_memory_grant_table.hpp"
 
@@ -334,7 +335,10 @@ TEST(VifRecordKeys, AVersionOneRecordStillOpensWithNoKeys) {
   EXPECT_EQ(rec->queue(0).rx_ref, 77U);
   // A version this daemon does not know is refused (the vif reconnects instead).
   rec->header().version = kRecordVersion + 1;
-  EXPECT_FALSE(VifRecord::open(file, DomId{7}, DevId{0}));
+  rec = VifRecord();
+  const auto newer = VifRecord::open(file, DomId{7}, DevId{0});
+  ASSERT_FALSE(newer);
+  EXPECT_EQ(newer.error(), std::errc::protocol_error);
 }
 
 xenbus::KeySnapshot connect_keys() {
@@ -387,18 +391,40 @@ TEST(VifRecordKeys, AValueAppliedAfterTheConnectReplacesTheKeysAndOneTooLargeLea
     changed[1].second = "256";
     changed[2].second = "10000000,50000";
     ASSERT_TRUE(rec->set_keys(xenbus::encode_key_snapshot(changed, kRecordMaxKeysBytes)));
+  }
+  {
     auto again = VifRecord::open(file, DomId{7}, DevId{0});
     ASSERT_TRUE(again);
+    auto changed = connect_keys();
+    changed[1].second = "256";
+    changed[2].second = "10000000,50000";
     EXPECT_EQ(xenbus::decode_key_snapshot(again->keys()), changed);
+    auto grown = connect_keys();
+    grown[1].second = std::string(kRecordKeysSlack + 64, '9');
+    EXPECT_FALSE(again->set_keys(xenbus::encode_key_snapshot(grown, kRecordMaxKeysBytes)));
   }
   auto rec = VifRecord::open(file, DomId{7}, DevId{0});
   ASSERT_TRUE(rec);
-  auto grown = connect_keys();
-  grown[1].second = std::string(kRecordKeysSlack + 64, '9');
-  EXPECT_FALSE(rec->set_keys(xenbus::encode_key_snapshot(grown, kRecordMaxKeysBytes)));
-  auto again = VifRecord::open(file, DomId{7}, DevId{0});
-  ASSERT_TRUE(again);
-  EXPECT_TRUE(again->keys().empty());
+  EXPECT_TRUE(rec->keys().empty());
+}
+
+// Every record is locked by the process that serves it, from create() or open() to its end: a
+// successor (or a second daemon that got past the other claims) never settles the rings of a
+// vif a live daemon still runs, nor deletes its record. Once the holder is gone, it opens.
+TEST(VifRecordLock, ARecordALiveProcessServesIsNotOpenedAgainUntilItEnds) {
+  const StateDir dir;
+  const auto file = VifRecord::path_for(dir.path, DomId{7}, DevId{0});
+  auto rec = VifRecord::create(file, DomId{7}, DevId{0}, 1, 42);
+  ASSERT_TRUE(rec);
+  const auto busy = VifRecord::open(file, DomId{7}, DevId{0});
+  ASSERT_FALSE(busy);
+  EXPECT_EQ(busy.error(), std::errc::device_or_resource_busy);
+  EXPECT_EQ(release_left_behind(dir.path, "/local/domain/0/backend/vif",
+                                [](DomId, DevId) { return false; }),
+            0U);
+  EXPECT_TRUE(std::filesystem::exists(file)) << "a live process's record is not released";
+  *rec = VifRecord();  // the serving process ends
+  EXPECT_TRUE(VifRecord::open(file, DomId{7}, DevId{0}));
 }
 
 // The guest's multicast groups outlive the daemon in the record: what the filter held when the
@@ -441,6 +467,25 @@ TEST(VifRecordMcast, TheGroupsTheFilterHeldAreTheGroupsItsSuccessorHolds) {
   McastFilter third;
   EXPECT_EQ(third.restore(rec->mcast()->entries), 1U);
   EXPECT_EQ(third.size(), 2U);
+}
+
+// A guest that went while no daemon ran leaves a record behind, whatever its device id: one
+// above 65535 (the toolstack's ids are 32 bits) is released like any other, and a record of
+// a vif in use is kept.
+TEST(LeftBehindRecords, EveryRecordOfAVifNotInUseIsReleasedWhateverItsDeviceId) {
+  const StateDir dir;
+  for (const std::uint32_t devid : {0U, 65536U, 4000000000U}) {
+    ASSERT_TRUE(VifRecord::create(VifRecord::path_for(dir.path, DomId{7}, DevId{devid}), DomId{7},
+                                  DevId{devid}, 1, 0));
+  }
+  ASSERT_TRUE(VifRecord::create(VifRecord::path_for(dir.path, DomId{8}, DevId{70000}), DomId{8},
+                                DevId{70000}, 1, 0));
+  const auto in_use = [](DomId d, DevId) { return d == DomId{8}; };
+  EXPECT_EQ(release_left_behind(dir.path, "/local/domain/0/backend/vif", in_use), 3U);
+  std::vector<std::string> left;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path))
+    left.push_back(e.path().filename().string());
+  EXPECT_EQ(left, std::vector<std::string>{"vif-8-70000.state"});
 }
 
 // A record half made (a sparse file: what a daemon that died inside create() leaves, or one
