@@ -9,6 +9,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <map>
 #include <regex>
 #include <utility>
 
@@ -85,6 +86,28 @@ class EndToEnd : public ::testing::Test {
         w().spawn_in_ns(w().ns0(), {"iperf3", "-s", "--forceflush", "-p", std::to_string(port)},
                         "iperf3-s" + std::to_string(port) + ".log");
     ASSERT_TRUE(d.wait_for("Server listening", kHangGuard)) << d.log();
+    iperf_servers_[port] = {&d, 0};
+  }
+  /// Before a client of serve_iperf()'s server on `port`: waits until that server listens
+  /// again after every test it ran. iperf3 serves one test at a time and resets a client that
+  /// comes while it still tears the last test down.
+  void wait_iperf_server_idle(int port) {
+    const auto it = iperf_servers_.find(port);
+    if (it == iperf_servers_.end()) return;
+    Daemon* const server = it->second.first;
+    std::size_t& tests = it->second.second;
+    const auto listening = [&] {
+      const std::string log = server->log();
+      std::size_t n = 0;
+      for (auto p = log.find("Server listening"); p != std::string::npos;
+           p = log.find("Server listening", p + 1))
+        ++n;
+      return n;
+    };
+    const auto deadline = std::chrono::steady_clock::now() + kHangGuard;
+    while (listening() < tests + 1 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(20ms);
+    ++tests;
   }
   /// iperf3 from guest `g` to the host for `secs` seconds (`reverse`: host to guest).
   RunResult iperf(const XlWorld::Guest& g, int port, int secs, bool reverse = false,
@@ -94,6 +117,7 @@ class EndToEnd : public ::testing::Test {
         "-J"};
     if (reverse) argv.push_back("-R");
     argv.insert(argv.end(), extra.begin(), extra.end());
+    wait_iperf_server_idle(port);
     return w().in_ns(g.ns, argv, std::chrono::seconds(secs) + 2 * kHangGuard);
   }
   /// iperf3 moving `bytes` from guest `g` to the host (`reverse`: host to guest), however
@@ -105,6 +129,7 @@ class EndToEnd : public ::testing::Test {
                                      "-n",     bytes, "-J"};
     if (reverse) argv.push_back("-R");
     argv.insert(argv.end(), extra.begin(), extra.end());
+    wait_iperf_server_idle(port);
     return w().in_ns(g.ns, argv, 600s);
   }
   /// Guest `g` (called `what`) pings the host, then iperf3 moves 32 MiB each way on port
@@ -199,6 +224,7 @@ class EndToEnd : public ::testing::Test {
   }
 
   std::unique_ptr<XlWorld> world_;
+  std::map<int, std::pair<Daemon*, std::size_t>> iperf_servers_;  // port: server, tests it ran
 };
 
 }  // namespace unetback::testing
