@@ -15,7 +15,7 @@ struct Bounds {
   const char* default_value;
 };
 
-// What DESIGN §8 and the brief fix for each numeric key.
+// What docs/operator-guide.md's tunables table says of each numeric key.
 // NOLINTNEXTLINE(readability-identifier-naming): a constant table, named as the constexpr ones.
 const Bounds kNumeric[] = {
     {"max-queues", 1, 16, "4"},
