@@ -71,6 +71,38 @@ std::error_code ifreq_ioctl(unsigned long request, ifreq& ifr) {
   return {};
 }
 
+/// One rtnetlink request to the kernel and its answer, read into `buf` (nlmsghdr-aligned):
+/// the first reply of type `answer`, or with `answer` NLMSG_ERROR the acknowledgement (error
+/// 0). An NLMSG_ERROR reply with an error is that errno; one with 0 where `answer` was asked
+/// for is EPROTO.
+Result<const nlmsghdr*> rtnl_request(const nlmsghdr& req, std::uint16_t answer,
+                                     std::span<char> buf) {
+  UniqueFd nl(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE));
+  if (!nl) return last_errno();
+  sockaddr_nl kernel{};
+  kernel.nl_family = AF_NETLINK;
+  if (::sendto(nl.get(), &req, req.nlmsg_len, 0, reinterpret_cast<sockaddr*>(&kernel),
+               sizeof kernel) < 0)
+    return last_errno();
+  for (;;) {
+    const ssize_t n = ::recv(nl.get(), buf.data(), buf.size(), 0);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return last_errno();
+    }
+    const auto* h = reinterpret_cast<const nlmsghdr*>(buf.data());
+    if (!NLMSG_OK(h, static_cast<unsigned>(n))) return errno_code(EPROTO);
+    if (h->nlmsg_type == answer && answer != NLMSG_ERROR) return h;
+    if (h->nlmsg_type != NLMSG_ERROR) continue;
+    nlmsgerr e{};  // NLMSG_DATA(h), copied out (the buffer is only nlmsghdr-aligned)
+    if (h->nlmsg_len < NLMSG_LENGTH(sizeof e)) return errno_code(EPROTO);
+    std::memcpy(&e, buf.data() + NLMSG_LENGTH(0), sizeof e);
+    if (e.error != 0) return errno_code(-e.error);
+    if (answer != NLMSG_ERROR) return errno_code(EPROTO);
+    return h;
+  }
+}
+
 unsigned tun_offload_bits(const TapOffloads& o) {
   unsigned bits = 0;
   if (o.csum) bits |= TUN_F_CSUM;
@@ -411,8 +443,6 @@ std::error_code TapDevice::set_carrier(bool on) {
 
 std::error_code TapDevice::set_alias(std::string_view alias) {
   if (alias.size() >= IFALIASZ) return errno_code(EINVAL);
-  UniqueFd nl(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE));
-  if (!nl) return last_errno();
   // RTM_SETLINK by ifindex, so the alias lands on this TAP whatever its name is now.
   struct {
     nlmsghdr nh;
@@ -429,32 +459,13 @@ std::error_code TapDevice::set_alias(std::string_view alias) {
   rta->rta_len = static_cast<unsigned short>(RTA_LENGTH(alias.size()));
   std::memcpy(req.attrs + RTA_LENGTH(0), alias.data(), alias.size());  // RTA_DATA(rta)
   req.nh.nlmsg_len = NLMSG_LENGTH(sizeof(ifinfomsg)) + RTA_ALIGN(rta->rta_len);
-  sockaddr_nl kernel{};
-  kernel.nl_family = AF_NETLINK;
-  if (::sendto(nl.get(), &req, req.nh.nlmsg_len, 0, reinterpret_cast<sockaddr*>(&kernel),
-               sizeof kernel) < 0)
-    return last_errno();
   alignas(nlmsghdr) char buf[1024];
-  for (;;) {
-    const ssize_t n = ::recv(nl.get(), buf, sizeof buf, 0);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return last_errno();
-    }
-    const auto* h = reinterpret_cast<const nlmsghdr*>(buf);
-    if (!NLMSG_OK(h, static_cast<unsigned>(n))) return errno_code(EPROTO);
-    if (h->nlmsg_type != NLMSG_ERROR) continue;
-    nlmsgerr e{};  // NLMSG_DATA(h), copied out (the buffer is only nlmsghdr-aligned)
-    if (h->nlmsg_len < NLMSG_LENGTH(sizeof e)) return errno_code(EPROTO);
-    std::memcpy(&e, buf + NLMSG_LENGTH(0), sizeof e);
-    return e.error == 0 ? std::error_code{} : errno_code(-e.error);
-  }
+  const auto ack = rtnl_request(req.nh, NLMSG_ERROR, buf);
+  return ack ? std::error_code{} : ack.error();
 }
 
 Result<std::string> interface_alias(int ifindex) {
   if (ifindex <= 0) return errno_code(ENODEV);
-  UniqueFd nl(::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE));
-  if (!nl) return last_errno();
   // RTM_GETLINK by ifindex, answered from this network namespace (sysfs may be another's).
   struct {
     nlmsghdr nh;
@@ -466,38 +477,21 @@ Result<std::string> interface_alias(int ifindex) {
   req.nh.nlmsg_seq = 1;
   req.ifi.ifi_family = AF_UNSPEC;
   req.ifi.ifi_index = ifindex;
-  sockaddr_nl kernel{};
-  kernel.nl_family = AF_NETLINK;
-  if (::sendto(nl.get(), &req, req.nh.nlmsg_len, 0, reinterpret_cast<sockaddr*>(&kernel),
-               sizeof kernel) < 0)
-    return last_errno();
   alignas(nlmsghdr) char buf[16384];
-  for (;;) {
-    const ssize_t n = ::recv(nl.get(), buf, sizeof buf, 0);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return last_errno();
-    }
-    const auto* h = reinterpret_cast<const nlmsghdr*>(buf);
-    if (!NLMSG_OK(h, static_cast<unsigned>(n))) return errno_code(EPROTO);
-    if (h->nlmsg_type == NLMSG_ERROR) {
-      nlmsgerr e{};
-      if (h->nlmsg_len < NLMSG_LENGTH(sizeof e)) return errno_code(EPROTO);
-      std::memcpy(&e, buf + NLMSG_LENGTH(0), sizeof e);
-      return errno_code(e.error == 0 ? EPROTO : -e.error);
-    }
-    if (h->nlmsg_type != RTM_NEWLINK || h->nlmsg_len < NLMSG_LENGTH(sizeof(ifinfomsg))) continue;
-    // The attributes after the ifinfomsg; no IFLA_IFALIAS: the interface has no alias.
-    auto len = static_cast<int>(h->nlmsg_len - NLMSG_LENGTH(sizeof(ifinfomsg)));
-    auto* rta = reinterpret_cast<rtattr*>(buf + NLMSG_LENGTH(sizeof(ifinfomsg)));
-    for (; RTA_OK(rta, len); rta = RTA_NEXT(rta, len)) {
-      if (rta->rta_type != IFLA_IFALIAS) continue;
-      std::string alias(static_cast<const char*>(RTA_DATA(rta)), RTA_PAYLOAD(rta));
-      while (!alias.empty() && alias.back() == '\0') alias.pop_back();
-      return alias;
-    }
-    return std::string();
+  const auto reply = rtnl_request(req.nh, RTM_NEWLINK, buf);
+  if (!reply) return reply.error();
+  const nlmsghdr* h = *reply;
+  if (h->nlmsg_len < NLMSG_LENGTH(sizeof(ifinfomsg))) return errno_code(EPROTO);
+  // The attributes after the ifinfomsg; no IFLA_IFALIAS: the interface has no alias.
+  auto len = static_cast<int>(h->nlmsg_len - NLMSG_LENGTH(sizeof(ifinfomsg)));
+  auto* rta = reinterpret_cast<rtattr*>(buf + NLMSG_LENGTH(sizeof(ifinfomsg)));
+  for (; RTA_OK(rta, len); rta = RTA_NEXT(rta, len)) {
+    if (rta->rta_type != IFLA_IFALIAS) continue;
+    std::string alias(static_cast<const char*>(RTA_DATA(rta)), RTA_PAYLOAD(rta));
+    while (!alias.empty() && alias.back() == '\0') alias.pop_back();
+    return alias;
   }
+  return std::string();
 }
 
 Result<std::size_t> TapDevice::read(std::span<std::byte> buf) {
