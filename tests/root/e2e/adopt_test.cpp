@@ -332,28 +332,17 @@ TEST_F(Adoption, APlannedTakeoverKeepsTheXdpHeadroomTheGuestChangedToAfterConnec
   std::ofstream(knob) << "0\n";
   auto g = w().create_guest(1, {"--xdp-headroom-file", knob});
   ASSERT_TRUE(g) << w().why();
-  const auto headroom_is = [&](std::uint64_t want) {
-    const auto deadline = std::chrono::steady_clock::now() + kHangGuard;
-    while (std::chrono::steady_clock::now() < deadline) {
-      const std::string st = stats();
-      if (st.find("\"rx_xdp_headroom\"") != std::string::npos &&
-          sum_counter(st, "rx_xdp_headroom") == want)
-        return true;
-      std::this_thread::sleep_for(100ms);
-    }
-    return false;
-  };
-  ASSERT_TRUE(headroom_is(0)) << stats();
+  ASSERT_TRUE(xdp_headroom_is(0)) << stats();
   std::ofstream(knob) << "256\n";
-  ASSERT_TRUE(headroom_is(256)) << stats();
+  ASSERT_TRUE(xdp_headroom_is(256)) << stats();
   restart(Restart::takeover);
   ASSERT_FALSE(HasFatalFailure());
   EXPECT_EQ(adopted(*g), "taken_over");
-  EXPECT_TRUE(headroom_is(256)) << "the successor took the vif over with a stale headroom\n"
-                                << stats();
+  EXPECT_TRUE(xdp_headroom_is(256)) << "the successor took the vif over with a stale headroom\n"
+                                    << stats();
   // And the successor follows the next change, and is reachable across it.
   std::ofstream(knob) << "0\n";
-  EXPECT_TRUE(headroom_is(0)) << stats();
+  EXPECT_TRUE(xdp_headroom_is(0)) << stats();
   EXPECT_TRUE(ping(g->ns, w().host_ip(), 2));
 }
 

@@ -189,6 +189,18 @@ class EndToEnd : public ::testing::Test {
     }
     return false;
   }
+  /// Waits until the queues report `want` bytes of XDP headroom in all (rx_xdp_headroom).
+  bool xdp_headroom_is(std::uint64_t want) {
+    const auto deadline = std::chrono::steady_clock::now() + kHangGuard;
+    while (std::chrono::steady_clock::now() < deadline) {
+      const std::string st = stats();
+      if (st.find("\"rx_xdp_headroom\"") != std::string::npos &&
+          sum_counter(st, "rx_xdp_headroom") == want)
+        return true;
+      std::this_thread::sleep_for(100ms);
+    }
+    return false;
+  }
   /// Waits until the daemon-wide sum of counter `name` exceeds `above`.
   bool wait_counter_above(const std::string& name, std::uint64_t above) {
     const auto deadline = std::chrono::steady_clock::now() + kHangGuard;

@@ -400,18 +400,7 @@ TEST_F(EndToEnd, AGuestWithXdpHeadroomGetsItAndChangesItLiveWhileTrafficRunsInta
   std::ofstream(knob) << "256\n";
   auto g = w().create_guest(1, {"--xdp-headroom-file", knob});
   ASSERT_TRUE(g) << w().why();
-  auto headroom_is = [&](std::uint64_t want) {
-    const auto deadline = std::chrono::steady_clock::now() + testing::kHangGuard;
-    while (std::chrono::steady_clock::now() < deadline) {
-      const std::string st = stats();
-      if (st.find("\"rx_xdp_headroom\"") != std::string::npos &&
-          sum_counter(st, "rx_xdp_headroom") == want)
-        return true;
-      std::this_thread::sleep_for(100ms);
-    }
-    return false;
-  };
-  ASSERT_TRUE(headroom_is(256)) << stats();
+  ASSERT_TRUE(xdp_headroom_is(256)) << stats();
   serve_iperf(5201);
   EXPECT_TRUE(ping(g->ns, w().host_ip()));
   const RunResult up = iperf_bytes(*g, 5201, "32M");
@@ -467,7 +456,7 @@ TEST_F(EndToEnd, AGuestWithXdpHeadroomGetsItAndChangesItLiveWhileTrafficRunsInta
   changes.join();
   EXPECT_TRUE(every_change_done) << testing::slurp(guest_log);
   EXPECT_EQ(into_guest, want) << "host -> guest bytes changed across headroom changes";
-  EXPECT_TRUE(headroom_is(0)) << stats();
+  EXPECT_TRUE(xdp_headroom_is(0)) << stats();
   const auto st = stream.wait_exit(60s);
   ASSERT_TRUE(st.has_value());
   EXPECT_EQ(*st, 0) << stream.log();
@@ -475,7 +464,7 @@ TEST_F(EndToEnd, AGuestWithXdpHeadroomGetsItAndChangesItLiveWhileTrafficRunsInta
   test::report_figure("e2e_xdp_changes_stream_slowest_second_bps",
                       testing::lowest(testing::iperf_interval_rates(stream.log())), "bit/s");
   std::ofstream(knob) << "256\n";
-  ASSERT_TRUE(headroom_is(256)) << stats();
+  ASSERT_TRUE(xdp_headroom_is(256)) << stats();
   EXPECT_EQ(paced_transfer(w(), g->ns, w().ns0(), w().host_ip(), file), want)
       << "guest -> host bytes changed";
 
