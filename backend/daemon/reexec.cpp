@@ -14,10 +14,6 @@ namespace {
 
 constexpr int kFirstFd = 3;
 
-std::string errno_text(const std::string& what) {
-  return what + ": " + std::system_category().message(errno);
-}
-
 }  // namespace
 
 std::string program_path_now() {

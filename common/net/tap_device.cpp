@@ -482,14 +482,19 @@ Result<std::string> interface_alias(int ifindex) {
   if (!reply) return reply.error();
   const nlmsghdr* h = *reply;
   if (h->nlmsg_len < NLMSG_LENGTH(sizeof(ifinfomsg))) return errno_code(EPROTO);
-  // The attributes after the ifinfomsg; no IFLA_IFALIAS: the interface has no alias.
-  auto len = static_cast<int>(h->nlmsg_len - NLMSG_LENGTH(sizeof(ifinfomsg)));
-  auto* rta = reinterpret_cast<rtattr*>(buf + NLMSG_LENGTH(sizeof(ifinfomsg)));
-  for (; RTA_OK(rta, len); rta = RTA_NEXT(rta, len)) {
-    if (rta->rta_type != IFLA_IFALIAS) continue;
-    std::string alias(static_cast<const char*>(RTA_DATA(rta)), RTA_PAYLOAD(rta));
-    while (!alias.empty() && alias.back() == '\0') alias.pop_back();
-    return alias;
+  // The attributes after the ifinfomsg; no IFLA_IFALIAS: the interface has no alias. Each is
+  // copied out of the byte buffer (RTA_NEXT's casts assume an alignment char* lacks).
+  const char* base = reinterpret_cast<const char*>(h);
+  for (std::size_t off = NLMSG_LENGTH(sizeof(ifinfomsg)); off + sizeof(rtattr) <= h->nlmsg_len;) {
+    rtattr a{};
+    std::memcpy(&a, base + off, sizeof a);
+    if (a.rta_len < sizeof(rtattr) || off + a.rta_len > h->nlmsg_len) break;
+    if (a.rta_type == IFLA_IFALIAS) {
+      std::string alias(base + off + RTA_LENGTH(0), a.rta_len - RTA_LENGTH(0));
+      while (!alias.empty() && alias.back() == '\0') alias.pop_back();
+      return alias;
+    }
+    off += RTA_ALIGN(a.rta_len);
   }
   return std::string();
 }

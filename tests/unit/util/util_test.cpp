@@ -51,8 +51,8 @@ TEST(Log, JournalStreamMatchesOnlyTheFileItNames) {
   // Another file (a service's stderr redirected by a child, say): plain lines.
   EXPECT_FALSE(log::journal_stream_matches(dev + ":" + std::to_string(st.st_ino + 1), fd.get()));
   EXPECT_FALSE(log::journal_stream_matches(std::to_string(st.st_dev + 1) + ":" + ino, fd.get()));
-  for (const std::string bad : {std::string(), dev, ":" + ino, dev + ":", dev + ":" + ino + ":1",
-                                "x:" + ino, dev + ": " + ino})
+  for (const std::string& bad : {std::string(), dev, ":" + ino, dev + ":", dev + ":" + ino + ":1",
+                                 "x:" + ino, dev + ": " + ino})
     EXPECT_FALSE(log::journal_stream_matches(bad, fd.get())) << bad;
   EXPECT_FALSE(log::journal_stream_matches(dev + ":" + ino, -1));
 }
