@@ -90,6 +90,7 @@ VifQueue::VifQueue(EventLoop& loop, QueueResources res, std::string log_prefix,
     steer_rx_.reserve(kTapReadBudget);
     steer_done_.reserve(kTapReadBudget);
   }
+  publish();  // report() has the rings' indices before the first handler runs
 }
 
 VifQueue::~VifQueue() {
@@ -166,36 +167,75 @@ void VifQueue::set_xdp_headroom(std::uint32_t headroom) {
   done.get_future().wait();
 }
 
-QueueReport VifQueue::report() {
-  std::promise<QueueReport> done;
-  post([this, &done] {
-    QueueReport r;
-    r.queue = res_.id;
-    r.counters = counters_->snapshot();
-    r.tx_ring = tx_->ring().indices();
-    r.rx_ring = rx_->ring().indices();
-    r.counters.emplace_back("rx_queued_bytes", rx_->queued_bytes());
+namespace {
+
+/// The gauges report() adds after the counters, in publish()'s order.
+constexpr std::string_view kGaugeNames[] = {
+    "rx_queued_bytes",
     // The frontend's XDP headroom slot 0 starts at now (F:xdp-headroom, 0 without XDP).
-    r.counters.emplace_back("rx_xdp_headroom", rx_->xdp_headroom());
-    r.counters.emplace_back("tx_zerocopy_in_flight", tx_->limiter().in_flight());
+    "rx_xdp_headroom",
+    "tx_zerocopy_in_flight",
     // tx-map auto: what mapping and copying cost per KiB here, as measured (0: not yet).
-    r.counters.emplace_back("tx_map_ns_per_kib", tx_->map_chooser().map_ns_per_kib());
-    r.counters.emplace_back("tx_copy_ns_per_kib", tx_->map_chooser().copy_ns_per_kib());
-    r.counters.emplace_back("tx_tap_io_uring",
-                            sink_.writer().mode() == net::FrameBatchWriter::Mode::io_uring ? 1 : 0);
-    r.counters.emplace_back("tx_tap_syscalls", sink_.writer().syscalls());
-    r.counters.emplace_back(
-        "rx_tap_io_uring",
-        tap_reader_.mode() == net::FrameBatchReader::Mode::io_uring || tap_posted_ ? 1 : 0);
-    r.counters.emplace_back("rx_tap_posted_reads", tap_posted_ ? 1 : 0);
-    r.counters.emplace_back("rx_tap_syscalls", tap_reader_.syscalls() + tap_posted_syscalls_ +
-                                                   (tap_posted_ ? tap_posted_->syscalls() : 0));
-    r.counters.emplace_back("rx_tap_parked_reads", tap_reader_.parked_reads());
+    "tx_map_ns_per_kib",
+    "tx_copy_ns_per_kib",
+    "tx_tap_io_uring",
+    "tx_tap_syscalls",
+    "rx_tap_io_uring",
+    "rx_tap_posted_reads",
+    "rx_tap_syscalls",
+    "rx_tap_parked_reads",
     // 1: the kernel refused reads that must not wait (Linux 6.1's TAP), read() per frame.
-    r.counters.emplace_back("rx_tap_nowait_refused", tap_reader_.refused() ? 1 : 0);
-    done.set_value(std::move(r));
-  });
-  return done.get_future().get();
+    "rx_tap_nowait_refused",
+};
+
+void store_indices(std::array<std::atomic<std::uint32_t>, 6>& to, const ring::RingIndices& i) {
+  const std::uint32_t words[] = {i.req_prod,
+                                 i.req_event,
+                                 i.rsp_prod,
+                                 i.rsp_event,
+                                 i.req_prod_pvt_or_req_cons,
+                                 i.rsp_cons_or_rsp_prod_pvt};
+  for (std::size_t k = 0; k < to.size(); ++k) to[k].store(words[k], std::memory_order_relaxed);
+}
+
+ring::RingIndices load_indices(const std::array<std::atomic<std::uint32_t>, 6>& from) {
+  const auto w = [&](std::size_t k) { return from[k].load(std::memory_order_relaxed); };
+  return {w(0), w(1), w(2), w(3), w(4), w(5)};
+}
+
+}  // namespace
+
+void VifQueue::publish() noexcept {
+  if (!tx_ || !rx_) return;
+  const std::uint64_t values[] = {
+      rx_->queued_bytes(),
+      rx_->xdp_headroom(),
+      tx_->limiter().in_flight(),
+      tx_->map_chooser().map_ns_per_kib(),
+      tx_->map_chooser().copy_ns_per_kib(),
+      sink_.writer().mode() == net::FrameBatchWriter::Mode::io_uring ? 1U : 0U,
+      sink_.writer().syscalls(),
+      tap_reader_.mode() == net::FrameBatchReader::Mode::io_uring || tap_posted_ ? 1U : 0U,
+      tap_posted_ ? 1U : 0U,
+      tap_reader_.syscalls() + tap_posted_syscalls_ + (tap_posted_ ? tap_posted_->syscalls() : 0),
+      tap_reader_.parked_reads(),
+      tap_reader_.refused() ? 1U : 0U,
+  };
+  static_assert(std::size(values) == kGauges && std::size(kGaugeNames) == kGauges);
+  for (std::size_t k = 0; k < kGauges; ++k) gauges_[k].store(values[k], std::memory_order_relaxed);
+  store_indices(tx_indices_, tx_->ring().indices());
+  store_indices(rx_indices_, rx_->ring().indices());
+}
+
+QueueReport VifQueue::report() const {
+  QueueReport r;
+  r.queue = res_.id;
+  r.counters = counters_->snapshot();
+  for (std::size_t k = 0; k < kGauges; ++k)
+    r.counters.emplace_back(kGaugeNames[k], gauges_[k].load(std::memory_order_relaxed));
+  r.tx_ring = load_indices(tx_indices_);
+  r.rx_ring = load_indices(rx_indices_);
+  return r;
 }
 
 void VifQueue::do_wait_event() {

@@ -8,6 +8,7 @@
 // it to xenbus from the daemon's thread, never from here: XSA-90).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <functional>
 #include <memory>
@@ -82,8 +83,9 @@ class VifQueue {
   /// two RX passes), so no packet laid out after the return uses the old one. Any thread
   /// but the queue's.
   void set_xdp_headroom(std::uint32_t headroom);
-  /// Counters and ring indices, read on the queue's thread. Any thread.
-  [[nodiscard]] QueueReport report();
+  /// Counters, gauges and ring indices as the queue's thread last published them (at the end
+  /// of its latest handler): never waits for that thread, never stops the queue. Any thread.
+  [[nodiscard]] QueueReport report() const;
 
   /// How the TAP's frames are read (vif_queue.cpp, UNETBACK_TAP_READS).
   enum class TapReads : std::uint8_t { batch, posted, read };
@@ -162,11 +164,15 @@ class VifQueue {
   void cancel_all();
 
   HandlerToken op() { return HandlerToken(outstanding_); }
-  /// Runs a handler of this queue: what it throws fails the vif (loop_handler.hpp).
+  /// Runs a handler of this queue: what it throws fails the vif (loop_handler.hpp). Then the
+  /// values report() gives out are published.
   template <typename F>
   void guarded(F&& f) noexcept {
     run_guarded(std::forward<F>(f), [this](const char* what) noexcept { handler_threw(what); });
+    publish();
   }
+  /// The gauges and ring indices only this thread may read, stored where report() finds them.
+  void publish() noexcept;
   /// post() of a queue handler, counted and guarded.
   template <typename F>
   void post(F&& f) {
@@ -181,6 +187,11 @@ class VifQueue {
   std::function<void(std::string)> on_fatal_;
   std::function<void(bool)> on_carrier_;
   std::unique_ptr<QueueCounters> counters_;
+  /// What publish() stores for report(): the gauges (names in vif_queue.cpp) and both rings'
+  /// indices (RingIndices' six words each).
+  static constexpr std::size_t kGauges = 12;
+  std::array<std::atomic<std::uint64_t>, kGauges> gauges_{};
+  std::array<std::atomic<std::uint32_t>, 6> tx_indices_{}, rx_indices_{};
   TapSink sink_;
   const TapReads tap_reads_;
   net::FrameBatchReader tap_reader_;  // the TAP's frames, a batch per io_uring_enter
