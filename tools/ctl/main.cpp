@@ -2,17 +2,22 @@
 // the counters for Prometheus (stats --prometheus), or serves those over HTTP (metrics).
 // Exit status: 0 ok, 1 the daemon refused the request or is not reachable, 2 bad command line.
 #include <cerrno>
+#include <chrono>
 #include <csignal>
+#include <cstring>
 #include <iostream>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <sys/signalfd.h>
 #include <thread>
 #include <variant>
 #include <vector>
 
 #include "backend/daemon/daemon_options.hpp"
 #include "common/util/arg_parser.hpp"
+#include "common/util/parse_decimal.hpp"
+#include "common/util/unique_fd.hpp"
 #include "tools/ctl/ctl_client.hpp"
 #include "tools/ctl/ctl_format.hpp"
 #include "tools/ctl/json_value.hpp"
@@ -42,10 +47,14 @@ constexpr std::string_view kUsage =
     "                       the handover; the successor takes every vif over (the guests\n"
     "                       stay Connected) and becomes systemd's main process. Waits until\n"
     "                       it serves (30 s at most) and prints how long it took\n"
-    "  metrics [--listen ADDR:PORT]\n"
+    "  metrics [--listen ADDR:PORT|unix:PATH] [--interval SECONDS] [--header-timeout SECONDS]\n"
     "                       serve the Prometheus metrics over HTTP at /metrics (default\n"
-    "                       127.0.0.1:9469; other paths 404, 503 while the daemon is not\n"
-    "                       reachable) until SIGTERM/SIGINT\n"
+    "                       127.0.0.1:9469, which every local user can read; unix:PATH is a\n"
+    "                       socket of mode 0600; other paths 404, 503 while the daemon is not\n"
+    "                       reachable) until SIGTERM/SIGINT. The daemon is asked at most once\n"
+    "                       per --interval (default 1 s); clients are served side by side, each\n"
+    "                       dropped if its request head takes longer than --header-timeout\n"
+    "                       (default 2 s)\n"
     "\n"
     "  --control PATH       the daemon's control socket (default /run/unetback/unetbackd.sock)\n"
     "  --world DIR          the xensim world's daemon (DIR/unetbackd.sock)\n"
@@ -145,23 +154,41 @@ int upgrade_in_place(const std::string& path, bool json) {
   return 1;
 }
 
-/// `metrics`: serves scrapes one at a time until SIGTERM or SIGINT (their default action).
-int serve_metrics(const std::string& path, std::string_view address) {
+/// `metrics`: serves scrapes until SIGTERM or SIGINT, then removes its Unix socket (if it
+/// made one) and exits 0.
+int serve_metrics(const std::string& path, std::string_view address,
+                  std::chrono::milliseconds interval, const ctl::ServeOptions& options) {
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  const UniqueFd stop(::signalfd(-1, &stop_signals, SFD_CLOEXEC | SFD_NONBLOCK));
+  if (!stop || ::sigprocmask(SIG_BLOCK, &stop_signals, nullptr) != 0) {
+    std::cerr << "unetback-ctl: signalfd: " << std::strerror(errno) << "\n";
+    return 1;
+  }
   auto server = ctl::MetricsServer::listen(address);
   if (!server) {
     std::cerr << "unetback-ctl: cannot listen on " << address << ": " << server.error().message()
               << "\n";
     return 1;
   }
-  std::cout << "unetback-ctl metrics: serving http://" << server->address()
-            << "/metrics for unetbackd on " << path << std::endl;
-  const ctl::MetricsSource source = [&path] { return fetch_metrics(path, "stats"); };
-  for (;;) {
-    if (auto ec = server->serve_one(source)) {
-      std::cerr << "unetback-ctl: accept on " << server->address() << ": " << ec.message() << "\n";
-      return 1;
-    }
+  std::cout << "unetback-ctl metrics: serving GET /metrics on " << server->address()
+            << " for unetbackd on " << path << std::endl;
+  const ctl::MetricsSource source =
+      ctl::snapshot_source([&path] { return fetch_metrics(path, "stats"); }, interval);
+  if (const auto ec = server->serve(source, options, stop.get())) {
+    std::cerr << "unetback-ctl: serving " << server->address() << ": " << ec.message() << "\n";
+    return 1;
   }
+  return 0;
+}
+
+/// A duration given in whole seconds (min..3600) on the command line.
+std::optional<std::chrono::milliseconds> seconds_option(std::string_view text, unsigned min) {
+  const auto v = parse_decimal<unsigned>(text, min, 3600);
+  if (!v) return std::nullopt;
+  return std::chrono::seconds(*v);
 }
 
 }  // namespace
@@ -171,12 +198,15 @@ int main(int argc, char** argv) {
                                                  cli::flag("json"),
                                                  cli::flag("prometheus"),
                                                  cli::valued("listen", "ADDR:PORT"),
+                                                 cli::valued("interval", "SECONDS"),
+                                                 cli::valued("header-timeout", "SECONDS"),
                                                  cli::valued("control"),
                                                  cli::valued("world")};
   const std::vector<std::string_view> args(argv + 1, argv + argc);
   std::string path = daemon::default_control_path(hv::XenSpec{});
   bool json = false, prometheus = false;
   std::optional<std::string> listen;
+  std::optional<std::chrono::milliseconds> interval, header_timeout;
   std::vector<std::string> words;
   cli::ArgParser parser(args, kOptions);
   while (const auto a = parser.next()) {
@@ -190,6 +220,13 @@ int main(int argc, char** argv) {
       prometheus = true;
     } else if (a->is("listen")) {
       listen = a->value;
+    } else if (a->is("interval") || a->is("header-timeout")) {
+      const unsigned min = a->is("interval") ? 0 : 1;
+      const auto d = seconds_option(a->value, min);
+      if (!d)
+        return usage_error("--" + std::string(a->name) + " takes whole seconds, " +
+                           std::to_string(min) + "..3600");
+      (a->is("interval") ? interval : header_timeout) = d;
     } else if (a->is("control")) {
       path = a->value;
     } else if (a->is("world")) {
@@ -219,7 +256,8 @@ int main(int argc, char** argv) {
   if (!known) return usage_error("unknown command " + cmd);
   if (prometheus && cmd != "stats") return usage_error("--prometheus goes with stats only");
   if (prometheus && json) return usage_error("--prometheus and --json exclude each other");
-  if (listen && cmd != "metrics") return usage_error("--listen goes with metrics only");
+  if ((listen || interval || header_timeout) && cmd != "metrics")
+    return usage_error("--listen, --interval and --header-timeout go with metrics only");
   std::string line;
   for (const auto& w : words) {
     if (w.find_first_of(" \t\n\r") != std::string::npos)
@@ -228,10 +266,13 @@ int main(int argc, char** argv) {
   }
 
   if (cmd == "metrics") {
-    // The default action of SIGTERM/SIGINT ends the server; a scraper that hangs up must
-    // cost an EPIPE on its connection only (send() also says MSG_NOSIGNAL).
+    // A scraper that hangs up must cost an EPIPE on its connection only (send() also says
+    // MSG_NOSIGNAL).
     std::signal(SIGPIPE, SIG_IGN);
-    return serve_metrics(path, listen ? *listen : kDefaultMetricsAddress);
+    ctl::ServeOptions options;
+    if (header_timeout) options.header_timeout = *header_timeout;
+    return serve_metrics(path, listen ? *listen : kDefaultMetricsAddress,
+                         interval.value_or(std::chrono::seconds(1)), options);
   }
 
   if (cmd == "upgrade") return upgrade_in_place(path, json);

@@ -1,9 +1,12 @@
-// `unetback-ctl metrics --listen ADDR:PORT`: a minimal HTTP/1.0-style server for Prometheus
-// scrapes. GET /metrics answers with the daemon's counters (prometheus.hpp), any other path
-// 404, another method 405, a request that is not HTTP 400, and 503 while the daemon cannot be
-// reached, so the scraper records the gap instead of the server dying. One connection at a
-// time, each bounded by a deadline (a client that sends nothing, or reads nothing, is dropped
-// when it passes), each answered with Connection: close.
+// `unetback-ctl metrics --listen ADDR:PORT|unix:PATH`: a minimal HTTP/1.0-style server for
+// Prometheus scrapes. GET /metrics answers with the daemon's counters (prometheus.hpp), any
+// other path 404, another method 405, a request that is not HTTP 400, and 503 while the daemon
+// cannot be reached, so the scraper records the gap instead of the server dying. Every
+// connection is served at once beside the others (up to ServeOptions::max_clients; more wait
+// in the listen backlog), each bounded by deadlines: a client that sends no complete request
+// head in a short time, or does not read its answer, is dropped, and never delays another.
+// Each is answered with Connection: close. The daemon is asked at most once per
+// ServeOptions::min_interval however many clients scrape (snapshot_source).
 #pragma once
 
 #include <chrono>
@@ -51,26 +54,50 @@ using MetricsSource = std::function<MetricsFetch()>;
 [[nodiscard]] HttpResponse answer(const std::optional<HttpRequestLine>& request,
                                   const MetricsSource& source);
 
+/// `source`, asked at most once per `interval`: a call within `interval` of the last fetch
+/// gets that fetch's answer again. However many clients scrape, and however often, the
+/// daemon answers one `stats` request per interval.
+[[nodiscard]] MetricsSource snapshot_source(MetricsSource source,
+                                            std::chrono::milliseconds interval);
+
+struct ServeOptions {
+  /// From accept to the blank line ending the request head.
+  std::chrono::milliseconds header_timeout{std::chrono::seconds(2)};
+  /// From the answer being ready to the client having taken all of it.
+  std::chrono::milliseconds write_timeout{std::chrono::seconds(10)};
+  /// Connections served at once; more wait in the listen backlog.
+  std::size_t max_clients = 64;
+};
+
 class MetricsServer {
  public:
-  /// Binds and listens on "ADDR:PORT" (IPv4, or "[v6]:PORT"); port 0 picks a free one.
+  /// Binds and listens on "ADDR:PORT" (IPv4, or "[v6]:PORT"; port 0 picks a free one) or on
+  /// "unix:PATH", a Unix socket of mode 0600 (a stale socket file there is replaced; a live
+  /// one, or anything else, is refused). The Unix socket's file is removed with the server.
   static Result<MetricsServer> listen(std::string_view address);
 
-  /// "ADDR:PORT" as bound (the real port when 0 was asked for).
+  MetricsServer(MetricsServer&& o) noexcept;
+  MetricsServer& operator=(MetricsServer&&) = delete;
+  MetricsServer(const MetricsServer&) = delete;
+  MetricsServer& operator=(const MetricsServer&) = delete;
+  ~MetricsServer();
+
+  /// "ADDR:PORT" as bound (the real port when 0 was asked for), or "unix:PATH".
   [[nodiscard]] const std::string& address() const { return address_; }
 
-  /// Accepts one connection and answers it; a client slower than `client_timeout` (to send
-  /// its request head, or to take the response) is dropped. Errors of that connection are
-  /// its own: the server keeps listening. Returns an error only if accept() itself fails for
-  /// a reason other than a vanished client.
-  std::error_code serve_one(const MetricsSource& source,
-                            std::chrono::milliseconds client_timeout = std::chrono::seconds(5));
+  /// Serves every connection until `stop_fd` (if not -1) becomes readable. Errors of one
+  /// connection are its own. Returns an error only if accept() or poll() fail for a reason
+  /// other than a vanished client or a moment without descriptors.
+  std::error_code serve(const MetricsSource& source, const ServeOptions& options = {},
+                        int stop_fd = -1);
 
  private:
-  MetricsServer(UniqueFd fd, std::string address)
-      : fd_(std::move(fd)), address_(std::move(address)) {}
+  static Result<MetricsServer> listen_unix(std::string_view path);
+  MetricsServer(UniqueFd fd, std::string address, std::string unix_path)
+      : fd_(std::move(fd)), address_(std::move(address)), unix_path_(std::move(unix_path)) {}
   UniqueFd fd_;
   std::string address_;
+  std::string unix_path_;  // the socket file to remove (Unix socket only)
 };
 
 }  // namespace unetback::ctl

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <chrono>
 #include <csignal>
+#include <cstring>
 #include <fcntl.h>
 #include <filesystem>
 #include <fstream>
@@ -122,13 +123,15 @@ ProgramResult run_program(const std::vector<std::string>& argv, const std::funct
   return r;
 }
 
-// `unetback-ctl --world DIR metrics --listen 127.0.0.1:0`, its address read from its first
-// line. The destructor kills (by pid) and reaps it.
+// `unetback-ctl --world DIR metrics --listen 127.0.0.1:0` (or the address and options given),
+// its address read from its first line. The destructor kills (by pid) and reaps it.
 class MetricsProcess {
  public:
-  explicit MetricsProcess(const std::string& world_dir) {
+  explicit MetricsProcess(const std::string& world_dir,
+                          const std::vector<std::string>& options = {"--listen", "127.0.0.1:0"}) {
     const std::string bin = env_or("UNETBACK_CTL_BIN", UNETBACK_CTL_BIN_DEFAULT);
-    std::vector<std::string> argv{bin, "--world", world_dir, "metrics", "--listen", "127.0.0.1:0"};
+    std::vector<std::string> argv{bin, "--world", world_dir, "metrics"};
+    argv.insert(argv.end(), options.begin(), options.end());
     std::vector<char*> args;
     for (auto& a : argv) args.push_back(a.data());
     args.push_back(nullptr);
@@ -150,9 +153,12 @@ class MetricsProcess {
       if (::read(out_.get(), &c, 1) != 1) break;
       line += c;
     }
-    // "unetback-ctl metrics: serving http://127.0.0.1:PORT/metrics for unetbackd on ..."
-    const auto at = line.find("http://");
-    if (at != std::string::npos) address_ = line.substr(at + 7, line.find("/metrics") - at - 7);
+    // "unetback-ctl metrics: serving GET /metrics on 127.0.0.1:PORT for unetbackd on ..."
+    const std::string_view on = "/metrics on ";
+    const auto at = line.find(on);
+    const auto end = line.find(" for unetbackd");
+    if (at != std::string::npos && end != std::string::npos)
+      address_ = line.substr(at + on.size(), end - at - on.size());
   }
   ~MetricsProcess() {
     if (pid_ > 0) {
@@ -165,6 +171,19 @@ class MetricsProcess {
 
   [[nodiscard]] const std::string& address() const { return address_; }
   [[nodiscard]] bool running() const { return pid_ > 0 && ::waitpid(pid_, nullptr, WNOHANG) == 0; }
+  /// SIGTERM, then its exit status once it ended (-1: it did not within kHangGuard).
+  int terminate() {
+    if (pid_ <= 0) return -1;
+    ::kill(pid_, SIGTERM);
+    const auto deadline = std::chrono::steady_clock::now() + kHangGuard;
+    int st = 0;
+    while (::waitpid(pid_, &st, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() > deadline) return -1;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    pid_ = -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+  }
 
  private:
   pid_t pid_ = -1;
@@ -172,8 +191,19 @@ class MetricsProcess {
   std::string address_;
 };
 
-/// A TCP connection to "127.0.0.1:PORT", or an invalid fd.
+/// A connection to "127.0.0.1:PORT" or "unix:PATH", or an invalid fd.
 UniqueFd tcp_connect(const std::string& address) {
+  if (address.starts_with("unix:")) {
+    sockaddr_un su{};
+    su.sun_family = AF_UNIX;
+    const std::string path = address.substr(5);
+    if (path.size() >= sizeof su.sun_path) return UniqueFd();
+    std::memcpy(su.sun_path, path.c_str(), path.size());
+    UniqueFd fd(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (fd && ::connect(fd.get(), reinterpret_cast<const sockaddr*>(&su), sizeof su) != 0)
+      return UniqueFd();
+    return fd;
+  }
   const auto colon = address.rfind(':');
   sockaddr_in sa{};
   sa.sin_family = AF_INET;
@@ -1114,7 +1144,16 @@ TEST(UnetbackCtl, MetricsServerScrapesAnswers404And503AndOutlivesBadClients) {
   reply = http_exchange(metrics.address(), std::string(20000, 'A'), idle);
   EXPECT_EQ(reply.rfind("HTTP/1.1 431 ", 0), 0U) << reply.substr(0, 100);
 
+  // Clients that connect and say nothing, and one that sends half a request and stalls, do
+  // not hold a scraper behind them: each is served beside the others, and dropped at its own
+  // request-head deadline (2 s by default). Served one at a time, the scraper would wait for
+  // every one of them.
   { const UniqueFd hangs_up = tcp_connect(metrics.address()); }
+  std::vector<UniqueFd> silent;
+  for (int i = 0; i < 30; ++i) {
+    silent.push_back(tcp_connect(metrics.address()));
+    ASSERT_TRUE(silent.back());
+  }
   const UniqueFd stalls = tcp_connect(metrics.address());
   ASSERT_TRUE(stalls);
   ASSERT_EQ(::send(stalls.get(), "GET /met", 8, MSG_NOSIGNAL), 8);
@@ -1122,12 +1161,11 @@ TEST(UnetbackCtl, MetricsServerScrapesAnswers404And503AndOutlivesBadClients) {
   reply = http_exchange(metrics.address(), get, idle);
   EXPECT_EQ(reply.rfind("HTTP/1.1 200 OK\r\n", 0), 0U) << reply;
   test::report_figure(
-      "ctl_metrics_scrape_behind_staller_ms",
+      "ctl_metrics_scrape_behind_31_stallers_ms",
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count(),
       "ms");
-  // Scrapes are served one at a time: the staller was dropped (its connection closed by the
-  // server) before the scraper behind it was answered.
   EXPECT_TRUE(closed_by_peer(stalls.get())) << "the staller's connection is still open";
+  for (const auto& s : silent) EXPECT_TRUE(closed_by_peer(s.get())) << "a silent client stays";
 
   d.signal(SIGTERM);
   ASSERT_EQ(d.exited(kHangGuard), 0);
@@ -1138,6 +1176,42 @@ TEST(UnetbackCtl, MetricsServerScrapesAnswers404And503AndOutlivesBadClients) {
       std::string::npos)
       << reply;
   EXPECT_TRUE(metrics.running());
+}
+
+// The scrape endpoint on a Unix socket instead of TCP: the socket is made with mode 0600 (only
+// root reads every guest's counters), serves the same answers, replaces a stale socket file
+// left by a server that was killed, refuses to start beside a live one, and is removed when
+// the server stops.
+TEST(UnetbackCtl, MetricsOnAUnixSocketOfMode0600) {
+  XensimProcess world;
+  SpawnedDaemon d(world);
+  ASSERT_TRUE(d.wait_log("serving ")) << d.log();
+  const std::string sock = world.dir() + "/metrics.sock";
+  {
+    MetricsProcess killed(world.dir(), {"--listen", "unix:" + sock});
+    ASSERT_EQ(killed.address(), "unix:" + sock);
+  }  // SIGKILL: its socket file stays behind
+  struct stat st {};
+  ASSERT_EQ(::lstat(sock.c_str(), &st), 0);
+  MetricsProcess metrics(world.dir(), {"--listen", "unix:" + sock});
+  ASSERT_EQ(metrics.address(), "unix:" + sock) << "a stale socket file is replaced";
+  ASSERT_EQ(::lstat(sock.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ(st.st_mode & 07777, 0600U);
+  const std::string reply =
+      http_exchange(metrics.address(), "GET /metrics HTTP/1.1\r\nHost: t\r\n\r\n", [] {});
+  EXPECT_EQ(reply.rfind("HTTP/1.1 200 OK\r\n", 0), 0U) << reply;
+  EXPECT_NE(reply.find("\nunetback_mapped_grant_pages 0\n"), std::string::npos) << reply;
+
+  const auto second = run_program({env_or("UNETBACK_CTL_BIN", UNETBACK_CTL_BIN_DEFAULT), "--world",
+                                   world.dir(), "metrics", "--listen", "unix:" + sock},
+                                  [] {});
+  EXPECT_EQ(second.status, 1) << second.out << second.err;
+  EXPECT_NE(second.err.find("cannot listen on unix:" + sock), std::string::npos) << second.err;
+  EXPECT_TRUE(metrics.running());
+
+  EXPECT_EQ(metrics.terminate(), 0);
+  EXPECT_NE(::lstat(sock.c_str(), &st), 0) << "the socket file is removed on SIGTERM";
 }
 #endif
 

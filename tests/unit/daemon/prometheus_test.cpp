@@ -3,10 +3,19 @@
 // family's samples, name{label="value",...} value), so a malformed line fails the test.
 #include "tools/ctl/prometheus.hpp"
 
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <fstream>
 #include <gtest/gtest.h>
 #include <map>
+#include <netinet/in.h>
+#include <poll.h>
 #include <set>
 #include <sstream>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <thread>
+#include <unistd.h>
 
 #include "backend/vif/queue_counters.hpp"
 #include "tools/ctl/metrics_server.hpp"
@@ -241,6 +250,175 @@ TEST(MetricsHttp, ListenRefusesAddressesWithoutAPortOrNotNumeric) {
   ASSERT_TRUE(s) << s.error().message();
   EXPECT_EQ(s->address().rfind("127.0.0.1:", 0), 0U);
   EXPECT_NE(s->address(), "127.0.0.1:0") << "the bound port is reported";
+}
+
+TEST(MetricsHttp, TheDaemonIsAskedOncePerIntervalHoweverManyScrapesCome) {
+  int calls = 0;
+  const MetricsSource once = snapshot_source(
+      [&calls] {
+        return MetricsFetch{true, "scrape " + std::to_string(++calls)};
+      },
+      std::chrono::hours(1));
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(once().text, "scrape 1");
+  EXPECT_EQ(calls, 1);
+  const MetricsSource every = snapshot_source(
+      [&calls] {
+        return MetricsFetch{true, "scrape " + std::to_string(++calls)};
+      },
+      std::chrono::milliseconds(0));
+  EXPECT_EQ(every().text, "scrape 2");
+  EXPECT_EQ(every().text, "scrape 3");
+}
+
+/// A server on 127.0.0.1:0 serving in a thread until stop() (a pipe as its stop fd).
+class ServedMetrics {
+ public:
+  ServedMetrics(MetricsSource source, ServeOptions options)
+      : server_(*MetricsServer::listen("127.0.0.1:0")) {
+    int p[2];
+    EXPECT_EQ(::pipe2(p, O_CLOEXEC), 0);
+    stop_read_ = UniqueFd(p[0]);
+    stop_write_ = UniqueFd(p[1]);
+    thread_ = std::thread([this, source = std::move(source), options] {
+      result_ = server_.serve(source, options, stop_read_.get());
+    });
+  }
+  ~ServedMetrics() { stop(); }
+  ServedMetrics(const ServedMetrics&) = delete;
+  ServedMetrics& operator=(const ServedMetrics&) = delete;
+
+  std::error_code stop() {
+    if (thread_.joinable()) {
+      (void)::write(stop_write_.get(), "x", 1);
+      thread_.join();
+    }
+    return result_;
+  }
+  [[nodiscard]] UniqueFd connect() const {
+    const auto& a = server_.address();
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(static_cast<std::uint16_t>(std::stoi(a.substr(a.rfind(':') + 1))));
+    ::inet_pton(AF_INET, "127.0.0.1", &sa.sin_addr);
+    UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (::connect(fd.get(), reinterpret_cast<const sockaddr*>(&sa), sizeof sa) != 0) return {};
+    return fd;
+  }
+
+ private:
+  MetricsServer server_;
+  UniqueFd stop_read_, stop_write_;
+  std::error_code result_;
+  std::thread thread_;
+};
+
+/// Everything the server sends on `fd` until it closes (30 s at most: a hang guard).
+std::string read_until_closed(int fd) {
+  std::string got;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 100) != 1) continue;
+    char buf[4096];
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n <= 0) return got;
+    got.append(buf, static_cast<std::size_t>(n));
+  }
+  return got + "<not closed>";
+}
+
+bool send_text(int fd, std::string_view text) {
+  return ::send(fd, text.data(), text.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(text.size());
+}
+
+/// Whether `fd` is still open from the server's side: nothing to read, no hang-up.
+bool still_open(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  return ::poll(&p, 1, 0) == 0;
+}
+
+// Twenty clients connect and send nothing, a twenty-first sends half a request head; with a
+// request-head deadline of a minute none of them is dropped, yet a scraper arriving after
+// them is answered at once, and a client that sends its request in two pieces is answered
+// too. Served one at a time, the scraper would wait out the first staller's minute.
+TEST(MetricsHttp, ClientsAreServedSideBySideNotBehindOneAnother) {
+  int calls = 0;
+  ServeOptions options;
+  options.header_timeout = std::chrono::minutes(1);
+  ServedMetrics served(
+      [&calls] {
+        return MetricsFetch{true, "m " + std::to_string(++calls) + "\n"};
+      },
+      options);
+  std::vector<UniqueFd> silent;
+  for (int i = 0; i < 20; ++i) {
+    silent.push_back(served.connect());
+    ASSERT_TRUE(silent.back());
+  }
+  const UniqueFd half = served.connect();
+  ASSERT_TRUE(send_text(half.get(), "GET /met"));
+
+  const UniqueFd scraper = served.connect();
+  ASSERT_TRUE(send_text(scraper.get(), "GET /metrics HTTP/1.1\r\nHost: t\r\n\r\n"));
+  const std::string reply = read_until_closed(scraper.get());
+  EXPECT_EQ(reply.rfind("HTTP/1.1 200 OK\r\n", 0), 0U) << reply;
+  EXPECT_NE(reply.find("\r\n\r\nm 1\n"), std::string::npos) << reply;
+  for (const auto& s : silent) EXPECT_TRUE(still_open(s.get()));
+  EXPECT_TRUE(still_open(half.get()));
+
+  ASSERT_TRUE(send_text(half.get(), "rics HTTP/1.0\r\n\r\n"));
+  EXPECT_EQ(read_until_closed(half.get()).rfind("HTTP/1.1 200 OK\r\n", 0), 0U);
+  EXPECT_EQ(calls, 2);
+  EXPECT_FALSE(served.stop()) << "the server stops cleanly at its stop fd";
+}
+
+// A client that sends nothing is dropped at the request-head deadline, and one that stops
+// reading its answer at the write deadline, while the server goes on answering others.
+TEST(MetricsHttp, SilentAndNonReadingClientsAreDroppedAtTheirDeadlines) {
+  ServeOptions options;
+  options.header_timeout = std::chrono::milliseconds(200);
+  options.write_timeout = std::chrono::milliseconds(200);
+  // An answer far larger than any socket buffer: a client that does not read cannot take it.
+  const std::string big(32 << 20, 'x');
+  ServedMetrics served([&big] { return MetricsFetch{true, big}; }, options);
+  const UniqueFd silent = served.connect();
+  const UniqueFd no_reader = served.connect();
+  ASSERT_TRUE(send_text(no_reader.get(), "GET /metrics HTTP/1.1\r\n\r\n"));
+  EXPECT_EQ(read_until_closed(silent.get()), "") << "dropped without an answer";
+  // Read what it sent so far: the connection ends before the whole answer came.
+  const std::string partial = read_until_closed(no_reader.get());
+  EXPECT_EQ(partial.rfind("HTTP/1.1 200 OK\r\n", 0), 0U);
+  EXPECT_LT(partial.size(), big.size());
+  const UniqueFd next = served.connect();
+  ASSERT_TRUE(send_text(next.get(), "GET /nothing HTTP/1.1\r\n\r\n"));
+  EXPECT_EQ(read_until_closed(next.get()).rfind("HTTP/1.1 404 ", 0), 0U);
+}
+
+TEST(MetricsHttp, AUnixSocketIsMode0600AndRefusesToReplaceAnythingButASocket) {
+  char dir_template[] = "/tmp/unetback-metrics-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir_template), nullptr);
+  const std::string dir = dir_template;
+  {
+    auto s = MetricsServer::listen("unix:" + dir + "/m.sock");
+    ASSERT_TRUE(s) << s.error().message();
+    EXPECT_EQ(s->address(), "unix:" + dir + "/m.sock");
+    struct stat st {};
+    ASSERT_EQ(::lstat((dir + "/m.sock").c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 07777, 0600U);
+    auto live = MetricsServer::listen("unix:" + dir + "/m.sock");
+    ASSERT_FALSE(live);
+    EXPECT_EQ(live.error(), std::errc::address_in_use);
+  }
+  struct stat st {};
+  EXPECT_NE(::lstat((dir + "/m.sock").c_str(), &st), 0) << "removed with the server";
+  { std::ofstream(dir + "/file") << "not a socket"; }
+  auto refused = MetricsServer::listen("unix:" + dir + "/file");
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error(), std::errc::file_exists);
+  EXPECT_FALSE(MetricsServer::listen("unix:"));
+  EXPECT_FALSE(MetricsServer::listen("unix:" + std::string(200, 'a')));
+  ::unlink((dir + "/file").c_str());
+  ::rmdir(dir.c_str());
 }
 
 }  // namespace
