@@ -17,6 +17,7 @@
 #include "backend/daemon/daemon_options.hpp"
 #include "common/util/arg_parser.hpp"
 #include "common/util/parse_decimal.hpp"
+#include "common/util/result.hpp"
 #include "common/util/unique_fd.hpp"
 #include "tools/ctl/ctl_client.hpp"
 #include "tools/ctl/ctl_format.hpp"
@@ -163,8 +164,8 @@ int serve_metrics(const std::string& path, std::string_view address,
   sigaddset(&stop_signals, SIGTERM);
   sigaddset(&stop_signals, SIGINT);
   const UniqueFd stop(::signalfd(-1, &stop_signals, SFD_CLOEXEC | SFD_NONBLOCK));
-  if (!stop || ::sigprocmask(SIG_BLOCK, &stop_signals, nullptr) != 0) {
-    std::cerr << "unetback-ctl: signalfd: " << std::strerror(errno) << "\n";
+  if (!stop || ::pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr) != 0) {
+    std::cerr << "unetback-ctl: signalfd: " << last_errno().message() << "\n";
     return 1;
   }
   auto server = ctl::MetricsServer::listen(address);
@@ -223,9 +224,10 @@ int main(int argc, char** argv) {
     } else if (a->is("interval") || a->is("header-timeout")) {
       const unsigned min = a->is("interval") ? 0 : 1;
       const auto d = seconds_option(a->value, min);
-      if (!d)
+      if (!d) {
         return usage_error("--" + std::string(a->name) + " takes whole seconds, " +
                            std::to_string(min) + "..3600");
+      }
       (a->is("interval") ? interval : header_timeout) = d;
     } else if (a->is("control")) {
       path = a->value;

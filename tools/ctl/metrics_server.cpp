@@ -263,7 +263,7 @@ std::error_code MetricsServer::serve(const MetricsSource& source, const ServeOpt
     // Each connection's turn; one that is done, failed or past its deadline goes.
     for (std::size_t i = 0; i < clients.size(); ++i) {
       Client& c = clients[i];
-      const short ev = r > 0 ? polled[i + 2].revents : 0;
+      const int ev = r > 0 ? polled[i + 2].revents : 0;
       bool keep = true;
       if (ev != 0 && c.phase != Client::Phase::answer) {
         keep = take_input(c);

@@ -36,10 +36,11 @@ struct Exposition {
 
 bool metric_name(std::string_view n) {
   if (n.empty() || (n[0] >= '0' && n[0] <= '9')) return false;
-  for (char c : n)
+  for (char c : n) {
     if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
           c == ':'))
       return false;
+  }
   return true;
 }
 
