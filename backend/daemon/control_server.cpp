@@ -90,29 +90,31 @@ class Connection : public std::enable_shared_from_this<Connection> {
     if (ec || shared_->stopped) return close();
     arm_timer();
     in_.append(chunk_.data(), n);
-    std::string out;
-    std::size_t start = 0;
-    for (auto nl = in_.find('\n'); nl != std::string::npos; nl = in_.find('\n', start)) {
-      const std::string_view line(in_.data() + start, nl - start);
-      if (line.size() > shared_->limits.max_line) {
-        out += json_error("request line too long") + "\n";
-        return write_and_close(std::move(out));
-      }
-      out += answer(line) + "\n";
-      start = nl + 1;
+    serve_next();
+  }
+
+  /// Answers the first complete request line and writes the answer; the next line is taken
+  /// only once that answer is written, and more is read only when no complete line is left.
+  /// So a client that pipelines requests (thousands of `stats` in one write) holds one
+  /// answer in the daemon at a time, and one that does not read its answers stops being
+  /// served (and is dropped at its idle timeout).
+  void serve_next() {
+    if (shared_->stopped) return close();
+    const auto nl = in_.find('\n');
+    if (nl == std::string::npos) {
+      if (in_.size() > shared_->limits.max_line)
+        return write_and_close(json_error("request line too long") + "\n");
+      return do_read();
     }
-    in_.erase(0, start);
-    if (in_.size() > shared_->limits.max_line) {
-      out += json_error("request line too long") + "\n";
-      return write_and_close(std::move(out));
-    }
-    if (out.empty()) return do_read();
-    out_ = std::move(out);
+    if (nl > shared_->limits.max_line)
+      return write_and_close(json_error("request line too long") + "\n");
+    out_ = answer(std::string_view(in_.data(), nl)) + "\n";
+    in_.erase(0, nl + 1);
     asio::async_write(
         socket_, asio::buffer(out_),
         [self = shared_from_this()](const boost::system::error_code& wec, std::size_t) {
           if (wec) return self->close();
-          self->do_read();
+          self->serve_next();
         });
   }
 

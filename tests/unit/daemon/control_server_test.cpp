@@ -237,6 +237,50 @@ TEST_F(ControlServerTest, ClientThatNeverReadsBlocksOnlyItself) {
   EXPECT_EQ(line->size(), 64U * 1024);
 }
 
+// A client writes 100 requests at once and reads nothing. Each answer is 1 MiB, more than
+// the socket holds: the daemon answers the first, and takes the next request only once that
+// answer is written, so it holds one answer, not a hundred. Once the client reads, every
+// answer comes, whole and in order.
+TEST_F(ControlServerTest, PipelinedRequestsAreAnsweredOneAtATimeAsTheClientReads) {
+  constexpr int kRequests = 100;
+  constexpr std::size_t kAnswer = 1 << 20;
+  std::size_t asked = 0;
+  ControlServer server(io_, path_, [&asked](std::string_view line) {
+    ++asked;
+    return std::string(line) + ":" + std::string(kAnswer, 'x');
+  });
+  auto fd = connect_client();
+  std::string many;
+  for (int i = 0; i < kRequests; ++i) many += "stats " + std::to_string(i) + "\n";
+  send_all(fd.get(), many);
+  ASSERT_TRUE(run_until([&] { return asked >= 1 && readable_bytes(fd.get()) > 0; }));
+  // Everything the server can do without the client reading, done.
+  while (io_.poll() > 0) io_.restart();
+  io_.restart();
+  EXPECT_EQ(asked, 1U) << "requests answered before the first answer was taken";
+
+  std::string got;
+  std::size_t lines = 0;
+  const auto deadline = std::chrono::steady_clock::now() + kHangGuard;
+  while (lines < kRequests && std::chrono::steady_clock::now() < deadline) {
+    io_.run_for(1ms);
+    io_.restart();
+    std::string chunk(1 << 16, '\0');
+    const ssize_t n = ::recv(fd.get(), chunk.data(), chunk.size(), MSG_DONTWAIT);
+    if (n <= 0) continue;
+    got.append(chunk.data(), static_cast<std::size_t>(n));
+    for (auto nl = got.find('\n'); nl != std::string::npos; nl = got.find('\n')) {
+      const std::string prefix = "stats " + std::to_string(lines) + ":";
+      ASSERT_EQ(nl, prefix.size() + kAnswer) << "answer " << lines;
+      ASSERT_EQ(got.compare(0, prefix.size(), prefix), 0) << "answer " << lines;
+      got.erase(0, nl + 1);
+      ++lines;
+    }
+  }
+  EXPECT_EQ(lines, static_cast<std::size_t>(kRequests));
+  EXPECT_EQ(asked, static_cast<std::size_t>(kRequests));
+}
+
 TEST_F(ControlServerTest, StaleSocketIsReplacedButALiveOneIsNot) {
   {
     // A socket file nobody listens on (a daemon that crashed).
