@@ -1,6 +1,12 @@
 #include "backend/daemon/daemon_options.hpp"
 
+#include <fstream>
 #include <gtest/gtest.h>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
 
 namespace unetback::daemon {
 namespace {
@@ -81,6 +87,65 @@ TEST(DaemonOptions, BadCommandLines) {
   EXPECT_NE(error({"--hypervisor", "xen", "--log-level", "loud"}), "");
   EXPECT_NE(error({"--hypervisor", "xen", "--backend-domid", "32752"}), "");
   EXPECT_NE(error({"--hypervisor", "xen", "--control", ""}), "");
+}
+
+/// The [Service] section of a systemd unit's source (tools/dist/<name>.in): each key's
+/// values in the order given (comments and blank lines left out).
+std::map<std::string, std::vector<std::string>> service_section(const std::string& name) {
+  std::ifstream in(std::string(UNETBACK_DIST_DIR) + "/" + name + ".in");
+  EXPECT_TRUE(in) << name;
+  std::map<std::string, std::vector<std::string>> keys;
+  std::string section;
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty() || line[0] == '#') continue;
+    if (line[0] == '[') {
+      section = line;
+      continue;
+    }
+    const auto eq = line.find('=');
+    if (section == "[Service]" && eq != std::string::npos)
+      keys[line.substr(0, eq)].push_back(line.substr(eq + 1));
+  }
+  return keys;
+}
+
+/// Whether a unit's exit status list (space-separated) holds `status`.
+bool lists(const std::vector<std::string>& values, int status) {
+  for (const auto& v : values) {
+    std::istringstream words(v);
+    for (std::string w; words >> w;)
+      if (w == std::to_string(status)) return true;
+  }
+  return false;
+}
+
+// A driver domain restarts its daemon as dom0 does (`systemctl restart`, a crash, a package
+// upgrade): both units take the handover's exit as a success and start the successor after
+// it, keep the state records in /run/unetback and the TAP queues in the fd store over a
+// restart, and never restart a bad command line. Their [Service] sections differ only in the
+// condition that picks the kind of domain each runs in.
+TEST(ServiceUnits, TheDriverDomainUnitRestartsLiveAsTheDom0UnitDoes) {
+  auto dom0 = service_section("unetbackd.service");
+  auto driver = service_section("unetbackd-driver-domain.service");
+  for (auto* unit : {&dom0, &driver}) {
+    const std::string name =
+        unit == &dom0 ? "unetbackd.service" : "unetbackd-driver-domain.service";
+    EXPECT_EQ((*unit)["Type"], std::vector<std::string>{"notify"}) << name;
+    EXPECT_TRUE(lists((*unit)["SuccessExitStatus"], kExitHandedOver)) << name;
+    EXPECT_TRUE(lists((*unit)["RestartForceExitStatus"], kExitHandedOver)) << name;
+    EXPECT_TRUE(lists((*unit)["RestartPreventExitStatus"], kExitUsage)) << name;
+    EXPECT_EQ((*unit)["RuntimeDirectory"], std::vector<std::string>{"unetback"}) << name;
+    EXPECT_EQ((*unit)["RuntimeDirectoryPreserve"], std::vector<std::string>{"yes"}) << name;
+    ASSERT_EQ((*unit)["FileDescriptorStoreMax"].size(), 1U) << name;
+    EXPECT_GT(std::stoul((*unit)["FileDescriptorStoreMax"][0]), 0U) << name;
+    EXPECT_EQ((*unit)["ExecCondition"].size(), 1U) << name;
+    unit->erase("ExecCondition");
+  }
+  std::set<std::string> keys;
+  for (const auto* unit : {&dom0, &driver})
+    for (const auto& [key, values] : *unit) keys.insert(key);
+  for (const auto& key : keys)
+    EXPECT_EQ(driver[key], dom0[key]) << key << ": the driver-domain unit differs from dom0's";
 }
 
 }  // namespace
