@@ -553,6 +553,13 @@ pid_t guest_of(World& w, DomId domid) {
   return 0;
 }
 
+/// The first of `vifs` that create would refuse, as "vif N: why"; nullopt if there is none.
+std::optional<std::string> vifs_error(const std::vector<ts::VifSpec>& vifs) {
+  for (const ts::VifSpec& spec : vifs)
+    if (auto why = ts::vif_spec_error(spec)) return "vif " + num(spec.devid.value()) + ": " + *why;
+  return std::nullopt;
+}
+
 /// libxl's save up to the image: the guest suspends (control/shutdown), its devices are
 /// removed while it is quiet, it lets its domain go, the domain is destroyed. The image, or
 /// nullopt (said why) with the domain left running when the guest never acknowledged.
@@ -580,6 +587,11 @@ std::optional<ts::SavedDomain> suspend_domain(World& w, DomId domid) {
   }
   if (saved.vifs.empty()) {
     err("domain " + num(domid.value()) + " has no vif to save");
+    return std::nullopt;
+  }
+  // What restore would refuse is refused now, while the guest still runs.
+  if (auto why = vifs_error(saved.vifs)) {
+    err("domain " + num(domid.value()) + " has " + *why + ": not suspended");
     return std::nullopt;
   }
   // libxl__domain_suspend_device_model / _common: the PV guest's way, through xenstore.
@@ -611,8 +623,14 @@ std::optional<ts::SavedDomain> suspend_domain(World& w, DomId domid) {
   return saved;
 }
 
-/// libxl's restore: the domain built again, the guest resumed in it. Prints "domid N".
+/// libxl's restore: the domain built again, the guest resumed in it. Prints "domid N". Its vifs
+/// pass create's checks first: a save image is a file, and what it says is not trusted more than
+/// a --vif option.
 int resume_domain(World& w, const ts::SavedDomain& saved) {
+  if (auto why = vifs_error(saved.vifs)) {
+    err("the saved domain '" + saved.name + "' has " + *why + ": not restored");
+    return kExitError;
+  }
   if (!ts::process_is(saved.guest_pid, kShimName)) {
     err("the saved guest (pid " + num(static_cast<std::uint64_t>(saved.guest_pid)) +
         ") is not running any more: nothing to restore");

@@ -1,6 +1,7 @@
 #include "tools/xl/vif_option.hpp"
 
 #include <charconv>
+#include <limits>
 #include <vector>
 
 #include "common/net/frame.hpp"
@@ -23,13 +24,35 @@ std::vector<std::string> split_items(std::string_view text) {
   return out;
 }
 
-bool parse_u32(std::string_view s, std::uint32_t lo, std::uint32_t hi, std::uint32_t& out) {
-  const auto v = parse_decimal<std::uint32_t>(s, lo, hi);
+bool parse_u32(std::string_view s, std::uint32_t& out) {
+  const auto v = parse_decimal<std::uint32_t>(s, 0, std::numeric_limits<std::uint32_t>::max());
   if (v) out = *v;
   return v.has_value();
 }
 
+constexpr std::uint32_t kMaxDevid = 255;
+constexpr std::uint32_t kMinMtu = 68, kMaxMtu = 65535;
+constexpr std::string_view kDevidRule = "devid must be 0..255";
+constexpr std::string_view kMtuRule = "mtu must be 68..65535";
+
 }  // namespace
+
+std::optional<std::string> vif_spec_error(const VifSpec& spec) {
+  if (spec.devid.value() > kMaxDevid) return std::string(kDevidRule);
+  if (!net::parse_mac(spec.mac)) return "mac must be xx:xx:xx:xx:xx:xx";
+  if (spec.script.empty()) return "empty script";
+  if (spec.rate) {
+    auto r = parse_vif_rate(*spec.rate);
+    if (!r) return "rate=" + *spec.rate + ": " + vif_rate_error_text(r.error());
+  }
+  if (spec.vifname && !net::valid_ifname(*spec.vifname))
+    return "invalid vifname '" + *spec.vifname + "'";
+  if (spec.mtu && (*spec.mtu < kMinMtu || *spec.mtu > kMaxMtu)) return std::string(kMtuRule);
+  if (spec.ip && spec.ip->empty()) return "empty ip";
+  if (spec.gatewaydev && !net::valid_ifname(*spec.gatewaydev))
+    return "invalid gatewaydev '" + *spec.gatewaydev + "'";
+  return std::nullopt;
+}
 
 std::variant<VifSpec, VifOptionError> parse_vif_option(std::string_view text, DevId default_devid) {
   VifSpec spec;
@@ -47,6 +70,7 @@ std::variant<VifSpec, VifOptionError> parse_vif_option(std::string_view text, De
       items.erase(items.begin() + static_cast<std::ptrdiff_t>(i) + 1);
     }
   }
+  // The keys' syntax here; what a value may be is vif_spec_error's, after the last key.
   for (const std::string& item : items) {
     if (item.empty()) continue;  // "mac=…," is fine for xl too
     const std::size_t eq = item.find('=');
@@ -54,33 +78,29 @@ std::variant<VifSpec, VifOptionError> parse_vif_option(std::string_view text, De
     const std::string key = item.substr(0, eq);
     const std::string value = item.substr(eq + 1);
     if (key == "mac") {
-      if (!net::parse_mac(value)) return fail("mac must be xx:xx:xx:xx:xx:xx");
       spec.mac = value;
     } else if (key == "bridge") {
       spec.bridge = value;
     } else if (key == "script") {
-      if (value.empty()) return fail("empty script");
       spec.script = value;
     } else if (key == "rate") {
+      // xl's syntax becomes libxl's "<bytes>,<usecs>" here, the form a vif keeps.
       auto r = parse_vif_rate(value);
       if (!r) return fail("rate=" + value + ": " + vif_rate_error_text(r.error()));
       spec.rate = format_vif_rate(*r);
     } else if (key == "vifname") {
-      if (!net::valid_ifname(value)) return fail("invalid vifname '" + value + "'");
       spec.vifname = value;
     } else if (key == "mtu") {
       std::uint32_t mtu = 0;
-      if (!parse_u32(value, 68, 65535, mtu)) return fail("mtu must be 68..65535");
+      if (!parse_u32(value, mtu)) return fail(std::string(kMtuRule));
       spec.mtu = mtu;
     } else if (key == "ip") {
-      if (value.empty()) return fail("empty ip");
       spec.ip = value;
     } else if (key == "gatewaydev") {
-      if (!net::valid_ifname(value)) return fail("invalid gatewaydev '" + value + "'");
       spec.gatewaydev = value;
     } else if (key == "devid") {
       std::uint32_t d = 0;
-      if (!parse_u32(value, 0, 255, d)) return fail("devid must be 0..255");
+      if (!parse_u32(value, d)) return fail(std::string(kDevidRule));
       spec.devid = DevId{d};
     } else if (key == "backend") {
       if (value.empty()) return fail("empty backend (a domain name or domid)");
@@ -92,6 +112,7 @@ std::variant<VifSpec, VifOptionError> parse_vif_option(std::string_view text, De
       return fail("unknown key '" + key + "'");
     }
   }
+  if (auto why = vif_spec_error(spec)) return fail(*why);
   return spec;
 }
 

@@ -3,6 +3,7 @@
 // rather than ignored, so a config never silently means less than it says.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -23,5 +24,12 @@ struct VifOptionError {
 /// /etc/xen/scripts/vif-bridge.
 [[nodiscard]] std::variant<VifSpec, VifOptionError> parse_vif_option(std::string_view text,
                                                                      DevId default_devid);
+
+/// Why `create` refuses this vif (the value's key named, as parse_vif_option words it), or
+/// nullopt. The one check of a vif's values: parse_vif_option's, and restore's for each vif of
+/// a save image, and save's and migrate's for each vif read back before the guest is suspended.
+/// mac, script (not empty), rate (libxl's or xl's form, not rounding to zero), vifname and
+/// gatewaydev (interface names), mtu (68..65535), ip (not empty), devid (0..255).
+[[nodiscard]] std::optional<std::string> vif_spec_error(const VifSpec& spec);
 
 }  // namespace unetback::toolstack

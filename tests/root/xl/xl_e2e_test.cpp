@@ -264,6 +264,77 @@ TEST_F(XlEndToEnd, VifUnetbackInADriverDomainWorksOnThatDomainsBackendPath) {
   EXPECT_EQ(after.out.find(",UP"), std::string::npos) << after.out;
 }
 
+/// A save image is a file that anyone who can write it may have edited: restore takes its vifs
+/// through the checks create makes of a --vif, so an image with a vif create would refuse is
+/// refused with that vif's key named, before any domain, device or hotplug script, and the
+/// suspended guest is still restored from the image as it was saved.
+TEST_F(XlEndToEnd, RestoreRefusesAnImageWithAVifCreateWouldRefuseAndBuildsNothing) {
+  const RunResult c =
+      xl({"create", "g5", "--vif", "mac=00:16:3e:00:00:15,bridge=xlbr0,script=" + script_,
+          "--guest-netns", nsg_, "--address", "10.98.0.5/24", "--shim", shim_});
+  ASSERT_EQ(c.status, 0) << c.err << daemon_->log();
+  const std::string image = dir_ + "/g5.save";
+  const RunResult s = xl({"save", "g5", image});
+  ASSERT_EQ(s.status, 0) << s.err;
+  const std::string saved = slurp(image);
+  const std::string mac_line = "vif 0 mac 00:16:3e:00:00:15\n";
+  ASSERT_NE(saved.find(mac_line), std::string::npos) << saved;
+  auto with = [&](const std::string& from, const std::string& to) {
+    std::string t = saved;
+    for (auto at = t.find(from); at != std::string::npos; at = t.find(from, at + to.size()))
+      t.replace(at, from.size(), to);
+    return t;
+  };
+  const auto script_at = saved.find("vif 0 script /");
+  ASSERT_NE(script_at, std::string::npos) << saved;
+  const std::string script_line =
+      saved.substr(script_at, saved.find('\n', script_at) + 1 - script_at);
+  struct Hostile {
+    const char* what;
+    std::string text;
+    const char* says;  // create's words for it
+  };
+  const Hostile hostile[] = {
+      {"a mac that is no MAC", with(mac_line, "vif 0 mac 00:16:3e:zz:00:15\n"),
+       "vif 0: mac must be"},
+      {"a vifname longer than an interface name", saved + "vif 0 vifname vif-name-far-too-long\n",
+       "vif 0: invalid vifname"},
+      {"a vifname that is a path", saved + "vif 0 vifname ../../x\n", "vif 0: invalid vifname"},
+      {"a gatewaydev with a space", saved + "vif 0 gatewaydev eth0 up\n",
+       "vif 0: invalid gatewaydev"},
+      {"an empty ip", saved + "vif 0 ip \n", "vif 0: empty ip"},
+      {"a rate of 0 bytes per interval", saved + "vif 0 rate 0,50000\n", "vif 0: rate=0,50000"},
+      {"a devid create refuses", with("vif 0 ", "vif 300 "), "vif 300: devid must be 0..255"},
+      {"an empty script", with(script_line, "vif 0 script \n"), "vif 0: empty script"},
+  };
+  const std::string bad = dir_ + "/g5-bad.save";
+  for (const Hostile& h : hostile) {
+    {
+      std::ofstream out(bad, std::ios::trunc);
+      out << h.text;
+      ASSERT_TRUE(out.flush());
+    }
+    const RunResult r = xl({"restore", bad});
+    EXPECT_EQ(r.status, 1) << h.what << ": " << r.out << r.err;
+    EXPECT_NE(r.err.find(h.says), std::string::npos) << h.what << ": " << r.err;
+    EXPECT_NE(r.err.find("not restored"), std::string::npos) << h.what << ": " << r.err;
+    EXPECT_TRUE(r.out.empty()) << h.what << ": " << r.out;
+    // Nothing was built: no domain named g5, no vif backend, no TAP.
+    EXPECT_EQ(xl({"list"}).out.find("g5"), std::string::npos) << h.what;
+    const auto vifs = xs_->directory("/local/domain/0/backend/vif");
+    EXPECT_TRUE(!vifs || vifs->empty()) << h.what;
+  }
+  // The image as saved still brings the guest back, connected.
+  const RunResult r = xl({"restore", image});
+  ASSERT_EQ(r.status, 0) << r.err << daemon_->log();
+  ASSERT_TRUE(r.out.starts_with("domid ")) << r.out;
+  const DomId domid{static_cast<std::uint16_t>(std::atoi(r.out.c_str() + 6))};
+  EXPECT_FALSE(toolstack::wait_for_value(
+      *xs_, toolstack::backend_path(DomId{0}, domid, DevId{0}) + "/state", "4", kHangGuard))
+      << daemon_->log();
+  EXPECT_EQ(xl({"destroy", "g5"}).status, 0);
+}
+
 TEST_F(XlEndToEnd, UsageErrorsExitTwo) {
   EXPECT_EQ(xl({"create", "g3"}).status, 2);
   EXPECT_EQ(xl({"create", "g3", "--vif", "rate=fast"}).status, 2);
