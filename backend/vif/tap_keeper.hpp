@@ -9,8 +9,9 @@
 // (retrans_time). Held open elsewhere, the queues stay attached: the carrier stays on, the host's
 // frames wait in the queues for the next daemon, and nothing has to be learnt again.
 //
-// The vif keeps its queues here while its state record is live (a successor may adopt it),
-// forgets them when the record goes, and takes them back when it adopts.
+// The vif keeps its queues here from its first adoptable connect (when its state record is made,
+// so that a successor may adopt it) until its TAP is removed; a reconnect of the guest keeps
+// them where they are. It takes them back when it adopts.
 #pragma once
 
 #include <span>

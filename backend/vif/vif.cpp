@@ -148,6 +148,10 @@ void Vif::destroy_tap() {
 
 void Vif::keep_tap() {
   if (tap_keeper_ == nullptr || !tap_) return;
+  // A TAP's queue fds are the same for its whole life: once kept, a reconnect of the guest
+  // has nothing new to tell the keeper. (systemd compares every fd it is sent with each one
+  // its store holds: a guest reconnecting in a loop would cost PID 1 time for every vif.)
+  if (kept_ifindex_ == tap_->ifindex()) return;
   const std::vector<int> fds = tap_->queue_fds();
   tap_keeper_->keep(tap_->ifindex(), fds);
   kept_ifindex_ = tap_->ifindex();
@@ -161,7 +165,9 @@ void Vif::forget_tap() {
 void Vif::drop_record() {
   if (record_.valid()) mcast_->mirror_to(nullptr);
   record_.remove();
-  forget_tap();
+  // The keeper holds the TAP's queues on until the TAP goes (destroy_tap): the next connect
+  // stores nothing again. A daemon started meanwhile finds no record for them and lets them
+  // go (FdStore::release_unclaimed).
 }
 
 std::error_code Vif::map_rings(const xenbus::QueueConfig& q, std::uint32_t index,

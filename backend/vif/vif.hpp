@@ -45,8 +45,9 @@ class Vif final : public VifHandle {
   /// leave free (nullptr: no such check).
   /// `state_dir`: where the vif keeps its record (vif_record.hpp) and makes its TAP persistent,
   /// so that a successor can adopt it; empty: neither (the vif reconnects after a restart).
-  /// `tap_keeper`: who holds the TAP's queues open while the record is live (tap_keeper.hpp;
-  /// nullptr: nobody, the TAP loses its carrier while no daemon runs).
+  /// `tap_keeper`: who holds the TAP's queues open from the first adoptable connect until the
+  /// TAP is removed (tap_keeper.hpp; nullptr: nobody, the TAP loses its carrier while no
+  /// daemon runs).
   Vif(hv::Hypervisor& hv, EventLoopPool& loops, DomId frontend, DevId devid, Tunables tunables,
       std::function<void()> on_disabled, SwitchRegistry* switches = nullptr,
       const FdReserve* fd_reserve = nullptr, std::filesystem::path state_dir = {},

@@ -4,6 +4,7 @@
 // (nothing leaked), a fresh guest connects, and no packet is left unaccounted for.
 #include <cstring>
 
+#include "backend/daemon/fd_store.hpp"
 #include "tests/root/hostile/hostile_fixture.hpp"
 #include "tests/support/fd_limit.hpp"
 
@@ -439,6 +440,67 @@ TEST_F(HostileFrontend, FailedConnectLoop_CannotConnectLineIsRateLimited) {
   expect_good_traffic();
   remove_device(bad->dom());
   bad.reset();
+  expect_no_leak(base);
+}
+
+// A guest that disconnects and connects again in a loop, on a daemon whose vifs are adoptable
+// (a state directory) and whose TAPs' queues go to systemd's fd store: every notification the
+// store sends the service manager is counted. systemd compares each fd it is sent with every
+// one its store holds, so what each reconnect sends costs PID 1 in proportion to all the vifs.
+class HostileReconnect : public HostileTest {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/ubhostile-state-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    store_ = std::make_unique<daemon::FdStore>(
+        std::vector<std::pair<std::string, UniqueFd>>{},
+        [this](const std::string& state, std::span<const int>) {
+          (state.starts_with("FDSTOREREMOVE=1") ? removes_ : stores_).fetch_add(1);
+          return 1;
+        });
+    HostileTest::SetUp();
+  }
+  void TearDown() override {
+    HostileTest::TearDown();
+    store_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  std::filesystem::path state_dir() override { return dir_; }
+  vif::TapKeeper* tap_keeper() override { return store_.get(); }
+
+  std::string dir_;
+  std::unique_ptr<daemon::FdStore> store_;
+  std::atomic<std::uint64_t> stores_{0}, removes_{0};
+};
+
+TEST_F(HostileReconnect, AGuestReconnectingInALoopSendsTheServiceManagerNothing) {
+  const auto base = resources();
+  const auto stores_before = stores_.load();
+  auto bad = connected_hostile();
+  ASSERT_FALSE(HasFatalFailure());
+  const std::uint64_t queues = tunables().max_queues;  // the TAP has every queue from the start
+  ASSERT_EQ(stores_.load() - stores_before, queues) << "the connect keeps each TAP queue once";
+  const auto sent_at_connect = stores_.load() + removes_.load();
+  constexpr int kCycles = 20;
+  for (int i = 0; i < kCycles; ++i) {
+    ASSERT_FALSE(bad->set_state("5"));
+    ASSERT_FALSE(wait_backend(bad->dom(), "6")) << "cycle " << i;
+    ASSERT_FALSE(bad->set_state("6"));
+    ASSERT_FALSE(bad->set_state("1"));
+    ASSERT_FALSE(wait_backend(bad->dom(), "2")) << "cycle " << i;
+    ASSERT_FALSE(bad->publish());
+    ASSERT_FALSE(wait_backend(bad->dom(), "4")) << "cycle " << i;
+  }
+  const auto sent = stores_.load() + removes_.load() - sent_at_connect;
+  report_figure("fdstore_notifications_per_guest_reconnect", static_cast<double>(sent) / kCycles,
+                "");
+  EXPECT_EQ(sent, 0U) << "notifications to the service manager over " << kCycles << " reconnects";
+  const auto removes_before = removes_.load();
+  remove_device(bad->dom());
+  EXPECT_EQ(removes_.load() - removes_before, queues) << "the TAP's removal lets its queues go";
+  bad.reset();
+  expect_good_traffic();
   expect_no_leak(base);
 }
 

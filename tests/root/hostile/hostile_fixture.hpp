@@ -17,6 +17,7 @@
 #include <arpa/inet.h>
 #include <atomic>
 #include <dirent.h>
+#include <filesystem>
 #include <fstream>
 #include <gtest/gtest.h>
 #include <iterator>
@@ -104,6 +105,10 @@ class HostileTest : public ::testing::Test {
   /// The descriptors every connect must leave free (unetbackd's FdReserve default), or
   /// nullopt for a vif layer that keeps none back (each connect step then meets EMFILE).
   virtual std::optional<std::size_t> fd_floor() { return FdReserve::kDefaultFloor; }
+  /// Where vifs keep their state records (empty: nowhere, no vif is adoptable) and who keeps
+  /// their TAPs' queues (nullptr: nobody), as unetbackd with a state directory under systemd.
+  virtual std::filesystem::path state_dir() { return {}; }
+  virtual vif::TapKeeper* tap_keeper() { return nullptr; }
 
   void SetUp() override {
     if (!enter_private_netns()) GTEST_SKIP() << "needs root and /dev/net/tun (suite hostile)";
@@ -122,7 +127,8 @@ class HostileTest : public ::testing::Test {
     tunable_store_ = std::make_unique<daemon::TunableStore>(*backend_xs_, kDom0, t);
     if (const auto floor = fd_floor()) fd_reserve_ = std::make_unique<FdReserve>(2, *floor);
     factory_ = std::make_unique<vif::VifFactoryImpl>(
-        *dom0_, *loops_, [] {}, std::map<std::string, std::string>{}, fd_reserve_.get());
+        *dom0_, *loops_, [] {}, std::map<std::string, std::string>{}, fd_reserve_.get(),
+        state_dir(), tap_keeper());
     manager_ = std::make_unique<daemon::BackendManager>(
         *backend_xs_, kDom0, *factory_, *tunable_store_,
         [this](DomId d) { return dom0_->domain_exists(d); });
