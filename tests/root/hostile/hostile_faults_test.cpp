@@ -425,9 +425,10 @@ TEST_F(HostileFrontend, FailedConnectLoop_CannotConnectLineIsRateLimited) {
   {
     const std::lock_guard lock(log_mu_);
     const std::string tag = "vif" + std::to_string(bad->dom().value()) + ".";
-    for (const auto& l : log_lines_)
+    for (const auto& l : log_lines_) {
       if (l.find(tag) != std::string::npos && l.find("cannot connect") != std::string::npos)
         ++cannot_connect;
+    }
   }
   // log_guest lets 10 lines through per 5 s window (and one more saying how many it hid).
   const auto windows =
