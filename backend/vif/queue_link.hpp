@@ -44,6 +44,9 @@ class QueueLink {
   /// copies or holds it, as a full netdev queue drops (seed 000). A stale read only lets one
   /// packet more or less through; the queue's own cap still holds.
   [[nodiscard]] bool full(std::uint32_t len) const;
+  /// A sender left a frame for this queue out: the guest's multicast filter refuses its group.
+  /// Any thread, no lock; the queue's RxPath counts it (rx_dropped_mcast_filter).
+  void count_mcast_filtered() { backlog_.mcast_filtered.fetch_add(1, std::memory_order_relaxed); }
   /// The queue's RxPath publishes its queued bytes and cap here (RxConfig::backlog).
   [[nodiscard]] std::shared_ptr<RxBacklog> backlog(const std::shared_ptr<QueueLink>& self) {
     return {self, &backlog_};

@@ -57,6 +57,14 @@ bool RxPath::enqueue(RxPacket&& p, Clock::time_point now) {
   return true;
 }
 
+void RxPath::count_filtered_by_senders() {
+  // One relaxed load per pass; the exchange only when a sender left something out.
+  if (!config_.backlog || config_.backlog->mcast_filtered.load(std::memory_order_relaxed) == 0)
+    return;
+  QueueCounters::add(counters_.rx_dropped_mcast_filter,
+                     config_.backlog->mcast_filtered.exchange(0, std::memory_order_relaxed));
+}
+
 void RxPath::drop_head(std::atomic<std::uint64_t>& reason) {
   RxPacket& p = queue_.front();
   QueueCounters::add(reason);
@@ -67,6 +75,7 @@ void RxPath::drop_head(std::atomic<std::uint64_t>& reason) {
 
 RxPath::Pass RxPath::process(Clock::time_point now) {
   Pass pass;
+  count_filtered_by_senders();
   while (!queue_.empty() && pass.packets < config_.max_packets_per_pass) {
     RxPacket& head = queue_.front();
     if (head.source_alive && !head.source_alive->load(std::memory_order_acquire)) {

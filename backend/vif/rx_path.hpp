@@ -55,6 +55,9 @@ struct RxPacket {
 struct RxBacklog {
   std::atomic<std::uint32_t> queued{0};  // bytes in RxPath's queue, published by it
   std::atomic<std::uint32_t> cap{std::numeric_limits<std::uint32_t>::max()};  // queue_bytes
+  /// Frames senders left out for the guest's multicast filter (QueueLink::count_mcast_filtered),
+  /// not yet in the queue's rx_dropped_mcast_filter: RxPath moves them there, on its thread.
+  std::atomic<std::uint64_t> mcast_filtered{0};
 };
 
 struct RxConfig {
@@ -127,6 +130,9 @@ class RxPath {
 
  private:
   void drop_head(std::atomic<std::uint64_t>& reason);
+  /// Adds the frames switch senders left out for the multicast filter (RxBacklog) to
+  /// rx_dropped_mcast_filter, which only this thread writes.
+  void count_filtered_by_senders();
   /// Lays the head packet into the ring (its responses written privately, its segments
   /// queued in the batch). The caller checked the slots are there.
   void deliver_head();

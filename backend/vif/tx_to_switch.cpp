@@ -11,6 +11,10 @@ TxToSwitch::TxToSwitch(const TxConfig& config)
       queries_(config.max_packets_per_pass),
       copies_(std::make_shared<SwitchBuffers>()) {
   packets_.reserve(config.max_packets_per_pass);
+  // What the switch floods to this vif passes the filter this vif's MCAST_ADD/DEL extras amend
+  // (each queue of the vif names the same one).
+  if (config.sw && config.sw->sw && config.mcast)
+    config.sw->sw->set_rx_filter(config.sw->port, config.mcast);
 }
 
 void TxToSwitch::stage(TxCore& core, const TxPacket& pkt) {
@@ -194,6 +198,7 @@ void TxToSwitch::finish(TxCore& core, TxPass& pass, TxCore::Clock::time_point no
     const TxPacket& pkt = p.pkt;
     VSwitch::Route& route = routes_[i];
     if (route.flooded) QueueCounters::add(counters.tx_switch_flooded);
+    route.count_filtered(t.hash);
     if (route.guests.empty() && !route.uplink) {
       QueueCounters::add(counters.tx_switch_dropped);
       core.respond_okay(pkt);

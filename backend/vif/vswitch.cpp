@@ -60,7 +60,22 @@ SwitchPortId VSwitch::add_port(std::shared_ptr<const SwitchPort> port) {
 void VSwitch::remove_port(SwitchPortId id) {
   const std::lock_guard lock(mu_);
   ports_.erase(id);
+  rx_filters_.erase(id);
   macs_.forget_port(id);
+}
+
+void VSwitch::set_rx_filter(SwitchPortId id, std::shared_ptr<const McastFilter> filter) {
+  const std::lock_guard lock(mu_);
+  if (filter == nullptr || !ports_.contains(id)) {
+    rx_filters_.erase(id);
+  } else {
+    rx_filters_[id] = std::move(filter);
+  }
+}
+
+void VSwitch::Route::count_filtered(std::uint32_t hash) const {
+  for (const auto& port : filtered)
+    if (!port->queues.empty()) port->queues[hash % port->queues.size()]->count_mcast_filtered();
 }
 
 void VSwitch::route(SwitchPortId from, const net::MacAddress& src, const net::MacAddress& dst,
@@ -105,11 +120,21 @@ void VSwitch::route_locked(SwitchPortId from, const net::MacAddress& src,
       }
     }
   }
-  // Broadcast, multicast, or nobody known by that MAC (yet): everyone else.
+  // Broadcast, multicast, or nobody known by that MAC (yet): everyone else, but a multicast
+  // group only to the vifs whose filter takes it (McastFilter::accepts, the TAP path's rule).
   out.flooded = true;
   ++stats_.flooded;
-  for (const auto& [id, port] : ports_)
-    if (id != from) out.guests.push_back(port);
+  const bool group = dst.is_multicast();
+  for (const auto& [id, port] : ports_) {
+    if (id == from) continue;
+    const auto filter = group ? rx_filters_.find(id) : rx_filters_.end();
+    if (filter != rx_filters_.end() &&
+        !filter->second->accepts(std::as_bytes(std::span(dst.octets)))) {
+      out.filtered.push_back(port);
+    } else {
+      out.guests.push_back(port);
+    }
+  }
   out.uplink = from != kUplinkPort && uplink_.has_value();
 }
 
@@ -162,8 +187,9 @@ void VSwitch::uplink_frame(std::span<std::byte> frame, const net::VirtioNetHdr& 
     ++stats_.uplink_rx;
   }
   route(kUplinkPort, mac_at(frame, 6), mac_at(frame, 0), Clock::now(), uplink_route_);
-  if (uplink_route_.guests.empty()) return;
+  if (uplink_route_.guests.empty() && uplink_route_.filtered.empty()) return;
   const std::uint32_t hash = flow_hash(frame);
+  uplink_route_.count_filtered(hash);
   const auto len = static_cast<std::uint32_t>(frame.size());
   // One copy in backend memory shared by every receiver (none for receivers whose RX queue
   // is full); each receiver's release drops its reference.

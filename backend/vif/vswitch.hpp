@@ -3,7 +3,8 @@
 // Guest A's TX packets go straight to guest B's RX queue without the kernel: the switch learns
 // source MACs (MacTable, with ageing), forwards a known unicast destination to its vif, and
 // floods broadcast, multicast and unknown destinations to every other vif and to the optional
-// uplink TAP (the switch's port to the host). A unicast packet to a guest normally travels as
+// uplink TAP (the switch's port to the host); a vif whose guest asked for multicast control
+// gets only the groups it added (its McastFilter). A unicast packet to a guest normally travels as
 // the sender's grant refs: B's RX path copies it with one grant copy from A's granted pages to
 // B's posted buffers, while A's TX slots stay unanswered (zerocopy, under A's PendingLimiter);
 // everything else is copied into backend memory first (TxPath decides, per packet).
@@ -27,6 +28,7 @@
 
 #include "backend/vif/flow_hash.hpp"
 #include "backend/vif/mac_table.hpp"
+#include "backend/vif/mcast_filter.hpp"
 #include "backend/vif/queue_link.hpp"
 #include "backend/vif/switch_buffers.hpp"
 #include "common/net/tap_device.hpp"
@@ -58,13 +60,19 @@ class VSwitch {
 
   struct Route {
     std::vector<std::shared_ptr<const SwitchPort>> guests;
+    /// Ports a flooded group was not sent to: their guest's multicast filter refuses it.
+    std::vector<std::shared_ptr<const SwitchPort>> filtered;
     bool uplink = false;
     bool flooded = false;
     void clear() {
       guests.clear();
+      filtered.clear();
       uplink = false;
       flooded = false;
     }
+    /// Counts the frame dropped by each filtered port's multicast filter, at the queue `hash`
+    /// would have taken it to (rx_dropped_mcast_filter, as a frame from its TAP). Any thread.
+    void count_filtered(std::uint32_t hash) const;
   };
 
   struct Stats {
@@ -88,9 +96,15 @@ class VSwitch {
 
   SwitchPortId add_port(std::shared_ptr<const SwitchPort> port);
   void remove_port(SwitchPortId id);
+  /// The guest-RX multicast filter of port `id`'s vif (request-multicast-control, amended by
+  /// its MCAST_ADD/DEL extras): a flooded multicast group goes to that port only if the filter
+  /// takes it, as the vif's TAP frames are filtered. Kept until the port is removed; null, or a
+  /// port that is not there, keeps none.
+  void set_rx_filter(SwitchPortId id, std::shared_ptr<const McastFilter> filter);
 
   /// Learns `src` on `from`, then fills `out`: the destination's port if `dst` is known (none
-  /// when that is `from` itself), else every other port and the uplink.
+  /// when that is `from` itself), else every other port whose multicast filter takes `dst`
+  /// (the others in out.filtered) and the uplink.
   void route(SwitchPortId from, const net::MacAddress& src, const net::MacAddress& dst,
              Clock::time_point now, Route& out);
   /// route() for each query of a pass (out[i] for queries[i]; a skipped one is left empty),
@@ -115,6 +129,7 @@ class VSwitch {
   mutable std::mutex mu_;
   MacTable macs_;
   std::map<SwitchPortId, std::shared_ptr<const SwitchPort>> ports_;
+  std::map<SwitchPortId, std::shared_ptr<const McastFilter>> rx_filters_;
   SwitchPortId next_id_ = 1;
   Stats stats_;
   std::optional<net::TapDevice> uplink_;

@@ -370,5 +370,110 @@ TEST_F(MulticastFilterEndToEnd, GuestGetsTheGroupItAddedAndNoOther) {
       << "request-multicast-control=0 never took effect";
 }
 
+/// The multicast filter on the daemon's internal switch: a guest on a switch gets a group it did
+/// not add from another guest on that switch, or from the switch's uplink, no more than it gets
+/// it from its own TAP; the drops are counted where the TAP's are (rx_dropped_mcast_filter).
+class SwitchMulticastFilterEndToEnd : public MulticastFilterEndToEnd {
+ protected:
+  static constexpr const char* kUplink = "ubmc-up";
+  void SetUp() override {
+    MulticastFilterEndToEnd::SetUp();
+    if (IsSkipped()) return;
+    switches_ =
+        std::make_unique<vif::SwitchRegistry>(std::map<std::string, std::string>{{"mc", kUplink}});
+    ASSERT_EQ(0, std::system((std::string("ip link set ") + kUplink + " up").c_str()));
+    uplink_.reset(::socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, htons(ETH_P_ALL)));
+    ASSERT_TRUE(uplink_.valid());
+    sockaddr_ll sll{};
+    sll.sll_family = AF_PACKET;
+    sll.sll_protocol = htons(ETH_P_ALL);
+    sll.sll_ifindex = static_cast<int>(::if_nametoindex(kUplink));
+    ASSERT_EQ(0, ::bind(uplink_.get(), reinterpret_cast<sockaddr*>(&sll), sizeof sll));
+  }
+  /// A guest on switch "mc" with B:mac `mac`, connected.
+  void join(Guest& g, const std::string& mac) {
+    toolstack::VifSpec spec;
+    spec.mac = mac;
+    spec.bridge = "unetback:mc";
+    add_vif(g, spec);
+    run_hotplug(g);
+    connect_guest(g);
+    ASSERT_FALSE(wait_state(g, "4"));
+  }
+  /// A frame for `dst` from the other guest on the switch (its B:mac is the frame's source).
+  std::vector<std::byte> from_peer(const std::array<std::uint8_t, 6>& dst, std::uint8_t seed) {
+    auto f = mcast_frame(dst, seed);
+    EXPECT_TRUE(peer().netfront->send(f).has_value());
+    return f;
+  }
+  /// A frame for `dst` from the host, through the switch's uplink (from a MAC of its own).
+  std::vector<std::byte> from_uplink(const std::array<std::uint8_t, 6>& dst, std::uint8_t seed) {
+    net::FrameSpec spec;
+    spec.dst_mac = mac_of(dst);
+    spec.src_mac = mac_of({0x00, 0x16, 0x3e, 0x00, 0x00, 0x0c});
+    spec.l4 = net::L4Proto::udp;
+    spec.payload_len = 100;
+    spec.payload_seed = seed;
+    auto f = net::build_frame(spec);
+    EXPECT_EQ(::send(uplink_.get(), f.data(), f.size(), 0), static_cast<ssize_t>(f.size()));
+    return f;
+  }
+  /// Whether the guest got frame `f` (sent already) within the hang guard.
+  bool guest_got(const std::vector<std::byte>& f) {
+    return wait_for([&] {
+      guest().netfront->handle_event();
+      std::vector<netfront::RxPacket> got;
+      guest().netfront->poll(got);
+      for (const auto& p : got)
+        if (p.bytes == f) return true;
+      return false;
+    });
+  }
+  /// Sends with `send`; true once the guest's filter counted a drop, if the frame never reached
+  /// the guest.
+  template <typename Send>
+  bool guest_filters_from(Send send) {
+    const auto before = counter("rx_dropped_mcast_filter");
+    const auto f = send();
+    const bool dropped = wait_for([&] { return counter("rx_dropped_mcast_filter") > before; });
+    guest().netfront->handle_event();
+    std::vector<netfront::RxPacket> got;
+    guest().netfront->poll(got);
+    for (const auto& p : got)
+      if (p.bytes == f) return false;
+    return dropped;
+  }
+  Guest& peer() { return guest(1); }
+  UniqueFd uplink_;
+};
+
+TEST_F(SwitchMulticastFilterEndToEnd, AGroupTheGuestDidNotAddReachesItFromNoPortOfTheSwitch) {
+  join(guest(), "00:16:3e:00:00:0b");
+  join(new_guest(), "00:16:3e:00:00:01");  // the frames' source MAC (FrameSpec's)
+  // Without request-multicast-control every group passes, from the other guest and the uplink.
+  EXPECT_TRUE(guest_got(from_peer(kGroupB, 1)));
+  EXPECT_TRUE(guest_got(from_uplink(kGroupB, 2)));
+  auto xs = guest().hv->open_xenstore();
+  ASSERT_FALSE(xs->write(guest().netfront->frontend_dir() + "/request-multicast-control", "1"));
+  // Once the backend has read the key, its own TAP's frames of a group not added are dropped.
+  open_packet_socket(guest());
+  ASSERT_TRUE(wait_for([&] {
+    const auto before = counter("rx_dropped_mcast_filter");
+    host_send(mcast_frame(kGroupB, 10));
+    return wait_for([&] { return counter("rx_dropped_mcast_filter") > before; }, 100ms);
+  })) << "request-multicast-control=1 never took effect";
+  // Through the switch too.
+  EXPECT_TRUE(guest_filters_from([&] { return from_peer(kGroupB, 3); }))
+      << "a group the guest did not add, from another guest on the switch";
+  EXPECT_TRUE(guest_filters_from([&] { return from_uplink(kGroupB, 4); }))
+      << "a group the guest did not add, from the switch's uplink";
+  mcast(true, kGroupA);
+  EXPECT_TRUE(guest_got(from_peer(kGroupA, 5))) << "the added group, from the other guest";
+  EXPECT_TRUE(guest_got(from_uplink(kGroupA, 6))) << "the added group, from the uplink";
+  EXPECT_TRUE(guest_got(from_peer(kBroadcast, 7))) << "broadcast is never filtered";
+  EXPECT_TRUE(guest_filters_from([&] { return from_peer(kGroupB, 8); }));
+  EXPECT_TRUE(guest_settle_all(peer())) << "the sender's requests are all answered";
+}
+
 }  // namespace
 }  // namespace unetback::test

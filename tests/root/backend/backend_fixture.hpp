@@ -19,6 +19,7 @@
 #include <thread>
 #include <unistd.h>
 
+#include "backend/vif/switch_registry.hpp"
 #include "backend/vif/vif.hpp"
 #include "backend/xenbus/xenbus_adapter.hpp"
 #include "common/hv/sim/sim_grant_sharer.hpp"
@@ -82,6 +83,7 @@ class BackendEndToEnd : public ::testing::Test {
       g->xenbus.reset();
       g->vif.reset();
     }
+    switches_.reset();
     loops_.reset();
     backend_xs_.reset();
     toolstack_xs_.reset();
@@ -109,7 +111,8 @@ class BackendEndToEnd : public ::testing::Test {
     ASSERT_FALSE(toolstack::add_vif(*toolstack_xs_, kDom0, g.dom, spec));
     {
       const std::lock_guard lock(mu_);
-      g.vif = std::make_unique<vif::Vif>(*dom0_, *loops_, g.dom, spec.devid, tunables, nullptr);
+      g.vif = std::make_unique<vif::Vif>(*dom0_, *loops_, g.dom, spec.devid, tunables, nullptr,
+                                         switches_.get());
       g.xenbus = std::make_unique<xenbus::BackendXenbus>(
           *backend_xs_, kDom0, g.dom, spec.devid, *g.vif,
           xenbus::FeatureOptions{tunables.max_queues, true, ctrl_ring_});
@@ -292,6 +295,8 @@ class BackendEndToEnd : public ::testing::Test {
 
   /// Whether the backend advertises feature-ctrl-ring (unetbackd does).
   bool ctrl_ring_ = false;
+  /// The internal switches a vif with B:bridge=unetback:<name> joins (none: such a vif fails).
+  std::unique_ptr<vif::SwitchRegistry> switches_;
   std::unique_ptr<XensimProcess> world_;
   std::unique_ptr<hv::SimHypervisor> dom0_;
   std::unique_ptr<hv::XenStore> toolstack_xs_, backend_xs_;

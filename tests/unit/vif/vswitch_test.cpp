@@ -1,5 +1,6 @@
-// The internal switch's routing (learn, forward, flood, never back to the sender) and the
-// QueueLink inbox that carries packets and completions between queue threads.
+// The internal switch's routing (learn, forward, flood, never back to the sender, a multicast
+// group only to the vifs whose filter takes it) and the QueueLink inbox that carries packets and
+// completions between queue threads.
 #include "backend/vif/vswitch.hpp"
 
 #include <gtest/gtest.h>
@@ -71,6 +72,44 @@ TEST(VSwitch, PortThatLeavesIsNoLongerADestination) {
   EXPECT_TRUE(r.flooded);
   EXPECT_TRUE(r.guests.empty());
   EXPECT_EQ(sw.ports(), 1u);
+}
+
+TEST(VSwitch, AFloodedGroupSkipsAPortWhoseMulticastFilterRefusesItAndCountsItThere) {
+  VSwitch sw("t");
+  auto a = port_with_queues(1), b = port_with_queues(2), c = port_with_queues(1);
+  const auto ia = sw.add_port(a), ib = sw.add_port(b), ic = sw.add_port(c);
+  auto filter = std::make_shared<McastFilter>();
+  filter->set_enabled(true);
+  const std::array<std::uint8_t, 6> joined{0x01, 0x00, 0x5e, 0x01, 0x02, 0x03};
+  ASSERT_TRUE(filter->add(joined));
+  sw.set_rx_filter(ib, filter);
+  sw.set_rx_filter(ic, nullptr);  // a vif without a filter, as before
+  VSwitch::Route r;
+  const auto now = Clock::now();
+  sw.route(ia, mac(1), net::MacAddress{{0x01, 0x00, 0x5e, 0x04, 0x05, 0x06}}, now, r);
+  EXPECT_TRUE(r.flooded);
+  ASSERT_EQ(r.guests.size(), 1u) << "only the vif that does not filter";
+  EXPECT_EQ(r.guests[0], c);
+  ASSERT_EQ(r.filtered.size(), 1u);
+  EXPECT_EQ(r.filtered[0], b);
+  r.count_filtered(1);  // the queue flow hash 1 takes
+  EXPECT_EQ(b->queues[1]->backlog(b->queues[1])->mcast_filtered.load(), 1u);
+  EXPECT_EQ(b->queues[0]->backlog(b->queues[0])->mcast_filtered.load(), 0u);
+  sw.route(ia, mac(1), net::MacAddress{joined}, now, r);
+  EXPECT_EQ(r.guests.size(), 2u) << "the group it added";
+  EXPECT_TRUE(r.filtered.empty());
+  sw.route(ia, mac(1), kBroadcast, now, r);
+  EXPECT_EQ(r.guests.size(), 2u) << "broadcast is never filtered";
+  sw.route(ia, mac(1), mac(9), now, r);
+  EXPECT_EQ(r.guests.size(), 2u) << "nor an unknown unicast destination";
+  filter->set_enabled(false);
+  sw.route(ia, mac(1), net::MacAddress{{0x01, 0x00, 0x5e, 0x04, 0x05, 0x06}}, now, r);
+  EXPECT_EQ(r.guests.size(), 2u) << "a filter turned off takes every group";
+  filter->set_enabled(true);
+  sw.remove_port(ib);
+  sw.route(ia, mac(1), net::MacAddress{{0x01, 0x00, 0x5e, 0x04, 0x05, 0x06}}, now, r);
+  EXPECT_EQ(r.guests.size(), 1u);
+  EXPECT_TRUE(r.filtered.empty()) << "a port gone is neither a destination nor filtered";
 }
 
 TEST(QueueLink, PacketToAStoppedQueueIsReleasedAtOnce) {
