@@ -20,7 +20,7 @@ constexpr std::array<std::string_view, 3> kMapChoices{"auto", "always", "never"}
 // above XEN_NETBK_LEGACY_SLOTS_MAX (18, the drop threshold) and at most 64 (MAX_SKB_FRAGS + a
 // margin: anything above makes XSA-39's disconnect rule meaningless).
 // NOLINTNEXTLINE(readability-identifier-naming): a constant table, named as the constexpr ones.
-const std::array<TunableSpec, 12> kSpecs{{
+const std::array<TunableSpec, 13> kSpecs{{
     {"max-queues", 1, 16, kNoChoices, "queues offered to a frontend (multi-queue-max-queues)"},
     {"copy-batch", 1, 1024, kNoChoices, "grant-copy segments per hypercall"},
     {"max-pending", 1, 1024, kNoChoices, "zerocopy grants in flight per queue"},
@@ -34,6 +34,8 @@ const std::array<TunableSpec, 12> kSpecs{{
     {"threads", 1, 64, kNoChoices, "event-loop threads serving the queues"},
     {"tx-map", 0, 2, kMapChoices,
      "guest TX to a TAP: map big packets, copy them, or auto (the cheaper, measured)"},
+    {"tap-queue-len", 16, 4096, kNoChoices,
+     "packets a TAP queue holds for the daemon (txqueuelen; 32 while the guest is stalled)"},
 }};
 
 // The field each spec reads and writes, in kSpecs' order.
@@ -50,7 +52,8 @@ std::uint32_t get_field(const vif::Tunables& t, std::size_t i) {
     case 8: return t.fatal_skb_slots;
     case 9: return t.rx_coalesce_full ? 1 : 0;
     case 10: return t.threads;
-    default: return static_cast<std::uint32_t>(t.tx_map);
+    case 11: return static_cast<std::uint32_t>(t.tx_map);
+    default: return t.tap_queue_len;
   }
 }
 
@@ -67,7 +70,8 @@ void set_field(vif::Tunables& t, std::size_t i, std::uint32_t v) {
     case 8: t.fatal_skb_slots = v; break;
     case 9: t.rx_coalesce_full = v != 0; break;
     case 10: t.threads = v; break;
-    default: t.tx_map = static_cast<zerocopy::MapMode>(v); break;
+    case 11: t.tx_map = static_cast<zerocopy::MapMode>(v); break;
+    default: t.tap_queue_len = v; break;
   }
 }
 

@@ -125,11 +125,14 @@ std::error_code Vif::create_tap(const xenbus::BackendConfig& be) {
   // Until a frontend connects only queue 0 is attached (the kernel would queue host traffic
   // for nobody on the others). The ifalias marks the TAP as this vif's: vif-unetback checks it
   // before any offline action, so it never takes down a device someone else made.
+  // Its queue length bounds what the host piles up in dom0 for a guest that stops reading.
   std::error_code ec = tap->set_active_queues(1);
   if (!ec) ec = tap->set_alias(tap_alias(be.backend_path));
+  if (!ec) ec = tap->set_tx_queue_len(tunables_.tap_queue_len);
   if (ec) {
-    log::write(log::Level::error, prefix_,
-               "cannot set up TAP " + be.tap_name + " (queues, ifalias): " + ec.message());
+    log::write(
+        log::Level::error, prefix_,
+        "cannot set up TAP " + be.tap_name + " (queues, ifalias, txqueuelen): " + ec.message());
     return ec;
   }
   tap_.emplace(std::move(*tap));
@@ -292,8 +295,10 @@ std::error_code Vif::adopt(const xenbus::FrontendConfig& fe, const xenbus::Backe
                  std::to_string(offered) +
                      " kept TAP queue fds do not match the TAP: attached with new ones");
     }
-    // Host traffic only to the queues that will be read (connect attaches them).
+    // Host traffic only to the queues that will be read (connect attaches them); a TAP an
+    // older daemon made gets the queue length in force.
     if (auto ec = tap->set_active_queues(1)) return ec;
+    if (auto ec = tap->set_tx_queue_len(tunables_.tap_queue_len)) return ec;
     tap_.emplace(std::move(*tap));
   }
   record_ = std::move(*rec);
@@ -596,7 +601,12 @@ void Vif::on_queue_carrier(bool ok) {
   // netback: the carrier goes off for the whole vif when any queue stalls, so the host
   // stops queueing packets that cannot be delivered (they may hold other guests' pages).
   const int stalled = ok ? stalled_queues_.fetch_sub(1) - 1 : stalled_queues_.fetch_add(1) + 1;
-  if (tap_) (void)tap_->set_carrier(stalled == 0);
+  if (!tap_) return;
+  (void)tap_->set_carrier(stalled == 0);
+  // While the guest takes nothing, its TAP holds what netback's queue does: the frames over
+  // it (up to 64 KiB each, tap-queue-len of them) are freed, and the host's next dropped.
+  if (ok ? stalled == 0 : stalled == 1)
+    (void)tap_->set_tx_queue_len(ok ? tunables_.tap_queue_len : kTapQueueLenStalled);
 }
 
 void Vif::leave_switch() {
@@ -632,7 +642,10 @@ bool Vif::stop_queues() {
 void Vif::disconnect() {
   if (stop_queues()) log_guest(log::Level::info, "disconnected");
   if (!adopting_) drop_record();  // nothing in flight any more: nothing for a successor
-  if (stalled_queues_.exchange(0) != 0 && tap_) (void)tap_->set_carrier(true);
+  if (stalled_queues_.exchange(0) != 0 && tap_) {
+    (void)tap_->set_carrier(true);
+    (void)tap_->set_tx_queue_len(tunables_.tap_queue_len);
+  }
   if (tap_) (void)tap_->set_active_queues(1);
 }
 

@@ -57,6 +57,10 @@ class VifHandle : public xenbus::VifControl {
   virtual void hand_over() {}
 };
 
+/// A TAP's queue length while a queue of its vif is stalled (carrier off): Linux netback's
+/// (XENVIF_QUEUE_LENGTH).
+inline constexpr std::uint32_t kTapQueueLenStalled = 32;
+
 /// Daemon-wide tunables (xenstore: /local/domain/<self>/unetback/<name>), as the vif layer
 /// needs them when a vif connects. Changes apply to vifs that connect afterwards.
 struct Tunables {
@@ -72,6 +76,10 @@ struct Tunables {
   bool rx_coalesce_full = true;               // "full" or "legacy" (pre-2015 rule)
   std::uint32_t threads = 2;                  // event-loop threads serving the queues
   zerocopy::MapMode tx_map = zerocopy::MapMode::auto_choice;  // guest TX to a TAP: map/copy
+  // Packets a TAP queue holds for the daemon (its txqueuelen): the only buffer between the host
+  // and a daemon thread that is not running, so it takes bursts (tun's own default). While a
+  // guest's RX is stalled it is kTapQueueLenStalled instead.
+  std::uint32_t tap_queue_len = 500;
   friend bool operator==(const Tunables&, const Tunables&) = default;
 };
 

@@ -420,6 +420,13 @@ std::error_code TapDevice::set_mtu(std::uint32_t mtu) {
   return ifreq_ioctl(SIOCSIFMTU, ifr);
 }
 
+std::error_code TapDevice::set_tx_queue_len(std::uint32_t packets) {
+  if (packets == 0 || packets > 0x7FFFFFFF) return errno_code(EINVAL);
+  ifreq ifr = make_ifreq(name());
+  ifr.ifr_qlen = static_cast<int>(packets);
+  return ifreq_ioctl(SIOCSIFTXQLEN, ifr);
+}
+
 std::error_code TapDevice::set_mac(const MacAddress& mac) {
   ifreq ifr = make_ifreq(name());
   ifr.ifr_hwaddr.sa_family = ARPHRD_ETHER;

@@ -138,6 +138,10 @@ class TapDevice {
   [[nodiscard]] std::error_code set_up(bool up);
   [[nodiscard]] std::error_code set_mtu(std::uint32_t mtu);
   [[nodiscard]] std::error_code set_mac(const MacAddress& mac);
+  /// The packets each queue holds for the reader (SIOCSIFTXQLEN; tun sizes every queue's ring
+  /// to it). While nobody reads, that is what the host side may pile up: with GSO up to 64 KiB
+  /// each, in dom0 kernel memory no cap of the reader's accounts for.
+  [[nodiscard]] std::error_code set_tx_queue_len(std::uint32_t packets);
   /// Changes the offloads (e.g. when a frontend reconnects with other features).
   [[nodiscard]] std::error_code set_offloads(const TapOffloads& offloads);
   /// TUNSETCARRIER: the link's carrier as the host sees it (off: the host stops sending).

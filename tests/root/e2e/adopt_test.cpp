@@ -346,6 +346,26 @@ TEST_F(Adoption, APlannedTakeoverKeepsTheXdpHeadroomTheGuestChangedToAfterConnec
   EXPECT_TRUE(ping(g->ns, w().host_ip(), 2));
 }
 
+// A TAP's queue length is what the host may pile up in dom0 for a guest that stops reading:
+// every vif's TAP has the tap-queue-len in force, also a TAP that an older daemon (or another
+// tool) made with another length and this one adopts after a crash.
+TEST_F(Adoption, EveryTapHoldsTheQueueLengthInForceAlsoOneAdoptedFromAnOlderDaemon) {
+  auto g = w().create_guest(1);
+  ASSERT_TRUE(g) << w().why();
+  const auto qlen = [&] {
+    return w().in_ns(w().ns0(), {"cat", "/sys/class/net/" + g->tap() + "/tx_queue_len"}).out;
+  };
+  EXPECT_EQ(qlen(), "500\n");
+  w().kill_daemon(SIGKILL);
+  ASSERT_EQ(
+      w().in_ns(w().ns0(), {"ip", "link", "set", "dev", g->tap(), "txqueuelen", "1000"}).status, 0);
+  ASSERT_TRUE(w().start_successor({"--tap-queue-len", "48"}));
+  ASSERT_TRUE(w().daemon().wait_for("serving", kHangGuard)) << w().daemon().log();
+  EXPECT_EQ(adopted(*g), "recovered");
+  EXPECT_EQ(qlen(), "48\n");
+  EXPECT_TRUE(ping(g->ns, w().host_ip(), 2));
+}
+
 TEST_F(Adoption, AVifWhoseRecordIsCorruptReconnectsAloneWhileTheOtherIsRecovered) {
   auto g1 = w().create_guest(1);
   ASSERT_TRUE(g1) << w().why();

@@ -2,15 +2,20 @@
 // HostileFrontend against the daemon's control plane and the real vif layer, with a well-behaved
 // guest's traffic measured in the same test (hostile_fixture.hpp says what every test checks).
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <regex>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <thread>
 #include <unistd.h>
 #include <vector>
 
 #include "common/hv/xen/xen_xenstore.hpp"
+#include "common/net/linux_virtio_net.hpp"
 // ASan, as gcc says it (__SANITIZE_ADDRESS__) and as clang before 18 does (__has_feature only):
 // without the latter, clang's ASan tree measured VmRSS, which its quarantine grows with churn.
 #if defined(__SANITIZE_ADDRESS__)
@@ -646,6 +651,134 @@ TEST_F(HostileSlowRx, Xsa392_GuestThatPostsNoBuffersCannotGrowTheQueue) {
   EXPECT_GE(counter(bad->dom(), "rx_stalls"), 1u);
   const auto rx_packets = counter(bad->dom(), "rx_packets");
   EXPECT_LE(rx_packets, 1u);
+  EXPECT_EQ(backend_state(bad->dom()), "4");
+  sock.reset();
+  finish(bad, base);
+}
+
+// ---------------------------------------------------------------------------------------
+// The TAP's own queue: beside the guest-RX queue's byte cap (XSA-392), what the host piles up
+// for a guest that posts no buffers is what its TAP holds, tap-queue-len frames (500) of up to
+// 64 KiB each with GSO, in dom0 kernel memory that no cap of the daemon's accounts for. Once
+// the guest's RX is stalled (carrier off), the TAP holds 32 (Linux netback's queue length):
+// tun frees what it held over that when its queue shrinks. When the guest takes frames again,
+// the TAP gets its full length back. How much memory the filled TAP held, and how much came
+// back at the stall, are figures (MemAvailable moves with everything else on the machine).
+
+class HostileTapFill : public HostileFrontend {
+ protected:
+  vif::Tunables tunables() override {
+    auto t = HostileFrontend::tunables();
+    t.rx_stall_timeout_ms = 300;
+    t.rx_drain_timeout_ms = 600000;  // what the daemon queued stays: the TAP is measured
+    return t;
+  }
+  /// /proc/meminfo's MemAvailable, KiB.
+  static std::int64_t mem_available_kib() {
+    std::ifstream in("/proc/meminfo");
+    std::string key;
+    std::int64_t v = 0;
+    std::string unit;
+    while (in >> key >> v >> unit)
+      if (key == "MemAvailable:") return v;
+    return -1;
+  }
+};
+
+TEST_F(HostileTapFill, AStalledGuestPinsAtMostThirtyTwoHostFramesInItsTap) {
+  const auto base = resources();
+  auto bad = hostile();
+  ASSERT_FALSE(HasFatalFailure());
+  ASSERT_FALSE(bad->make_rings());
+  // GSO negotiated: the TAP takes 64 KiB TCP frames from the host as they are.
+  ASSERT_FALSE(bad->publish({{"feature-sg", "1"}, {"feature-gso-tcpv4", "1"}}));
+  ASSERT_FALSE(wait_backend(bad->dom(), "4"));
+  ASSERT_FALSE(bad->post_rx(1));
+  const std::string tap = "vif" + std::to_string(bad->dom().value()) + ".0";
+  // Asked of this namespace's kernel (sysfs here shows the machine's devices).
+  const auto qlen = [&] {
+    ifreq ifr{};
+    std::memcpy(ifr.ifr_name, tap.data(), tap.size());
+    const UniqueFd s(::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0));
+    return ::ioctl(s.get(), SIOCGIFTXQLEN, &ifr) == 0 ? ifr.ifr_qlen : -1;
+  };
+  EXPECT_EQ(qlen(), 500) << "the TAP got the tap-queue-len in force";
+  // The TAP's TX counters (host -> TAP): packets its reader (the daemon) took, and dropped.
+  const auto tap_tx = [&] {
+    std::array<std::uint64_t, 2> v{};
+    FILE* p = ::popen(("ip -s -o link show dev " + tap).c_str(), "r");
+    std::string out;
+    char buf[512];
+    while (p != nullptr && std::fgets(buf, sizeof buf, p) != nullptr) out += buf;
+    if (p != nullptr) ::pclose(p);
+    // "... TX:  bytes packets errors dropped carrier collsns \    B P E D C C"
+    std::smatch m;
+    if (std::regex_search(out, m, std::regex(R"(TX:[^\\]*\\\s+\d+\s+(\d+)\s+\d+\s+(\d+))")))
+      v = {std::stoull(m[1].str()), std::stoull(m[2].str())};
+    return v;
+  };
+
+  // The host's frames, GSO TCP with 64000 bytes of payload, written to the TAP.
+  auto sock = open_packet_socket(tap);
+  ASSERT_TRUE(sock.valid());
+  const int on = 1;
+  ASSERT_EQ(::setsockopt(sock.get(), SOL_PACKET, PACKET_VNET_HDR, &on, sizeof on), 0);
+  net::FrameSpec spec;
+  spec.payload_len = 64000;
+  spec.checksum = net::L4ChecksumMode::partial;
+  const auto f = net::build_frame(spec);
+  virtio_net_hdr vh{};
+  vh.flags = VIRTIO_NET_HDR_F_NEEDS_CSUM;
+  vh.gso_type = VIRTIO_NET_HDR_GSO_TCPV4;
+  vh.hdr_len = 14 + 20 + 20;
+  vh.gso_size = 1448;
+  vh.csum_start = 14 + 20;
+  vh.csum_offset = 16;
+  std::vector<std::byte> wire(sizeof vh + f.size());
+  std::memcpy(wire.data(), &vh, sizeof vh);
+  std::memcpy(wire.data() + sizeof vh, f.data(), f.size());
+  // 1000 frames at once, before the stall timeout: the TAP keeps what its queue holds, and
+  // the daemon's queue stays under its cap.
+  const std::int64_t before_kib = mem_available_kib();
+  std::uint64_t sent = 0;
+  for (int i = 0; i < 1000; ++i) {
+    if (::send(sock.get(), wire.data(), wire.size(), MSG_DONTWAIT) ==
+        static_cast<ssize_t>(wire.size()))
+      ++sent;
+  }
+  const auto stalled = [&] {
+    const std::lock_guard lock(mu_);
+    const auto st = manager_->status(daemon::VifId{bad->dom(), DevId{0}});
+    return st && !st->report.carrier;
+  };
+
+  const auto [taken, dropped] = tap_tx();
+  const std::uint64_t held_filled = sent - std::min(sent, taken + dropped);
+  EXPECT_LE(held_filled, 500U);
+  EXPECT_LE(counter(bad->dom(), "rx_queued_bytes"), 512U * 1024U);
+  const std::int64_t filled_kib = before_kib - mem_available_kib();
+  // Then the guest's RX is stalled: the TAP's queue shrinks to 32 (tun frees the rest).
+  EXPECT_TRUE(wait_for(stalled)) << "carrier never went off";
+  EXPECT_TRUE(wait_for([&] { return qlen() == 32; })) << "queue length " << qlen();
+  const std::int64_t stalled_kib = before_kib - mem_available_kib();
+  test::report_figure("hostile_tap_fill_frames_before_stall", static_cast<double>(held_filled),
+                      "frames");
+  test::report_figure("hostile_tap_fill_frame_bytes_before_stall",
+                      static_cast<double>(held_filled * f.size()), "bytes");
+  test::report_figure("hostile_tap_fill_memavailable_drop_kib_filled",
+                      static_cast<double>(filled_kib), "KiB");
+  test::report_figure("hostile_tap_fill_memavailable_drop_kib_stalled",
+                      static_cast<double>(stalled_kib), "KiB");
+  // The guest takes its frames again (each needs 17 slots: it keeps its ring full of buffers
+  // and takes the responses) until its RX is no longer stalled: carrier back, and the TAP's
+  // queue length with it.
+  EXPECT_TRUE(wait_for([&] {
+    (void)bad->take_rx_responses();
+    const std::uint32_t room = bad->rx().free_requests();
+    if (room > 0) EXPECT_FALSE(bad->post_rx(room));
+    return !stalled();
+  })) << "carrier never came back";
+  EXPECT_TRUE(wait_for([&] { return qlen() == 500; })) << "queue length " << qlen();
   EXPECT_EQ(backend_state(bad->dom()), "4");
   sock.reset();
   finish(bad, base);

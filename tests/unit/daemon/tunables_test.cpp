@@ -28,6 +28,7 @@ const Bounds kNumeric[] = {
     {"rx-stall-timeout-ms", 1, 600000, "60000"},
     {"fatal-skb-slots", 19, 64, "20"},
     {"threads", 1, 64, "2"},
+    {"tap-queue-len", 16, 4096, "500"},
 };
 
 class NumericTunable : public ::testing::TestWithParam<Bounds> {};
