@@ -192,6 +192,17 @@ bool kept_queue_valid(int fd, const std::string& name, int tun_flags, bool& atta
          (got.ifr_flags & IFF_PERSIST) != 0;
 }
 
+/// Makes the TAP behind `fd` (an attached queue) this process's: TUNSETOWNER and TUNSETGROUP
+/// to its effective user and group. A TAP with neither lets any local user attach a queue by
+/// its name (TUNSETIFF) and read and write the guest's frames; with both, only a process of
+/// that user and group, or one with CAP_NET_ADMIN, may (tun_not_capable in the kernel's
+/// tun.c). The owner stays with the device across a rename and while it is persistent.
+std::error_code claim_tap(int fd) {
+  if (::ioctl(fd, TUNSETOWNER, static_cast<unsigned long>(::geteuid())) < 0) return last_errno();
+  if (::ioctl(fd, TUNSETGROUP, static_cast<unsigned long>(::getegid())) < 0) return last_errno();
+  return {};
+}
+
 }  // namespace
 
 Result<TapDevice> TapDevice::attach(int ifindex, const TapConfig& config,
@@ -269,6 +280,9 @@ Result<TapDevice> TapDevice::attach(int ifindex, const TapConfig& config,
     ifr.ifr_flags = IFF_ATTACH_QUEUE;
     if (::ioctl(tap.fd(), TUNSETQUEUE, &ifr) < 0) return last_errno();
   }
+  // A TAP an older daemon made has no owner: it gets one now (TUNSETOWNER needs an attached
+  // queue's fd).
+  if (auto ec = claim_tap(tap.fd())) return ec;
   if (config.vnet_hdr) {
     if (::ioctl(tap.fd(), TUNSETOFFLOAD, tun_offload_bits(config.offloads)) < 0)
       return last_errno();
@@ -354,6 +368,9 @@ Result<TapDevice> TapDevice::create(const TapConfig& config) {
     return errno_code(e);
   }
   // From here on closing `fd` (any early return) deletes the TAP again.
+  // Ours before anything else happens to it: no other queue is attached yet, no hotplug
+  // script has seen it (a local user could attach to an ownerless TAP by name).
+  if (auto ec = claim_tap(fd.get())) return ec;
 
   std::size_t hdr_len = 0;
   if (config.vnet_hdr) {

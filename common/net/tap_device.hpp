@@ -83,15 +83,17 @@ struct TapConfig {
 class TapDevice {
  public:
   /// Opens /dev/net/tun and creates the TAP (IFF_TUN_EXCL: an existing interface of that
-  /// name is name_in_use, never silently re-attached), sets the vnet header size, offloads,
-  /// MAC and MTU. The interface is left down: call set_up(true).
+  /// name is name_in_use, never silently re-attached), makes it this process's (TUNSETOWNER,
+  /// TUNSETGROUP: no other user can attach a queue to it), sets the vnet header size,
+  /// offloads, MAC and MTU. The interface is left down: call set_up(true).
   [[nodiscard]] static Result<TapDevice> create(const TapConfig& config);
 
   /// Attaches to the persistent TAP that has interface index `ifindex` now (it may have
   /// been renamed), with every queue of `config` (its name is ignored; vnet_hdr, multi_queue,
   /// queues and non_blocking must be those it was made with). ENODEV: no such interface, or
   /// it is not a persistent TAP (nothing is left created then). The attached TAP is persistent():
-  /// keep it or not.
+  /// keep it or not; it is made this process's as create() does (one an older program made
+  /// may have no owner).
   /// `kept`: the TAP's queue fds that stayed open while no daemon ran (systemd's fd store kept
   /// them, queue i at index i). When they are exactly config.queues queues of this TAP, they
   /// are the TAP's queues again (from_kept_fds()): the TAP never lost its queues, so neither

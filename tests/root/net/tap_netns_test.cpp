@@ -10,9 +10,11 @@
 #include <cstring>
 #include <fcntl.h>
 #include <functional>
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <linux/ethtool.h>
 #include <linux/if_packet.h>
+#include <linux/if_tun.h>
 #include <linux/sockios.h>
 #include <net/if.h>
 #include <netinet/in.h>
@@ -231,6 +233,104 @@ TEST(TapDeviceNetns, PersistentTapOutlivesItsDeadMakerAndIsAttachedAgainWithItsI
     last = errno_code(EIO);
     EXPECT_EQ(::if_nametoindex("guest7"), 0u) << "an orderly close leaves nothing behind";
     (void)sh("ip link del br7");
+  });
+}
+
+// What a local user who is not root gets for TUNSETIFF with TAP `name` and each combination of
+// flags a TAP can be asked with: a child process opens /dev/net/tun as root (Debian's
+// /dev/net/tun is mode 0666: anyone may open it), drops to uid and gid 65534 with no
+// capabilities, then tries every combination. 0 for one that attached a queue, else the errno.
+std::vector<std::pair<int, int>> unprivileged_attach_attempts(const std::string& name) {
+  std::vector<int> combos;
+  for (int bits = 0; bits < 8; ++bits) {
+    int f = IFF_TAP;
+    if ((bits & 1) != 0) f |= IFF_NO_PI;
+    if ((bits & 2) != 0) f |= IFF_VNET_HDR;
+    if ((bits & 4) != 0) f |= IFF_MULTI_QUEUE;
+    combos.push_back(f);
+  }
+  std::vector<UniqueFd> fds;
+  for (std::size_t i = 0; i < combos.size(); ++i) fds.emplace_back(::open("/dev/net/tun", O_RDWR));
+  int pipe_fds[2];
+  if (::pipe(pipe_fds) != 0) return {};
+  ifreq ifr = {};
+  std::strncpy(ifr.ifr_name, name.c_str(), IFNAMSIZ - 1);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    ::close(pipe_fds[0]);
+    const gid_t nobody = 65534;
+    if (::setgroups(0, nullptr) != 0 || ::setresgid(nobody, nobody, nobody) != 0 ||
+        ::setresuid(nobody, nobody, nobody) != 0)
+      std::_Exit(2);
+    for (std::size_t i = 0; i < combos.size(); ++i) {
+      ifr.ifr_flags = static_cast<short>(combos[i]);
+      const int result = ::ioctl(fds[i].get(), TUNSETIFF, &ifr) == 0 ? 0 : errno;
+      const int rec[2] = {combos[i], result};
+      if (::write(pipe_fds[1], rec, sizeof rec) != sizeof rec) std::_Exit(3);
+    }
+    std::_Exit(0);
+  }
+  ::close(pipe_fds[1]);
+  std::vector<std::pair<int, int>> out;
+  int rec[2];
+  while (::read(pipe_fds[0], rec, sizeof rec) == sizeof rec) out.emplace_back(rec[0], rec[1]);
+  ::close(pipe_fds[0]);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) out.clear();
+  return out;
+}
+
+// A vif's TAP is its maker's: a local user who is not root cannot attach a queue to it by name
+// (and so read the guest's frames, or send as the guest), whatever flags it asks with, for a
+// TAP of 1 and of 4 queues, after the TAP was renamed (as vif-bridge does with B:vifname), and
+// for a TAP an older program left without an owner once it has been attached again. The
+// combinations whose flags match the TAP's are refused EPERM; the others EINVAL.
+TEST(TapDeviceNetns, NoUserButItsMakerCanAttachAQueueToATap) {
+  SKIP_UNLESS_ROOT_AND_TUN();
+  IN_NEW_NETNS([] {
+    const auto expect_refused = [](const std::string& name, bool multi_queue) {
+      const auto attempts = unprivileged_attach_attempts(name);
+      ASSERT_EQ(attempts.size(), 8u) << "the unprivileged child did not run";
+      for (const auto& [flags, result] : attempts) {
+        EXPECT_NE(result, 0) << name << ": attached with flags 0x" << std::hex << flags;
+        if (((flags & IFF_MULTI_QUEUE) != 0) == multi_queue)
+          EXPECT_EQ(result, EPERM) << name << ": flags 0x" << std::hex << flags;
+      }
+    };
+    for (const std::uint32_t queues : {1u, 4u}) {
+      TapConfig cfg = offload_config("vif9.0");
+      cfg.multi_queue = true;
+      cfg.queues = queues;
+      auto tap = TapDevice::create(cfg);
+      ASSERT_TRUE(tap) << tap.error().message();
+      expect_refused("vif9.0", true);
+      ASSERT_TRUE(sh("ip link set vif9.0 name guest9"));
+      expect_refused("guest9", true);
+    }
+    {
+      TapConfig cfg = offload_config("vif9.1");
+      auto tap = TapDevice::create(cfg);
+      ASSERT_TRUE(tap) << tap.error().message();
+      expect_refused("vif9.1", false);
+    }
+    // A TAP made persistent without an owner, as an older daemon left it: anyone could attach;
+    // once attached again, it is its new holder's.
+    {
+      UniqueFd old(::open("/dev/net/tun", O_RDWR | O_CLOEXEC));
+      ifreq ifr{};
+      std::strncpy(ifr.ifr_name, "vif9.2", IFNAMSIZ - 1);
+      ifr.ifr_flags = IFF_TAP | IFF_NO_PI | IFF_VNET_HDR | IFF_MULTI_QUEUE;
+      ASSERT_EQ(::ioctl(old.get(), TUNSETIFF, &ifr), 0) << std::strerror(errno);
+      ASSERT_EQ(::ioctl(old.get(), TUNSETPERSIST, 1UL), 0);
+    }
+    const unsigned idx = ::if_nametoindex("vif9.2");
+    ASSERT_NE(idx, 0u);
+    TapConfig cfg = offload_config("vif9.2");
+    cfg.multi_queue = true;
+    auto adopted = TapDevice::attach(static_cast<int>(idx), cfg);
+    ASSERT_TRUE(adopted) << adopted.error().message();
+    expect_refused("vif9.2", true);
   });
 }
 
