@@ -188,10 +188,16 @@ run_tests() {
 # suites that exhaust the daemon's descriptor table on purpose (hostile_faults) a caught
 # exception's vptr "is invalid" whenever the type cache misses while the table is full.
 SAN_PACKAGES=(clang libclang-rt-14-dev)
+# It also compiles unetbackd's fault-injection hooks in (-Dfault_injection=true), which the
+# adoption tests need; a package or a default build has none.
 configure_san() {
   CC=clang CXX=clang++ configure "$1" -Db_sanitize=address,undefined -Db_lundef=false \
     -Dbuildtype=debug "-Dcpp_args=-g1 -fsanitize=fuzzer-no-link -fno-sanitize=vptr" \
-    "-Dcpp_link_args=-fno-sanitize=vptr" -Dfuzz=true
+    "-Dcpp_link_args=-fno-sanitize=vptr" -Dfuzz=true -Dfault_injection=true
+  # A tests' build set up before the option existed (configure sets a build up only once):
+  # --reconfigure reads the options anew and keeps the others.
+  grep -q '"name": "fault_injection", "value": true' "$1/meson-info/intro-buildoptions.json" ||
+    meson setup --reconfigure "$1" -Dfault_injection=true >/dev/null
 }
 # A sanitizer report ends the process that made it (and so fails its test). Leaks are checked in
 # the unit suite; elsewhere LeakSanitizer would report the ~26 KB that libxenstore.so leaves at

@@ -96,10 +96,11 @@ void serve_operator_signals(boost::asio::signal_set& signals, TunableStore& tuna
       });
 }
 
-/// Fault injection for the takeover tests: UNETBACKD_DIE_AT_HANDOVER_STEP=N makes the daemon
-/// kill itself (SIGKILL, as a crash would) when its handover reaches step N (1: signal taken,
-/// nothing done; 2: the first vif handed over; 3: every vif handed over; 4: the owner node
-/// released, about to exit).
+#if UNETBACKD_FAULT_INJECTION
+/// Fault injection for the takeover tests, in a build with -Dfault_injection=true only:
+/// UNETBACKD_DIE_AT_HANDOVER_STEP=N makes the daemon kill itself (SIGKILL, as a crash would)
+/// when its handover reaches step N (1: signal taken, nothing done; 2: the first vif handed
+/// over; 3: every vif handed over; 4: the owner node released, about to exit).
 void die_at_handover_step(int step) {
   static const int die_at = [] {
     // NOLINTNEXTLINE(concurrency-mt-unsafe): first called from main(), before any thread.
@@ -111,6 +112,10 @@ void die_at_handover_step(int step) {
              "UNETBACKD_DIE_AT_HANDOVER_STEP: dying at handover step " + std::to_string(step));
   std::raise(SIGKILL);
 }
+#else
+/// A package or a default build has no fault to inject: no environment variable is read.
+void die_at_handover_step(int /*step*/) {}
+#endif
 
 /// Signals that must not kill the daemon before its handlers are installed (or at all).
 void ignore_stray_signals() {
@@ -406,7 +411,7 @@ int main(int argc, char** argv) {
   const std::string entered = realtime_stamp();
   const Process process{program_path_now(), std::vector<std::string>(argv, argv + argc), entered};
   ignore_stray_signals();
-  die_at_handover_step(0);  // reads its variable now, before any thread
+  die_at_handover_step(0);  // a fault-injection build reads its variable now, before any thread
   install_crash_handler();
   std::vector<std::string_view> args(argv + 1, argv + argc);
   auto parsed = parse_daemon_args(args);

@@ -7,7 +7,9 @@
 #include <array>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <gtest/gtest.h>
+#include <iterator>
 #include <set>
 #include <sstream>
 #include <string>
@@ -50,6 +52,7 @@ Ran dpkg(const std::string& args) {
 }
 
 // What the packages or their maintainer scripts may touch (files, symlinks, directories).
+// NOLINTNEXTLINE(readability-identifier-naming): a constant table, named as the constexpr ones.
 const char* const kWatched[] = {"/etc/modprobe.d",
                                 "/etc/xen",
                                 "/etc/systemd/system",
@@ -184,6 +187,32 @@ TEST(Package, InstallShipsTheFilesAndRemoveAndPurgeLeaveNothingBehind) {
   for (const auto& p : gone) g += "  " + p + "\n";
   EXPECT_TRUE(left.empty()) << "left behind after purge:\n" << l;
   EXPECT_TRUE(gone.empty()) << "removed although not ours:\n" << g;
+}
+
+// The daemon's fault-injection hooks are a test build's (-Dfault_injection=true): the packaged
+// unetbackd has no code for them, so no variable of theirs (UNETBACKD_DIE_AT_HANDOVER_STEP: a
+// SIGKILL in the middle of a handover) can make it misbehave. Its name is nowhere in the binary.
+TEST(Package, TheShippedDaemonHasNoFaultInjectionHook) {
+  ASSERT_EQ(sh("command -v dpkg-deb").status, 0);
+  const std::string deb = find_deb("unetback");
+  ASSERT_FALSE(deb.empty()) << "no unetback_*.deb in " << deb_dir()
+                            << ": run tools/lab.sh package first";
+  char tmpl[] = "/tmp/unetback-package-test.XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  const Ran x = sh("dpkg-deb -x " + deb + " " + dir);
+  ASSERT_EQ(x.status, 0) << x.out;
+  std::ifstream in(dir + "/usr/sbin/unetbackd", std::ios::binary);
+  const std::string binary((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  ASSERT_TRUE(
+      binary.starts_with("\x7f"
+                         "ELF"))
+      << "no /usr/sbin/unetbackd in " << deb;
+  EXPECT_EQ(binary.find("UNETBACKD_DIE_AT_HANDOVER_STEP"), std::string::npos)
+      << "the packaged unetbackd reads UNETBACKD_DIE_AT_HANDOVER_STEP: a test hook in a "
+         "production binary";
 }
 
 }  // namespace
