@@ -228,6 +228,17 @@ void VifQueue::publish() noexcept {
 }
 
 QueueReport VifQueue::report() const {
+  // A handler of this queue in progress (odd): its counters may be half added and its gauges
+  // not yet published. Wait for its end (the sequence moves on), a pass's time at most
+  // normally; a thread held up for longer is not waited for.
+  constexpr auto kReportWait = std::chrono::seconds(1);
+  const std::uint64_t seq = handler_seq_.load(std::memory_order_acquire);
+  if ((seq & 1U) != 0) {
+    const auto deadline = std::chrono::steady_clock::now() + kReportWait;
+    while (handler_seq_.load(std::memory_order_acquire) == seq &&
+           std::chrono::steady_clock::now() < deadline)
+      std::this_thread::yield();
+  }
   QueueReport r;
   r.queue = res_.id;
   r.counters = counters_->snapshot();

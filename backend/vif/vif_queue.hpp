@@ -84,7 +84,10 @@ class VifQueue {
   /// but the queue's.
   void set_xdp_headroom(std::uint32_t headroom);
   /// Counters, gauges and ring indices as the queue's thread last published them (at the end
-  /// of its latest handler): never waits for that thread, never stops the queue. Any thread.
+  /// of its latest handler), once the handler in progress (if any) has ended, so a report
+  /// shows everything a handler that began before the call did: a frame the host has received
+  /// is counted. Waits for nothing else (not for the tasks queued on the thread), and for that
+  /// handler a second at most; never stops the queue. Any thread.
   [[nodiscard]] QueueReport report() const;
 
   /// How the TAP's frames are read (vif_queue.cpp, UNETBACK_TAP_READS).
@@ -165,11 +168,16 @@ class VifQueue {
 
   HandlerToken op() { return HandlerToken(outstanding_); }
   /// Runs a handler of this queue: what it throws fails the vif (loop_handler.hpp). Then the
-  /// values report() gives out are published.
+  /// values report() gives out are published. The outermost handler's start and end move
+  /// handler_seq_ (odd while one runs), so that report() can wait for the one in progress.
   template <typename F>
   void guarded(F&& f) noexcept {
+    if (handler_depth_++ == 0) handler_seq_.fetch_add(1, std::memory_order_acq_rel);
     run_guarded(std::forward<F>(f), [this](const char* what) noexcept { handler_threw(what); });
-    publish();
+    if (--handler_depth_ == 0) {
+      publish();
+      handler_seq_.fetch_add(1, std::memory_order_acq_rel);
+    }
   }
   /// The gauges and ring indices only this thread may read, stored where report() finds them.
   void publish() noexcept;
@@ -192,6 +200,8 @@ class VifQueue {
   static constexpr std::size_t kGauges = 12;
   std::array<std::atomic<std::uint64_t>, kGauges> gauges_{};
   std::array<std::atomic<std::uint32_t>, 6> tx_indices_{}, rx_indices_{};
+  std::atomic<std::uint64_t> handler_seq_{0};  // odd while a handler of this queue runs
+  int handler_depth_ = 0;                      // nested guarded() calls (queue thread only)
   TapSink sink_;
   const TapReads tap_reads_;
   net::FrameBatchReader tap_reader_;  // the TAP's frames, a batch per io_uring_enter
