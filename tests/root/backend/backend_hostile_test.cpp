@@ -97,8 +97,8 @@ TEST_F(BackendEndToEnd, RevokedGrantsGetErrorResponsesAndTheVifStaysUp) {
   ASSERT_TRUE(g.netfront->send(tcp_frame(1400, 6)).has_value());  // guest -> host
   ASSERT_TRUE(guest_settle_all(g)) << "the packet was never answered";
   EXPECT_GE(g.netfront->stats().tx_error_responses, 1u);
-  // Answered ERROR, counted dropped, and not counted sent to the TAP (the pass that answered
-  // it is over: the report is taken on the queue's thread between passes).
+  // Answered ERROR, counted dropped, and not counted sent to the TAP (a report waits for the
+  // pass in progress: the one that answered it is over).
   EXPECT_EQ(counter(g, "tx_drop_copy_error"), 1u);
   EXPECT_EQ(counter(g, "tx_packets"), 0u) << "a packet whose copy failed went out";
   EXPECT_FALSE(g.vif->disabled());

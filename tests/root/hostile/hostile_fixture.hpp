@@ -241,8 +241,9 @@ class HostileTest : public ::testing::Test {
         if (k == name) sum += v;
     return sum;
   }
-  /// Every counter of the vif, summed over its queues, from one report (each queue's taken on
-  /// its own thread between passes: counters a pass bumps together are seen together).
+  /// Every counter of the vif, summed over its queues, from one report (each queue's read once
+  /// the pass in progress has ended: what a pass that began before the call bumped together is
+  /// seen together).
   std::map<std::string, std::uint64_t> counters(DomId dom) {
     const std::lock_guard lock(mu_);
     std::map<std::string, std::uint64_t> out;
