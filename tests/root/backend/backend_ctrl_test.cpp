@@ -302,13 +302,13 @@ class MulticastFilterEndToEnd : public BackendEndToEnd {
     }
     return false;
   }
-  /// Sends one frame to `dst` from the host; true once the backend's filter dropped it
+  /// Sends a frame with `send` (which returns it); true once the backend's filter dropped it
   /// (rx_dropped_mcast_filter counts it: a positive sign, not a wait-and-see window). The
   /// guest then polls: nothing of it may have reached the guest.
-  bool guest_filters(const std::array<std::uint8_t, 6>& dst, std::uint8_t seed) {
-    const auto f = mcast_frame(dst, seed);
+  template <typename Send>
+  bool guest_filters_from(Send send) {
     const auto before = counter("rx_dropped_mcast_filter");
-    host_send(f);
+    const auto f = send();
     const bool dropped = wait_for([&] { return counter("rx_dropped_mcast_filter") > before; });
     guest().netfront->handle_event();
     std::vector<netfront::RxPacket> got;
@@ -316,6 +316,14 @@ class MulticastFilterEndToEnd : public BackendEndToEnd {
     for (const auto& p : got)
       if (p.bytes == f) return false;
     return dropped;
+  }
+  /// guest_filters_from for one frame to `dst` from the host.
+  bool guest_filters(const std::array<std::uint8_t, 6>& dst, std::uint8_t seed) {
+    return guest_filters_from([&] {
+      auto f = mcast_frame(dst, seed);
+      host_send(f);
+      return f;
+    });
   }
   /// A dummy request carrying an MCAST_ADD/DEL extra (as win-xenvif sends them).
   void mcast(bool add, const std::array<std::uint8_t, 6>& addr) {
@@ -428,20 +436,6 @@ class SwitchMulticastFilterEndToEnd : public MulticastFilterEndToEnd {
         if (p.bytes == f) return true;
       return false;
     });
-  }
-  /// Sends with `send`; true once the guest's filter counted a drop, if the frame never reached
-  /// the guest.
-  template <typename Send>
-  bool guest_filters_from(Send send) {
-    const auto before = counter("rx_dropped_mcast_filter");
-    const auto f = send();
-    const bool dropped = wait_for([&] { return counter("rx_dropped_mcast_filter") > before; });
-    guest().netfront->handle_event();
-    std::vector<netfront::RxPacket> got;
-    guest().netfront->poll(got);
-    for (const auto& p : got)
-      if (p.bytes == f) return false;
-    return dropped;
   }
   Guest& peer() { return guest(1); }
   UniqueFd uplink_;
