@@ -70,8 +70,8 @@ ParseOutcome parse_shim_options(std::span<const std::string_view> args) {
       o.hypervisor = std::move(*v);
       have_hypervisor = true;
     } else if (a->is("domid")) {
-      // DOMID_FIRST_RESERVED is 0x7FF0; dom0 is never a guest here.
-      auto v = parse_decimal<std::uint16_t>(value, 1, 0x7FEF);
+      // A reserved id names no domain; dom0 is never a guest here.
+      auto v = parse_decimal<std::uint16_t>(value, 1, kFirstReservedDomId.value() - 1);
       if (!v) return bad();
       o.domid = DomId{*v};
     } else if (a->is("name")) {

@@ -12,15 +12,6 @@ namespace {
 
 constexpr std::string_view kLog = "manager";
 
-// Domain ids from DOMID_FIRST_RESERVED (0x7FF0) up name no real domain (DOMID_SELF, _IO, ...).
-constexpr std::uint16_t kFirstReservedDomId = 0x7FF0;
-
-std::optional<DomId> parse_domid(std::string_view s) {
-  const auto v = hv::parse_xs_uint<std::uint16_t>(s);
-  if (!v || *v >= kFirstReservedDomId) return std::nullopt;
-  return DomId{*v};
-}
-
 std::optional<DevId> parse_devid(std::string_view s) {
   const auto v = hv::parse_xs_uint<std::uint32_t>(s);
   if (!v) return std::nullopt;
@@ -39,7 +30,7 @@ std::string printable(std::string_view s) {
 std::optional<VifId> parse_vif_id(std::string_view s) {
   const auto slash = s.find('/');
   if (slash == std::string_view::npos) return std::nullopt;
-  const auto d = parse_domid(s.substr(0, slash));
+  const auto d = hv::parse_domid(s.substr(0, slash));
   const auto v = parse_devid(s.substr(slash + 1));
   if (!d || !v) return std::nullopt;
   return VifId{*d, *v};
@@ -153,7 +144,7 @@ bool BackendManager::left_behind(const VifId& id) {
 
 void BackendManager::scan_domain_entry(const std::string& dom_name,
                                        const std::optional<std::string>& dev_name) {
-  const auto domid = parse_domid(dom_name);
+  const auto domid = hv::parse_domid(dom_name);
   if (!domid) {
     warn_junk("ignoring " + root_ + "/" + printable(dom_name) + ": not a domain id");
     return;

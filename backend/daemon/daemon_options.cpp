@@ -63,9 +63,9 @@ std::variant<DaemonOptions, std::string> parse_daemon_args(std::span<const std::
       if (!hypervisor)
         return "--hypervisor takes xen or sim:<world-dir>, not '" + std::string(value) + "'";
     } else if (a->is("backend-domid")) {
-      const auto d = hv::parse_xs_uint<std::uint16_t>(value);
-      if (!d || *d >= 0x7FF0) return "--backend-domid: '" + std::string(value) + "' is not a domid";
-      o.backend_domid = DomId{*d};
+      const auto d = hv::parse_domid(value);
+      if (!d) return "--backend-domid: '" + std::string(value) + "' is not a domid";
+      o.backend_domid = *d;
     } else if (a->is("switch-uplink")) {
       const auto eq = value.find('=');
       const std::string_view sw = value.substr(0, eq);

@@ -38,6 +38,12 @@ template std::optional<std::uint16_t> parse_xs_uint<std::uint16_t>(std::string_v
 template std::optional<std::uint32_t> parse_xs_uint<std::uint32_t>(std::string_view);
 template std::optional<std::uint64_t> parse_xs_uint<std::uint64_t>(std::string_view);
 
+std::optional<DomId> parse_domid(std::string_view s) {
+  const auto v = parse_xs_uint<std::uint16_t>(s);
+  if (!v || is_reserved(DomId{*v})) return std::nullopt;
+  return DomId{*v};
+}
+
 XsTransaction::XsTransaction(XenStore& xs) : xs_(&xs), open_(false) {
   auto tx = xs.transaction_start();
   if (!tx) throw SetupError("xenstore: cannot start a transaction: " + tx.error().message());

@@ -135,4 +135,8 @@ extern template std::optional<std::uint16_t> parse_xs_uint<std::uint16_t>(std::s
 extern template std::optional<std::uint32_t> parse_xs_uint<std::uint32_t>(std::string_view);
 extern template std::optional<std::uint64_t> parse_xs_uint<std::uint64_t>(std::string_view);
 
+/// A domain's id as xenstore and command lines write it: parse_xs_uint's strict decimal, and
+/// below kFirstReservedDomId (a reserved id names no domain).
+[[nodiscard]] std::optional<DomId> parse_domid(std::string_view s);
+
 }  // namespace unetback::hv

@@ -51,8 +51,14 @@ using DevId = StrongId<DevIdTag, std::uint32_t>;
 using QueueId = StrongId<QueueIdTag, std::uint32_t>;
 
 inline constexpr DomId kDom0{0};
-/// DOMID_SELF as used by grant operations on local memory.
-inline constexpr DomId kDomIdSelf{0x7FF0};
+/// DOMID_FIRST_RESERVED (Xen's public xen.h): ids from here up (DOMID_SELF, DOMID_IO,
+/// DOMID_XEN, ...) name no real domain, and no domain is ever created with one.
+inline constexpr DomId kFirstReservedDomId{0x7FF0};
+
+/// Whether `id` is one of Xen's reserved ids rather than a domain's.
+[[nodiscard]] constexpr bool is_reserved(DomId id) {
+  return id >= kFirstReservedDomId;
+}
 
 /// A free-running ring index (ring.h `RING_IDX`, 32 bits). Only modular arithmetic is
 /// defined: the difference of two indices is a distance, never a comparison of ages.

@@ -21,9 +21,6 @@ using hv::sim::kMaxPortsPerDomain;
 using hv::sim::shared_u32;
 using hv::sim::SharedGrantEntry;
 
-// DOMID_FIRST_RESERVED: ids from 0x7FF0 up are special (DOMID_SELF, DOMID_IO, ...).
-constexpr std::uint32_t kFirstReservedDomid = 0x7FF0;
-
 bool valid_name(std::string_view name) {
   if (name.empty() || name.size() > hv::sim::kMaxDomainNameLen) return false;
   for (const char c : name)
@@ -84,7 +81,7 @@ Result<DomId> DomainRegistry::create(std::string_view name, std::uint32_t nr_fra
   if (nr_frames > config_.max_frames) return errno_code(EINVAL);
   for (const auto& [id, d] : domains_)
     if (d.name == name) return errno_code(EEXIST);
-  if (next_domid_ >= kFirstReservedDomid) return errno_code(ENOSPC);
+  if (next_domid_ >= kFirstReservedDomId.value()) return errno_code(ENOSPC);
   const DomId id{static_cast<std::uint16_t>(next_domid_)};
   auto d = make_domain(id, std::string(name), nr_frames);
   if (!d) return d.error();

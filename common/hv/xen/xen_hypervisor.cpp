@@ -16,8 +16,6 @@ namespace unetback::hv {
 namespace {
 
 constexpr const char* kLogPrefix = "xen";
-/// DOMID_FIRST_RESERVED: ids from here on (DOMID_SELF, DOMID_IO, …) name no real domain.
-constexpr std::uint16_t kFirstReservedDomId = 0x7FF0;
 
 /// Our own domid, as `xenstore-read domid` finds it: xenstored resolves the relative path
 /// against the caller's /local/domain/<id>, where the toolstack wrote "domid".
@@ -26,9 +24,9 @@ Result<DomId> read_own_domid() {
     LibXenStore xs;
     auto value = xs.read("domid");
     if (!value) return value.error();
-    auto id = parse_xs_uint<std::uint16_t>(*value);
-    if (!id || *id >= kFirstReservedDomId) return std::errc::invalid_argument;
-    return DomId{*id};
+    auto id = parse_domid(*value);
+    if (!id) return std::errc::invalid_argument;
+    return *id;
   } catch (const SetupError& e) {
     log::write(log::Level::debug, kLogPrefix, e.what());
     return std::errc::no_such_device;
@@ -39,10 +37,11 @@ class XenHypervisor final : public Hypervisor {
  public:
   explicit XenHypervisor(const HypervisorOptions& opts)
       : role_(opts.role), copy_batch_(opts.copy_batch) {
-    if (role_ == Role::backend)
+    if (role_ == Role::backend) {
       table_ = std::make_unique<XenGrantTable>(opts.copy_batch);
-    else
+    } else {
       sharer_ = std::make_unique<XenGrantSharer>();
+    }
     auto id = read_own_domid();
     if (id) {
       self_ = *id;
@@ -61,10 +60,11 @@ class XenHypervisor final : public Hypervisor {
   [[nodiscard]] DomId self() const override { return self_; }
 
   GrantTable& grant_table() override {
-    if (!table_)
+    if (!table_) {
       throw SetupError(
           "xen: this hypervisor handle was opened for the frontend role and has "
           "no grant table (open it with Role::backend)");
+    }
     return *table_;
   }
 
@@ -74,10 +74,11 @@ class XenHypervisor final : public Hypervisor {
   }
 
   GrantSharer& grant_sharer() override {
-    if (!sharer_)
+    if (!sharer_) {
       throw SetupError(
           "xen: this hypervisor handle was opened for the backend role and has "
           "no grant sharer (open it with Role::frontend)");
+    }
     return *sharer_;
   }
 
@@ -88,7 +89,7 @@ class XenHypervisor final : public Hypervisor {
   std::unique_ptr<XenStore> open_xenstore() override { return std::make_unique<LibXenStore>(); }
 
   bool domain_exists(DomId domid) override {
-    if (domid.value() >= kFirstReservedDomId) return false;
+    if (is_reserved(domid)) return false;
     if (auto known = info_.exists(domid)) return *known;
     return exists_in_xenstore(domid);
   }

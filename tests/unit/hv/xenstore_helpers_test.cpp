@@ -90,6 +90,20 @@ TEST(ParseXsUint, RejectsMoreThanTwentyDigitsEvenWhenTheValueIsSmall) {
   EXPECT_FALSE(parse_xs_uint<std::uint64_t>(std::string(4096, '9')));
 }
 
+// ---- parse_domid ----
+
+TEST(ParseDomid, TakesEveryDomainsIdAndRefusesTheReservedOnes) {
+  EXPECT_EQ(parse_domid("0"), kDom0);
+  EXPECT_EQ(parse_domid("32751"), DomId{0x7FEF});
+  EXPECT_FALSE(parse_domid("32752")) << "DOMID_FIRST_RESERVED (DOMID_SELF)";
+  EXPECT_FALSE(parse_domid("65535"));
+  EXPECT_FALSE(parse_domid("65536"));
+  EXPECT_FALSE(parse_domid("-1"));
+  EXPECT_FALSE(parse_domid(" 5"));
+  EXPECT_TRUE(is_reserved(kFirstReservedDomId));
+  EXPECT_FALSE(is_reserved(DomId{0x7FEF}));
+}
+
 // ---- A scripted XenStore double ----
 
 /// Records transaction and watch calls; transaction_start / transaction_end / watch answer
@@ -146,9 +160,9 @@ class ScriptedXenStore final : public XenStore {
   std::uint32_t last_tx_ = 0;
 };
 
-const std::error_code kEagain = std::make_error_code(std::errc::resource_unavailable_try_again);
-const std::error_code kEio = std::make_error_code(std::errc::io_error);
-const std::error_code kEnoent = std::make_error_code(std::errc::no_such_file_or_directory);
+const std::error_code eagain = std::make_error_code(std::errc::resource_unavailable_try_again);
+const std::error_code eio = std::make_error_code(std::errc::io_error);
+const std::error_code enoent = std::make_error_code(std::errc::no_such_file_or_directory);
 
 using Calls = std::vector<std::string>;
 
@@ -167,7 +181,7 @@ TEST(Transact, CommitsOnceWithoutConflict) {
 
 TEST(Transact, RetriesTheWholeTransactionOnEagain) {
   ScriptedXenStore xs;
-  xs.end_script = {kEagain, kEagain, {}};
+  xs.end_script = {eagain, eagain, {}};
   std::vector<XsTx> bodies;
   EXPECT_FALSE(transact(xs, [&](XsTx tx) {
     bodies.push_back(tx);
@@ -181,14 +195,14 @@ TEST(Transact, RetriesTheWholeTransactionOnEagain) {
 
 TEST(Transact, StopsOnACommitErrorOtherThanEagain) {
   ScriptedXenStore xs;
-  xs.end_script = {kEio, {}};
+  xs.end_script = {eio, {}};
   int bodies = 0;
   EXPECT_EQ(transact(xs,
                      [&](XsTx) {
                        ++bodies;
                        return std::error_code{};
                      }),
-            kEio);
+            eio);
   EXPECT_EQ(bodies, 1);
   EXPECT_EQ(xs.calls, (Calls{"start -> 1", "commit 1"}));
 }
@@ -199,9 +213,9 @@ TEST(Transact, BodyErrorAbortsAndIsReturnedWithoutRetry) {
   EXPECT_EQ(transact(xs,
                      [&](XsTx) {
                        ++bodies;
-                       return kEnoent;
+                       return enoent;
                      }),
-            kEnoent);
+            enoent);
   EXPECT_EQ(bodies, 1);
   EXPECT_EQ(xs.calls, (Calls{"start -> 1", "abort 1"}));
 }
@@ -214,30 +228,30 @@ TEST(Transact, BodyEagainIsNotMistakenForAConflict) {
   EXPECT_EQ(transact(xs,
                      [&](XsTx) {
                        ++bodies;
-                       return kEagain;
+                       return eagain;
                      }),
-            kEagain);
+            eagain);
   EXPECT_EQ(bodies, 1);
   EXPECT_EQ(xs.calls, (Calls{"start -> 1", "abort 1"}));
 }
 
 TEST(Transact, StartFailureIsReturnedWithoutRunningTheBody) {
   ScriptedXenStore xs;
-  xs.start_script = {kEio};
+  xs.start_script = {eio};
   bool ran = false;
   EXPECT_EQ(transact(xs,
                      [&](XsTx) {
                        ran = true;
                        return std::error_code{};
                      }),
-            kEio);
+            eio);
   EXPECT_FALSE(ran);
-  EXPECT_EQ(xs.calls, (Calls{"start -> " + kEio.message()}));
+  EXPECT_EQ(xs.calls, (Calls{"start -> " + eio.message()}));
 }
 
 TEST(Transact, GivesUpWithEagainAfterMaxAttempts) {
   ScriptedXenStore xs;
-  xs.end_script = {kEagain, kEagain, kEagain, {}};
+  xs.end_script = {eagain, eagain, eagain, {}};
   int bodies = 0;
   EXPECT_EQ(transact(
                 xs,
@@ -246,7 +260,7 @@ TEST(Transact, GivesUpWithEagainAfterMaxAttempts) {
                   return std::error_code{};
                 },
                 3),
-            kEagain);
+            eagain);
   EXPECT_EQ(bodies, 3);
 }
 
@@ -272,10 +286,10 @@ TEST(XsTransaction, CommittedTransactionIsNotAbortedAfterwards) {
 
 TEST(XsTransaction, ConflictingCommitReportsEagainAndEndsTheTransaction) {
   ScriptedXenStore xs;
-  xs.end_script = {kEagain};
+  xs.end_script = {eagain};
   {
     XsTransaction tx(xs);
-    EXPECT_EQ(tx.commit(), kEagain);
+    EXPECT_EQ(tx.commit(), eagain);
     // xenstored has ended the transaction either way: a second commit is refused locally.
     EXPECT_EQ(tx.commit(), std::errc::invalid_argument);
   }
@@ -294,9 +308,9 @@ TEST(XsTransaction, MoveTransfersTheAbort) {
 
 TEST(XsTransaction, StartFailureIsASetupError) {
   ScriptedXenStore xs;
-  xs.start_script = {kEio};
+  xs.start_script = {eio};
   EXPECT_THROW(XsTransaction tx(xs), SetupError);
-  EXPECT_EQ(xs.calls, (Calls{"start -> " + kEio.message()}));
+  EXPECT_EQ(xs.calls, (Calls{"start -> " + eio.message()}));
 }
 
 // ---- XsWatch ----

@@ -15,8 +15,6 @@ using wire::XsType;
 constexpr std::string_view kIntroduceDomain = "@introduceDomain";
 constexpr std::string_view kReleaseDomain = "@releaseDomain";
 constexpr std::string_view kOk{"OK\0", 3};
-// DOMID_FIRST_RESERVED: ids from here on are special (DOMID_SELF, DOMID_IO, …).
-constexpr std::uint32_t kFirstReservedDomId = 0x7FF0;
 
 std::error_code err(int e) {
   return errno_code(e);
@@ -313,7 +311,7 @@ XenstoreCore::Reply XenstoreCore::do_introduce(std::string_view payload) {
   const auto args = nul_strings(payload);
   if (args.size() < 3) return err(EINVAL);
   auto dom = parse_domid(args[0]);
-  if (!dom || dom->value() == 0 || dom->value() >= kFirstReservedDomId) return err(EINVAL);
+  if (!dom || *dom == kDom0 || is_reserved(*dom)) return err(EINVAL);
   if (is_introduced(*dom)) return std::string(kOk);
   if (hooks_.open_domain) {
     if (auto e = hooks_.open_domain(*dom)) return e;
