@@ -27,19 +27,6 @@ std::string printable(std::string_view s) {
 
 }  // namespace
 
-std::optional<VifId> parse_vif_id(std::string_view s) {
-  const auto slash = s.find('/');
-  if (slash == std::string_view::npos) return std::nullopt;
-  const auto d = hv::parse_domid(s.substr(0, slash));
-  const auto v = parse_devid(s.substr(slash + 1));
-  if (!d || !v) return std::nullopt;
-  return VifId{*d, *v};
-}
-
-std::string format_vif_id(const VifId& id) {
-  return std::to_string(id.domid.value()) + "/" + std::to_string(id.devid.value());
-}
-
 BackendManager::BackendManager(hv::XenStore& xs, DomId self, vif::VifFactory& factory,
                                TunableStore& tunables, DomainExists domain_exists)
     : xs_(xs),

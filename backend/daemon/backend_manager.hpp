@@ -24,21 +24,16 @@
 #include "backend/daemon/tunables.hpp"
 #include "backend/vif/vif_handle.hpp"
 #include "backend/xenbus/xenbus_adapter.hpp"
+#include "common/control/vif_id.hpp"
 #include "common/hv/xenstore.hpp"
 #include "common/util/log.hpp"
 #include "common/util/strong_id.hpp"
 
 namespace unetback::daemon {
 
-/// `<domid>/<devid>`, the key of a vif in the backend tree.
-struct VifId {
-  DomId domid{};
-  DevId devid{};
-  friend auto operator<=>(const VifId&, const VifId&) = default;
-};
-/// "5/0" -> {5, 0}: strict decimal on both sides, nothing else.
-[[nodiscard]] std::optional<VifId> parse_vif_id(std::string_view s);
-[[nodiscard]] std::string format_vif_id(const VifId& id);
+// The manager names a vif as the control protocol does.
+using control::format_vif_id;
+using control::VifId;
 
 /// What `unetback-ctl list` shows of one vif: the xenbus view plus the vif's report.
 struct VifStatus {

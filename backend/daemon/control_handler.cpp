@@ -2,12 +2,15 @@
 
 #include <type_traits>
 
-#include "backend/daemon/json_writer.hpp"
+#include "common/control/json_writer.hpp"
 #include "common/hv/grant_table.hpp"
 #include "common/xenbus/xenbus_state.hpp"
 
 namespace unetback::daemon {
 namespace {
+
+using control::json_error;
+using control::JsonWriter;
 
 // `queue_count`: list shows how many queues; stats has the queues themselves under that key.
 void vif_summary(JsonWriter& w, const VifStatus& s, bool queue_count) {
@@ -61,13 +64,13 @@ std::string name_value(std::string_view name, std::string_view value) {
 
 }  // namespace
 
-std::string handle_request(const Request& request, BackendManager& manager,
+std::string handle_request(const control::Request& request, BackendManager& manager,
                            const DaemonInfo* daemon) {
   return std::visit(
       [&](const auto& r) -> std::string {
         using T = std::decay_t<decltype(r)>;
         JsonWriter w;
-        if constexpr (std::is_same_v<T, ListRequest>) {
+        if constexpr (std::is_same_v<T, control::ListRequest>) {
           w.begin_object().key("vifs").begin_array();
           for (const auto& s : manager.list()) {
             w.begin_object();
@@ -75,7 +78,7 @@ std::string handle_request(const Request& request, BackendManager& manager,
             w.end_object();
           }
           w.end_array().end_object();
-        } else if constexpr (std::is_same_v<T, StatsRequest>) {
+        } else if constexpr (std::is_same_v<T, control::StatsRequest>) {
           std::vector<VifStatus> vifs;
           if (r.vif) {
             auto s = manager.status(*r.vif);
@@ -92,7 +95,7 @@ std::string handle_request(const Request& request, BackendManager& manager,
           w.key("vifs").begin_array();
           for (const auto& s : vifs) stats_of(w, s);
           w.end_array().end_object();
-        } else if constexpr (std::is_same_v<T, RingsRequest>) {
+        } else if constexpr (std::is_same_v<T, control::RingsRequest>) {
           auto s = manager.status(r.vif);
           if (!s) return json_error("no vif " + format_vif_id(r.vif));
           w.begin_object().key("vif").value(format_vif_id(r.vif));
@@ -106,7 +109,7 @@ std::string handle_request(const Request& request, BackendManager& manager,
             w.end_object();
           }
           w.end_array().end_object();
-        } else if constexpr (std::is_same_v<T, TunablesRequest>) {
+        } else if constexpr (std::is_same_v<T, control::TunablesRequest>) {
           const vif::Tunables& t = manager.tunables().current();
           w.begin_object().key("tunables").begin_array();
           for (const auto& spec : tunable_specs()) {
@@ -122,23 +125,23 @@ std::string handle_request(const Request& request, BackendManager& manager,
             w.key("help").value(spec.help).end_object();
           }
           w.end_array().end_object();
-        } else if constexpr (std::is_same_v<T, GetRequest>) {
+        } else if constexpr (std::is_same_v<T, control::GetRequest>) {
           const auto* spec = find_tunable(r.name);
           if (spec == nullptr) return json_error("unknown tunable '" + r.name + "'");
           return name_value(spec->name, format_tunable(manager.tunables().current(), *spec));
-        } else if constexpr (std::is_same_v<T, SetRequest>) {
+        } else if constexpr (std::is_same_v<T, control::SetRequest>) {
           if (auto why = manager.tunables().set(r.name, r.value))
             return json_error(r.name + ": " + *why);
           const auto* spec = find_tunable(r.name);
           return name_value(spec->name, format_tunable(manager.tunables().current(), *spec));
-        } else if constexpr (std::is_same_v<T, StatusRequest>) {
+        } else if constexpr (std::is_same_v<T, control::StatusRequest>) {
           if (daemon == nullptr) return json_error("status: not answered here");
           w.begin_object().key("pid").value(static_cast<std::int64_t>(daemon->pid));
           w.key("program").value(daemon->program).key("started").value(daemon->started);
           w.key("version").value(daemon->version);
           if (!daemon->upgrade_error.empty()) w.key("upgrade_error").value(daemon->upgrade_error);
           w.key("vifs").value(static_cast<std::uint64_t>(manager.list().size())).end_object();
-        } else if constexpr (std::is_same_v<T, UpgradeRequest>) {
+        } else if constexpr (std::is_same_v<T, control::UpgradeRequest>) {
           if (daemon == nullptr || !daemon->upgrade)
             return json_error("upgrade: not possible here");
           if (auto why = daemon->upgrade()) return json_error("upgrade: " + *why);
@@ -152,9 +155,9 @@ std::string handle_request(const Request& request, BackendManager& manager,
 }
 
 std::string handle_line(std::string_view line, BackendManager& manager, const DaemonInfo* daemon) {
-  auto parsed = parse_request(line);
+  auto parsed = control::parse_request(line);
   if (auto* msg = std::get_if<std::string>(&parsed)) return json_error(*msg);
-  return handle_request(std::get<Request>(parsed), manager, daemon);
+  return handle_request(std::get<control::Request>(parsed), manager, daemon);
 }
 
 }  // namespace unetback::daemon

@@ -1,21 +1,5 @@
-// Answers a parsed control request from the manager's state, as one line of JSON.
-//
-// Shapes (stable for scripts; unetback-ctl prints them as tables):
-//   list      {"vifs":[{"vif":"5/0","domid":5,"devid":0,"state":"Connected","state_id":4,
-//                       "frontend_state":"Connected","tap":"vif5.0","connected":true,
-//                       "carrier":true,"queues":2}]}
-//   stats     {"vifs":[{"vif":"5/0",...(as list, but "queues" is the array),
-//              "queues":[{"queue":0,"counters":{"rx_packets":1}}]}]}
-//   rings     {"vif":"5/0","queues":[{"queue":0,"tx":{"req_prod":..,"req_event":..,
-//              "rsp_prod":..,"rsp_event":..,"req_cons":..,"rsp_prod_pvt":..},"rx":{...}}]}
-//   tunables  {"tunables":[{"name":"max-queues","value":"4","min":1,"max":16,"help":"..."}]}
-//   get/set   {"name":"max-queues","value":"4"}
-//   status    {"pid":812,"program":"/usr/sbin/unetbackd","started":"1764748800.123456",
-//              "version":"0.1.0","vifs":2}
-//   upgrade   {"upgrading":true,"pid":812,"program":"/usr/sbin/unetbackd"} (then the daemon
-//              hands its vifs over and executes the program again; `status` tells the new image
-//              by its "started")
-//   errors    {"error":"..."}
+// Answers a parsed control request from the manager's state, as one line of JSON (the reply
+// shapes are in common/control/protocol.hpp).
 #pragma once
 
 #include <functional>
@@ -23,7 +7,7 @@
 #include <string>
 
 #include "backend/daemon/backend_manager.hpp"
-#include "backend/daemon/control_request.hpp"
+#include "common/control/request.hpp"
 
 namespace unetback::daemon {
 
@@ -42,7 +26,7 @@ struct DaemonInfo {
 };
 
 /// `daemon` may be null (tests of the vif requests): status and upgrade then answer an error.
-[[nodiscard]] std::string handle_request(const Request& request, BackendManager& manager,
+[[nodiscard]] std::string handle_request(const control::Request& request, BackendManager& manager,
                                          const DaemonInfo* daemon = nullptr);
 
 /// Parses and answers one line.

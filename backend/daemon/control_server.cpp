@@ -13,8 +13,8 @@
 #include <unistd.h>
 #include <utility>
 
-#include "backend/daemon/json_writer.hpp"
 #include "backend/daemon/private_dir.hpp"
+#include "common/control/json_writer.hpp"
 #include "common/util/log.hpp"
 #include "common/util/result.hpp"
 #include "common/util/unique_fd.hpp"
@@ -103,11 +103,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
     const auto nl = in_.find('\n');
     if (nl == std::string::npos) {
       if (in_.size() > shared_->limits.max_line)
-        return write_and_close(json_error("request line too long") + "\n");
+        return write_and_close(control::json_error("request line too long") + "\n");
       return do_read();
     }
     if (nl > shared_->limits.max_line)
-      return write_and_close(json_error("request line too long") + "\n");
+      return write_and_close(control::json_error("request line too long") + "\n");
     out_ = answer(std::string_view(in_.data(), nl)) + "\n";
     in_.erase(0, nl + 1);
     asio::async_write(
@@ -124,7 +124,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
     try {
       return shared_->handler(line);
     } catch (const std::exception& e) {
-      return json_error(std::string("internal error: ") + e.what());
+      return control::json_error(std::string("internal error: ") + e.what());
     }
   }
 
@@ -157,7 +157,7 @@ void turn_away_one(ControlServer::Shared& shared) {
   UniqueFd fd(
       ::accept4(shared.acceptor.native_handle(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
   if (fd) {
-    const std::string msg = json_error("the daemon is out of file descriptors") + "\n";
+    const std::string msg = control::json_error("the daemon is out of file descriptors") + "\n";
     (void)!::send(fd.get(), msg.data(), msg.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
   }
   fd.reset();
@@ -194,7 +194,7 @@ void do_accept(const std::shared_ptr<ControlServer::Shared>& shared) {
         shared->prune();
         if (shared->connections.size() >= shared->limits.max_connections) {
           // Best effort and non-blocking: the client learns why, the daemon never waits.
-          const std::string msg = json_error("too many connections") + "\n";
+          const std::string msg = control::json_error("too many connections") + "\n";
           socket.non_blocking(true);
           boost::system::error_code ignored;
           socket.write_some(asio::buffer(msg), ignored);

@@ -4,16 +4,12 @@
 
 #include "backend/daemon/tunables.hpp"
 #include "backend/xenbus/backend_config.hpp"
+#include "common/control/protocol.hpp"
 #include "common/hv/xenstore.hpp"
 #include "common/net/tap_device.hpp"
 #include "common/util/arg_parser.hpp"
 
 namespace unetback::daemon {
-
-std::string default_control_path(const hv::HypervisorSpec& hypervisor) {
-  if (const auto* dir = hv::sim_world_dir(hypervisor)) return *dir + "/unetbackd.sock";
-  return "/run/unetback/unetbackd.sock";
-}
 
 std::string default_state_dir(const hv::HypervisorSpec& hypervisor, DomId backend) {
   if (const auto* dir = hv::sim_world_dir(hypervisor))
@@ -97,7 +93,7 @@ std::variant<DaemonOptions, std::string> parse_daemon_args(std::span<const std::
   if (const auto& e = parser.error()) return e->message();
   if (!hypervisor) return std::string("--hypervisor is required (xen or sim:<world-dir>)");
   o.hypervisor = *hypervisor;
-  o.control_path = control ? *control : default_control_path(o.hypervisor);
+  o.control_path = control ? *control : control::default_control_path(o.hypervisor);
   o.lock_path = lock ? *lock : default_lock_path(o.hypervisor, o.backend_domid.value_or(kDom0));
   o.state_dir =
       state_dir ? *state_dir : default_state_dir(o.hypervisor, o.backend_domid.value_or(kDom0));

@@ -27,7 +27,7 @@ inline constexpr int kExitHandedOver = 4;
 struct DaemonOptions {
   hv::HypervisorSpec hypervisor;       // --hypervisor xen or sim:<world-dir>
   std::optional<DomId> backend_domid;  // xensim: register as this domain (default dom0)
-  std::string control_path;            // default_control_path(hypervisor) unless given
+  std::string control_path;            // control::default_control_path(hypervisor) unless given
   std::string lock_path;               // default_lock_path(hypervisor, domid) unless given
   log::Level log_level = log::Level::info;
   vif::Tunables tunables;                      // the defaults with --<tunable> applied
@@ -44,9 +44,6 @@ struct DaemonOptions {
   bool takeover = false;
   bool help = false;
 };
-
-/// `/run/unetback/unetbackd.sock` for "xen", `<world-dir>/unetbackd.sock` for "sim:<dir>".
-[[nodiscard]] std::string default_control_path(const hv::HypervisorSpec& hypervisor);
 
 /// The lock that lets one daemon serve a backend domain: `/run/unetbackd.lock` for "xen"
 /// (one backend domain per host), `<world-dir>/unetbackd-dom<N>.lock` for "sim:<dir>" (a

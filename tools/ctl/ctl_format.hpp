@@ -1,5 +1,5 @@
 // Readable tables for unetback-ctl, rendered from the daemon's JSON replies (shapes in
-// backend/daemon/control_handler.hpp). Pure: text in, text out.
+// common/control/protocol.hpp). Pure: text in, text out.
 #pragma once
 
 #include <string>

@@ -14,7 +14,9 @@
 #include <variant>
 #include <vector>
 
-#include "backend/daemon/daemon_options.hpp"
+#include "common/control/protocol.hpp"
+#include "common/control/request.hpp"
+#include "common/hv/hypervisor_spec.hpp"
 #include "common/util/arg_parser.hpp"
 #include "common/util/parse_decimal.hpp"
 #include "common/util/result.hpp"
@@ -82,7 +84,7 @@ std::variant<ctl::JsonValue, std::string> ask(
   std::string error;
   auto doc = ctl::parse_json(*reply, &error);
   if (!doc) return "malformed reply (" + error + ")";
-  if (const auto* e = doc->get("error")) return e->text();
+  if (const auto* e = doc->get(control::kErrorKey)) return e->text();
   return std::move(*doc);
 }
 
@@ -204,7 +206,7 @@ int main(int argc, char** argv) {
                                                  cli::valued("control"),
                                                  cli::valued("world")};
   const std::vector<std::string_view> args(argv + 1, argv + argc);
-  std::string path = daemon::default_control_path(hv::XenSpec{});
+  std::string path = control::default_control_path(hv::XenSpec{});
   bool json = false, prometheus = false;
   std::optional<std::string> listen;
   std::optional<std::chrono::milliseconds> interval, header_timeout;
@@ -233,7 +235,7 @@ int main(int argc, char** argv) {
       path = a->value;
     } else if (a->is("world")) {
       if (a->value.empty()) return usage_error("--world needs a directory");
-      path = daemon::default_control_path(hv::SimSpec{std::string(a->value)});
+      path = control::default_control_path(hv::SimSpec{std::string(a->value)});
     } else {
       words.emplace_back(a->value);
     }
@@ -241,21 +243,12 @@ int main(int argc, char** argv) {
   if (const auto& e = parser.error()) return usage_error(e->message());
   if (words.empty()) return usage_error("no command");
   const std::string& cmd = words[0];
-  struct Arity {
-    const char* name;
-    std::size_t min, max;
-  };
-  static constexpr Arity kCommands[] = {{"list", 0, 0},     {"stats", 0, 1},  {"rings", 1, 1},
-                                        {"tunables", 0, 0}, {"get", 1, 1},    {"set", 2, 2},
-                                        {"metrics", 0, 0},  {"status", 0, 0}, {"upgrade", 0, 0}};
-  bool known = false;
-  for (const auto& c : kCommands) {
-    if (cmd != c.name) continue;
-    known = true;
-    if (words.size() - 1 < c.min || words.size() - 1 > c.max)
-      return usage_error("wrong number of arguments for " + cmd);
-  }
-  if (!known) return usage_error("unknown command " + cmd);
+  // The daemon's requests, and `metrics`, which this tool serves itself.
+  static constexpr control::VerbSpec kMetrics{"metrics", 0, 0};
+  const control::VerbSpec* verb = cmd == kMetrics.name ? &kMetrics : control::find_verb(cmd);
+  if (verb == nullptr) return usage_error("unknown command " + cmd);
+  if (words.size() - 1 < verb->min_args || words.size() - 1 > verb->max_args)
+    return usage_error("wrong number of arguments for " + cmd);
   if (prometheus && cmd != "stats") return usage_error("--prometheus goes with stats only");
   if (prometheus && json) return usage_error("--prometheus and --json exclude each other");
   if ((listen || interval || header_timeout) && cmd != "metrics")
@@ -302,7 +295,7 @@ int main(int argc, char** argv) {
     std::cerr << "unetback-ctl: malformed reply (" << error << "): " << *reply << "\n";
     return 1;
   }
-  if (const auto* e = doc->get("error")) {
+  if (const auto* e = doc->get(control::kErrorKey)) {
     std::cerr << "unetback-ctl: " << e->text() << "\n";
     return 1;
   }

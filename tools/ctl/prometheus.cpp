@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "backend/vif/queue_counters.hpp"
+#include "common/control/queue_counter_specs.hpp"
 #include "tools/ctl/ctl_format.hpp"
 
 namespace unetback::ctl {
@@ -71,12 +71,13 @@ std::string format_prometheus(const JsonValue& reply) {
   Family state{"unetback_vif_backend_state", "The vif's xenbus backend state (1..6)", "gauge", {}};
   Family queues{"unetback_vif_queues", "Queues the vif runs", "gauge", {}};
 
-  // Per-queue counters: the known ones in queue_counters.hpp order, then any the daemon
+  // Per-queue counters: the known ones in queue_counter_specs.hpp order, then any the daemon
   // reports that this unetback-ctl does not know (first-seen order).
   std::vector<Family> counters;
-  for (const auto& spec : vif::kQueueCounterSpecs)
+  for (const auto& spec : control::kQueueCounterSpecs) {
     counters.push_back(
         {"unetback_" + std::string(spec.name) + "_total", std::string(spec.help), "counter", {}});
+  }
   const auto family_of = [&counters](const std::string& counter) -> Family* {
     if (!valid_name(counter)) return nullptr;
     const std::string name = "unetback_" + counter + "_total";

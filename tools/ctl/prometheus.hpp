@@ -1,6 +1,6 @@
 // The daemon's counters in the Prometheus text exposition format (version 0.0.4), rendered
-// from its `stats` reply (shape in backend/daemon/control_handler.hpp). The per-queue counter
-// names and help texts come from backend/vif/queue_counters.hpp, the one list of them: a
+// from its `stats` reply (shape in common/control/protocol.hpp). The per-queue counter
+// names and help texts come from common/control/queue_counter_specs.hpp, the one list of them: a
 // counter `rx_packets` becomes `unetback_rx_packets_total{vif="vif5.0",domid="5",devid="0",
 // queue="0"}`. Pure: text in, text out.
 #pragma once

@@ -387,13 +387,5 @@ TEST_F(BackendManagerTest, BadTunableIsRejectedAndRewrittenWithThePreviousValue)
   EXPECT_EQ(tunables_.current().max_queues, 3U);
 }
 
-TEST(VifId, ParsesStrictly) {
-  EXPECT_EQ(format_vif_id(*parse_vif_id("5/0")), "5/0");
-  EXPECT_EQ(format_vif_id(*parse_vif_id("32751/4294967295")), "32751/4294967295");
-  for (const char* bad :
-       {"", "5", "5/", "/0", "5/0/1", "a/0", "5/b", "-1/0", "32752/0", " 5/0", "5/0 ", "5//0"})
-    EXPECT_FALSE(parse_vif_id(bad).has_value()) << bad;
-}
-
 }  // namespace
 }  // namespace unetback::daemon

@@ -2,7 +2,7 @@
 // and the tables.
 #include <gtest/gtest.h>
 
-#include "backend/daemon/json_writer.hpp"
+#include "common/control/json_writer.hpp"
 #include "tools/ctl/ctl_format.hpp"
 #include "tools/ctl/json_value.hpp"
 
@@ -10,7 +10,7 @@ namespace unetback::ctl {
 namespace {
 
 TEST(CtlJson, ReadsWhatTheDaemonWrites) {
-  daemon::JsonWriter w;
+  control::JsonWriter w;
   const std::string nasty = std::string("q\"b\\s/\n\t\x01 caf\xc3\xa9 \xf0\x9f\x98\x80");
   w.begin_object().key("s").value(nasty).key("n").value(std::uint64_t{18446744073709551615ULL});
   w.key("neg").value(-5).key("t").value(true).key("z").null();

@@ -17,7 +17,7 @@
 #include <thread>
 #include <unistd.h>
 
-#include "backend/vif/queue_counters.hpp"
+#include "common/control/queue_counter_specs.hpp"
 #include "tools/ctl/metrics_server.hpp"
 
 namespace unetback::ctl {
@@ -126,7 +126,7 @@ constexpr std::string_view kTwoVifs = R"({"mapped_grant_pages":12,"vifs":[
 TEST(Prometheus, EveryQueueCounterIsAFamilyWithHelpTypeAndLabelledSamples) {
   const std::string text = format_prometheus(doc(kTwoVifs));
   const Exposition e = parse_exposition(text);
-  for (const auto& spec : vif::kQueueCounterSpecs) {
+  for (const auto& spec : control::kQueueCounterSpecs) {
     const std::string name = "unetback_" + std::string(spec.name) + "_total";
     EXPECT_EQ(e.type.count(name) ? e.type.at(name) : "", "counter") << name;
     EXPECT_EQ(e.help.count(name) ? e.help.at(name) : "", std::string(spec.help)) << name;
@@ -185,7 +185,7 @@ TEST(Prometheus, ACounterOfANewerDaemonIsKeptAndAMalformedNameIsLeftOut) {
 TEST(Prometheus, NoVifsStillGivesEveryFamilyAndNoSample) {
   const Exposition e = parse_exposition(format_prometheus(doc(R"({"vifs":[]})")));
   EXPECT_TRUE(e.samples.empty());
-  EXPECT_EQ(e.type.size(), std::size(vif::kQueueCounterSpecs) + 5);
+  EXPECT_EQ(e.type.size(), std::size(control::kQueueCounterSpecs) + 5);
 }
 
 TEST(Prometheus, LabelValuesEscapeBackslashQuoteAndNewline) {

@@ -1,8 +1,10 @@
-#include "backend/daemon/json_writer.hpp"
+#include "common/control/json_writer.hpp"
 
 #include <cstdio>
 
-namespace unetback::daemon {
+#include "common/control/protocol.hpp"
+
+namespace unetback::control {
 namespace {
 
 // Length of the valid UTF-8 sequence starting at s[i], or 0 if it is not one (overlong forms,
@@ -90,7 +92,7 @@ std::string json_quote(std::string_view s) {
 
 std::string json_error(std::string_view message) {
   JsonWriter w;
-  w.begin_object().key("error").value(message).end_object();
+  w.begin_object().key(kErrorKey).value(message).end_object();
   return w.str();
 }
 
@@ -169,4 +171,4 @@ JsonWriter& JsonWriter::null() {
   return *this;
 }
 
-}  // namespace unetback::daemon
+}  // namespace unetback::control

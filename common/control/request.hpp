@@ -13,14 +13,30 @@
 // id is an error message for the client, never an exception.
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
 
-#include "backend/daemon/backend_manager.hpp"
+#include "common/control/vif_id.hpp"
 
-namespace unetback::daemon {
+namespace unetback::control {
+
+/// A verb and how many arguments it takes.
+struct VerbSpec {
+  std::string_view name;
+  std::size_t min_args;
+  std::size_t max_args;
+};
+
+/// Every verb the daemon answers, in the order its "unknown request" message lists them.
+inline constexpr VerbSpec kVerbs[] = {{"list", 0, 0},     {"stats", 0, 1},  {"rings", 1, 1},
+                                      {"tunables", 0, 0}, {"get", 1, 1},    {"set", 2, 2},
+                                      {"status", 0, 0},   {"upgrade", 0, 0}};
+
+/// `name`'s entry in kVerbs, or null.
+[[nodiscard]] const VerbSpec* find_verb(std::string_view name);
 
 struct ListRequest {
   friend bool operator==(const ListRequest&, const ListRequest&) = default;
@@ -62,4 +78,4 @@ using ParsedRequest = std::variant<Request, std::string>;
 /// Parses one line (without its newline; a trailing '\r' is tolerated).
 [[nodiscard]] ParsedRequest parse_request(std::string_view line);
 
-}  // namespace unetback::daemon
+}  // namespace unetback::control

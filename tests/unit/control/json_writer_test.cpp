@@ -1,8 +1,8 @@
-#include "backend/daemon/json_writer.hpp"
+#include "common/control/json_writer.hpp"
 
 #include <gtest/gtest.h>
 
-namespace unetback::daemon {
+namespace unetback::control {
 namespace {
 
 TEST(JsonWriter, EscapesQuotesBackslashesAndControlCharacters) {
@@ -50,4 +50,4 @@ TEST(JsonWriter, ErrorReply) {
 }
 
 }  // namespace
-}  // namespace unetback::daemon
+}  // namespace unetback::control

@@ -1,8 +1,8 @@
-#include "backend/daemon/control_request.hpp"
+#include "common/control/request.hpp"
 
 #include <gtest/gtest.h>
 
-namespace unetback::daemon {
+namespace unetback::control {
 namespace {
 
 Request ok(std::string_view line) {
@@ -57,5 +57,13 @@ TEST(ControlRequest, RefusesMalformedLines) {
   EXPECT_EQ(err("LIST").substr(0, 15), "unknown request");
 }
 
+TEST(VifId, ParsesStrictly) {
+  EXPECT_EQ(format_vif_id(*parse_vif_id("5/0")), "5/0");
+  EXPECT_EQ(format_vif_id(*parse_vif_id("32751/4294967295")), "32751/4294967295");
+  for (const char* bad :
+       {"", "5", "5/", "/0", "5/0/1", "a/0", "5/b", "-1/0", "32752/0", " 5/0", "5/0 ", "5//0"})
+    EXPECT_FALSE(parse_vif_id(bad).has_value()) << bad;
+}
+
 }  // namespace
-}  // namespace unetback::daemon
+}  // namespace unetback::control

@@ -8,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-namespace unetback::daemon {
+namespace unetback::control {
 
 class JsonWriter {
  public:
@@ -43,7 +43,7 @@ class JsonWriter {
 /// `s` as a JSON string literal, quotes included.
 [[nodiscard]] std::string json_quote(std::string_view s);
 
-/// {"error": "<message>"}
+/// The error reply: {"error": "<message>"} (kErrorKey).
 [[nodiscard]] std::string json_error(std::string_view message);
 
-}  // namespace unetback::daemon
+}  // namespace unetback::control
