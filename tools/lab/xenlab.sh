@@ -5,7 +5,8 @@
 # $ROOT/.xenlab-cache), builds this checkout's Debian package (tools/lab.sh package; --debs DIR
 # takes unetback_*.deb from DIR instead), shares it with dom0 over 9p and puts netfront-shim
 # into a domU initramfs, boots once (dom0: systemd as PID 1, Debian's xen.service) and runs
-# tools/xenlab/dom0-run.sh there (xenlab.service). dom0 installs the package with dpkg -i, so
+# tools/xenlab/dom0-run.sh there (xenlab.service; the driver, which sources tools/xenlab/lib/ and
+# one file per lab part, tools/xenlab/parts/). dom0 installs the package with dpkg -i, so
 # unetbackd runs as unetbackd.service (systemctl is-active, Type=notify readiness, the modprobe
 # file, Before=libvirtd.service checked), then, in this order:
 #   1. kernel xen-netback (unetbackd.service stopped, modprobe -i) and unetbackd.service
@@ -150,12 +151,16 @@ fi
 DEB=$(ls -t "$DEBS"/unetback_*.deb 2>/dev/null | head -1)
 [[ -n $DEB ]] || { log "no unetback_*.deb in $DEBS"; exit 1; }
 
-# The 9p share: scenario script, the package, the build dir's programs (--programs-from-share),
-# domU kernel and initramfs, results.
+# The 9p share: the scenarios (dom0-run.sh, and beside it, as in tools/xenlab/, the library and
+# the lab parts it sources: lib/*.sh, parts/*.sh), the package, the build dir's programs
+# (--programs-from-share), domU kernel and initramfs, results.
 SHARE=$CACHE/share
 rm -rf "$SHARE"
 mkdir -p "$SHARE/bin" "$SHARE/debs" "$SHARE/out"
 install -m755 "$X/dom0-run.sh" "$SHARE/dom0-run.sh"
+install -d "$SHARE/lib" "$SHARE/parts"
+install -m644 "$X"/lib/*.sh "$SHARE/lib/"
+install -m644 "$X"/parts/*.sh "$SHARE/parts/"
 install -m644 "$DEB" "$SHARE/debs/"
 (cd "$SHARE/debs" && sha256sum unetback_*.deb >SHA256SUMS)
 log "dom0 installs $(basename "$DEB")"
