@@ -49,8 +49,20 @@ class Hypervisor {
   virtual std::unique_ptr<EventChannel> open_event_channel() = 0;
   /// A new xenstore connection.
   virtual std::unique_ptr<XenStore> open_xenstore() = 0;
-  /// Whether `domid` exists (and is not dying).
+  /// Whether `domid` exists (and is not dying). After restrict_to_domain() nothing is asked:
+  /// true for the domain served, false for any other.
   [[nodiscard]] virtual bool domain_exists(DomId domid) = 0;
+
+  /// From now on, for good, this handle serves domain `serve` alone, as a deprivileged
+  /// backend process does: the event channels opened after this call bind only to `serve`
+  /// (Xen: IOCTL_EVTCHN_RESTRICT_DOMID on each; binding an unbound port or to another domain
+  /// fails with EACCES), and the toolstack's view is closed (Xen: xenctrl/privcmd and the
+  /// xenstore fallback of domain_exists; xensim: its toolstack operations fail with EPERM).
+  /// Grant copies and maps are not restricted: Linux's gntdev lets its holder reach any grant
+  /// issued to this domain, and so does xensim. Call it before opening any event channel:
+  /// EBUSY if one was opened already, EINVAL for dom0 or a reserved domid, EACCES if the
+  /// handle is restricted already.
+  virtual std::error_code restrict_to_domain(DomId serve) = 0;
 };
 
 /// Opens real Xen (through libxen*) or a xensim world. Throws SetupError with a message naming

@@ -2,6 +2,7 @@
 
 #include <boost/asio/post.hpp>
 #include <cstring>
+#include <optional>
 #include <signal.h>
 #include <string>
 #include <sys/socket.h>
@@ -39,6 +40,21 @@ bool dom0_only(BrokerOp op) {
   }
 }
 
+/// What a connection may no longer do once restricted (RESTRICT_CLIENT): the toolstack's
+/// operations, which Xen reaches through privcmd (EPERM after IOCTL_PRIVCMD_RESTRICT).
+bool toolstack_op(BrokerOp op) {
+  switch (op) {
+    case BrokerOp::create_domain:
+    case BrokerOp::destroy_domain:
+    case BrokerOp::domain_exists:
+    case BrokerOp::fault_revoke_grant:
+    case BrokerOp::fault_corrupt_grant:
+    case BrokerOp::fault_drop_events:
+    case BrokerOp::fault_stall_domain: return true;
+    default: return false;
+  }
+}
+
 }  // namespace
 
 struct Broker::Client {
@@ -49,6 +65,8 @@ struct Broker::Client {
   pid_t pid;
   ClientRole role = ClientRole::unregistered;
   DomId domid{};
+  /// RESTRICT_CLIENT's domain: the only one this connection's event channels bind to.
+  std::optional<DomId> serves;
 };
 
 /// A reply and the descriptors to attach (borrowed from the registry, sent at once).
@@ -193,6 +211,9 @@ Broker::Outcome Broker::handle(Client& c, const BrokerRequest& req) {
   const bool backend_may = c.role == ClientRole::backend && req.op == BrokerOp::get_domain_memory;
   if (dom0_only(req.op) && c.role != ClientRole::dom0 && !backend_may)
     return fail(errno_code(EPERM));
+  if (c.serves) {
+    if (auto ec = restricted_refusal(c, req)) return fail(ec);
+  }
 
   auto give_domain = [&](Domain& d) {
     r.domid = d.id.value();
@@ -315,8 +336,30 @@ Broker::Outcome Broker::handle(Client& c, const BrokerRequest& req) {
       if (auto ec = registry_.stall(DomId{req.domid}, req.arg0 != 0)) return fail(ec);
       return out;
     }
+    case BrokerOp::restrict_client: {
+      const DomId serves{req.domid};
+      if (serves == kDom0 || is_reserved(serves)) return fail(errno_code(EINVAL));
+      if (c.serves) return fail(errno_code(EACCES));
+      c.serves = serves;
+      return out;
+    }
   }
   return fail(errno_code(ENOSYS));
+}
+
+std::error_code Broker::restricted_refusal(const Client& c, const BrokerRequest& req) const {
+  if (toolstack_op(req.op)) return errno_code(EPERM);
+  switch (req.op) {
+    case BrokerOp::evtchn_alloc_unbound: return errno_code(EACCES);
+    case BrokerOp::evtchn_bind_interdomain:
+      return DomId{req.domid} == *c.serves ? std::error_code{} : errno_code(EACCES);
+    case BrokerOp::evtchn_peer:
+    case BrokerOp::evtchn_unbind:
+      // Only the ports this connection bound, as /dev/xen/evtchn acts on its own ports only.
+      return registry_.owns_port(c.domid, c.id, req.port) ? std::error_code{}
+                                                          : errno_code(ENOTCONN);
+    default: return {};
+  }
 }
 
 void Broker::close_client(ClientId id) {

@@ -46,6 +46,9 @@ class Broker {
   void start_read(const std::shared_ptr<Client>& c);
   void read_ready(const std::shared_ptr<Client>& c);
   Outcome handle(Client& c, const hv::sim::BrokerRequest& req);
+  /// Why a restricted connection may not make `req` (empty: it may).
+  [[nodiscard]] std::error_code restricted_refusal(const Client& c,
+                                                   const hv::sim::BrokerRequest& req) const;
   void close_client(ClientId id);
 
   boost::asio::io_context& io_;

@@ -302,6 +302,13 @@ std::error_code DomainRegistry::close_port(DomId self, ClientId client, std::uin
   return {};
 }
 
+bool DomainRegistry::owns_port(DomId self, ClientId client, std::uint32_t port) const {
+  const auto d = domains_.find(self.value());
+  if (d == domains_.end()) return false;
+  const auto it = d->second.ports.find(port);
+  return it != d->second.ports.end() && it->second.owner == client;
+}
+
 Result<PeerInfo> DomainRegistry::peer(DomId self, std::uint32_t port) {
   Domain* d = find(self);
   if (d == nullptr) return errno_code(ESRCH);

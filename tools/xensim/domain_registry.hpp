@@ -132,6 +132,8 @@ class DomainRegistry {
   /// made by `client`.
   std::error_code close_port(DomId self, ClientId client, std::uint32_t port);
   Result<PeerInfo> peer(DomId self, std::uint32_t port);
+  /// Whether `port` of `self` exists and was bound by `client`.
+  [[nodiscard]] bool owns_port(DomId self, ClientId client, std::uint32_t port) const;
 
   // Fault injection.
   std::error_code revoke_grant(DomId id, std::uint32_t ref);

@@ -19,6 +19,7 @@ std::string_view broker_op_name(BrokerOp op) {
     case BrokerOp::fault_corrupt_grant: return "FAULT_CORRUPT_GRANT";
     case BrokerOp::fault_drop_events: return "FAULT_DROP_EVENTS";
     case BrokerOp::fault_stall_domain: return "FAULT_STALL_DOMAIN";
+    case BrokerOp::restrict_client: return "RESTRICT_CLIENT";
   }
   return "UNKNOWN";
 }

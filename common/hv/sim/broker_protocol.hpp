@@ -18,7 +18,7 @@ namespace unetback::hv::sim {
 inline constexpr std::uint32_t kBrokerMagic = 0x42534d58;  // "XMSB"
 /// Bumped on any change of a message layout or meaning; the broker rejects other versions
 /// with EPROTO so a stale client fails loudly instead of misreading fields.
-inline constexpr std::uint16_t kBrokerVersion = 2;
+inline constexpr std::uint16_t kBrokerVersion = 3;
 inline constexpr std::string_view kBrokerSocketName = "hv.sock";
 inline constexpr std::size_t kMaxDomainNameLen = 63;  // plus the terminating NUL
 inline constexpr std::size_t kMaxFdsPerMessage = 4;
@@ -71,6 +71,14 @@ enum class BrokerOp : std::uint16_t {
   /// dom0, fault injection: `arg0` != 0 stalls `domid` (notifications to it are held),
   /// 0 releases it (held notifications are delivered, one per port).
   fault_stall_domain = 15,
+  /// This connection serves domain `domid` alone from now on, for good: its event channels
+  /// bind only to `domid` (as IOCTL_EVTCHN_RESTRICT_DOMID: ALLOC_UNBOUND and a bind to another
+  /// domain fail with EACCES, EVTCHN_PEER and EVTCHN_UNBIND take only the ports this
+  /// connection bound, else ENOTCONN), and the toolstack's operations (CREATE/DESTROY_DOMAIN,
+  /// DOMAIN_EXISTS, FAULT_*) fail with EPERM, as after IOCTL_PRIVCMD_RESTRICT. GET_DOMAIN_MEMORY
+  /// stays: gntdev has no per-domain restriction either. EINVAL for domid 0 or a reserved one
+  /// (>= 0x7FF0), EACCES when the connection is already restricted.
+  restrict_client = 16,
 };
 
 inline constexpr std::uint32_t kCreateDriverDomain = 1;  // create_domain's arg1

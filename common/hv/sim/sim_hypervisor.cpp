@@ -90,6 +90,7 @@ sim::SimGrantSharer& SimHypervisor::sim_grant_sharer() {
 }
 
 std::unique_ptr<EventChannel> SimHypervisor::open_event_channel() {
+  opened_event_channels_ = true;
   return std::make_unique<sim::SimEventChannel>(*broker_, own_control_, *peers_);
 }
 
@@ -98,10 +99,22 @@ std::unique_ptr<XenStore> SimHypervisor::open_xenstore() {
 }
 
 bool SimHypervisor::domain_exists(DomId domid) {
+  if (serves_) return domid == *serves_;
   auto req = make_request(BrokerOp::domain_exists);
   req.domid = domid.value();
   auto resp = broker_->call(req);
   return resp && resp->reply.arg != 0;
+}
+
+std::error_code SimHypervisor::restrict_to_domain(DomId serve) {
+  if (serve == kDom0 || is_reserved(serve)) return errno_code(EINVAL);
+  if (serves_) return errno_code(EACCES);
+  if (opened_event_channels_) return errno_code(EBUSY);
+  auto req = make_request(BrokerOp::restrict_client);
+  req.domid = serve.value();
+  if (auto ec = status_of(broker_->call(req))) return ec;
+  serves_ = serve;
+  return {};
 }
 
 Result<DomId> SimHypervisor::create_domain(std::string_view name, std::uint32_t nr_frames,

@@ -15,7 +15,9 @@
 // that GrantTable::copy() is not reentrant.
 #pragma once
 
+#include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "common/hv/hypervisor.hpp"
@@ -47,6 +49,9 @@ class SimHypervisor final : public Hypervisor {
   /// A LibXenStore on WORLD_DIR/dom<self>.sock.
   std::unique_ptr<XenStore> open_xenstore() override;
   [[nodiscard]] bool domain_exists(DomId domid) override;
+  /// RESTRICT_CLIENT on this handle's broker connection: xensim enforces it, for every event
+  /// channel of the connection and for its toolstack operations.
+  std::error_code restrict_to_domain(DomId serve) override;
 
   [[nodiscard]] const std::string& world_dir() const { return dir_; }
   /// The sharer with its xensim extras (deferred revokes); frontend role only.
@@ -83,6 +88,8 @@ class SimHypervisor final : public Hypervisor {
   std::shared_ptr<sim::MappedRegion> own_control_;
   std::unique_ptr<sim::SimGrantTable> table_;
   std::unique_ptr<sim::SimGrantSharer> sharer_;
+  std::optional<DomId> serves_;  // restrict_to_domain()
+  std::atomic<bool> opened_event_channels_ = false;
 };
 
 /// Opens the xensim world in `world_dir` (see SimHypervisor).

@@ -21,6 +21,12 @@ void XenDomainInfo::Closer::operator()(xc_interface_core* xc) const noexcept {
 XenDomainInfo::XenDomainInfo() = default;
 XenDomainInfo::~XenDomainInfo() = default;
 
+void XenDomainInfo::close() {
+  const std::lock_guard lock(mutex_);
+  xc_.reset();
+  open_failed_ = true;
+}
+
 std::optional<bool> XenDomainInfo::exists(DomId domid) {
   const std::lock_guard lock(mutex_);
   if (!xc_ && !open_failed_) {

@@ -37,6 +37,8 @@ class XenDomainInfo {
   /// out), nullopt if the hypervisor cannot be asked (no /dev/xen/privcmd, or no
   /// privilege for the domctl, as in a driver domain). Thread-safe.
   [[nodiscard]] std::optional<bool> exists(DomId domid);
+  /// Closes privcmd for good: exists() answers nullopt from now on.
+  void close();
 
  private:
   struct Closer {

@@ -111,6 +111,11 @@ XenEventChannel::XenEventChannel() : handle_(xenevtchn_open(xen_tool_logger(), 0
 
 XenEventChannel::~XenEventChannel() = default;
 
+std::error_code XenEventChannel::restrict_to(DomId domid) {
+  if (xenevtchn_restrict(handle_.get(), domid.value()) != 0) return last_errno();
+  return {};
+}
+
 int XenEventChannel::fd() const {
   return xenevtchn_fd(handle_.get());
 }

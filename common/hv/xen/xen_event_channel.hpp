@@ -36,6 +36,9 @@ class XenEventChannel final : public EventChannel {
   Result<std::size_t> pending_batch(std::span<Port> out) override;
   /// One write() for all of them.
   std::error_code unmask_batch(std::span<const Port> ports) override;
+  /// IOCTL_EVTCHN_RESTRICT_DOMID (xenevtchn_restrict): from now on this handle binds only to
+  /// `domid`; the ports bound already keep working. Once per handle.
+  std::error_code restrict_to(DomId domid);
 
  private:
   struct Closer {

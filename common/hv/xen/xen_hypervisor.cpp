@@ -1,7 +1,9 @@
 #include "common/hv/xen/xen_hypervisor.hpp"
 
+#include <atomic>
 #include <cerrno>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "common/hv/xen/xen_domain_info.hpp"
@@ -83,12 +85,22 @@ class XenHypervisor final : public Hypervisor {
   }
 
   std::unique_ptr<EventChannel> open_event_channel() override {
-    return std::make_unique<XenEventChannel>();
+    auto ch = std::make_unique<XenEventChannel>();
+    if (serves_) {
+      if (auto ec = ch->restrict_to(*serves_)) {
+        throw SetupError("event channel: cannot restrict /dev/xen/evtchn to domain " +
+                             std::to_string(serves_->value()) + ": " + ec.message(),
+                         ec);
+      }
+    }
+    opened_event_channels_ = true;
+    return ch;
   }
 
   std::unique_ptr<XenStore> open_xenstore() override { return std::make_unique<LibXenStore>(); }
 
   bool domain_exists(DomId domid) override {
+    if (serves_) return domid == *serves_;
     if (is_reserved(domid)) return false;
     if (auto known = info_.exists(domid)) return *known;
     return exists_in_xenstore(domid);
@@ -115,6 +127,19 @@ class XenHypervisor final : public Hypervisor {
     return entries.error() != std::errc::no_such_file_or_directory;
   }
 
+ public:
+  std::error_code restrict_to_domain(DomId serve) override {
+    if (serve == kDom0 || is_reserved(serve)) return errno_code(EINVAL);
+    if (serves_) return errno_code(EACCES);
+    if (opened_event_channels_) return errno_code(EBUSY);
+    serves_ = serve;
+    info_.close();
+    const std::lock_guard lock(xs_mutex_);
+    xs_.reset();
+    return {};
+  }
+
+ private:
   Role role_;
   std::size_t copy_batch_;
   std::unique_ptr<XenGrantTable> table_;
@@ -123,6 +148,8 @@ class XenHypervisor final : public Hypervisor {
   XenDomainInfo info_;
   std::mutex xs_mutex_;
   std::unique_ptr<XenStore> xs_;
+  std::optional<DomId> serves_;  // restrict_to_domain()
+  std::atomic<bool> opened_event_channels_ = false;
 };
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include <thread>
 #include <unistd.h>
 
+#include "common/hv/sim/broker_client.hpp"
 #include "common/hv/sim/sim_hypervisor.hpp"
 #include "tests/integration/xensim/echo_child.hpp"
 #include "tests/integration/xensim/event_wait.hpp"
@@ -189,6 +190,107 @@ TEST(EventChannelBinding, PortsOfAClosedDom0ConnectionAreReleased) {
     r = a->bind_interdomain(kDom0, port);
   }
   EXPECT_EQ(r.error(), std::errc::invalid_argument);
+}
+
+/// A world with two guests, each offering dom0 a port, as a backend restricted to one guest
+/// finds it.
+class RestrictedBackend : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    world_ = std::make_unique<XensimProcess>();
+    toolstack_ = std::make_unique<hv::SimHypervisor>(world_->dir(), backend_opts());
+    for (auto* g : {&a_, &b_}) {
+      auto id = toolstack_->create_domain(g == &a_ ? "guest-a" : "guest-b");
+      ASSERT_TRUE(id) << id.error().message();
+      hv::HypervisorOptions o;
+      o.role = hv::Role::frontend;
+      o.domid = *id;
+      g->id = *id;
+      g->hv = std::make_unique<hv::SimHypervisor>(world_->dir(), o);
+      g->ch = g->hv->open_event_channel();
+      auto port = g->ch->bind_unbound(kDom0);
+      ASSERT_TRUE(port) << port.error().message();
+      g->offered = *port;
+    }
+  }
+
+  struct Guest {
+    DomId id{};
+    std::unique_ptr<hv::SimHypervisor> hv;
+    std::unique_ptr<hv::EventChannel> ch;
+    Port offered{};
+  };
+  std::unique_ptr<XensimProcess> world_;
+  std::unique_ptr<hv::SimHypervisor> toolstack_;
+  Guest a_, b_;
+};
+
+TEST_F(RestrictedBackend, BindsOnlyToTheGuestItServes) {
+  hv::SimHypervisor worker(world_->dir(), backend_opts());
+  ASSERT_FALSE(worker.restrict_to_domain(a_.id));
+  auto ch = worker.open_event_channel();
+  EXPECT_EQ(ch->bind_interdomain(b_.id, b_.offered).error(), std::errc::permission_denied);
+  EXPECT_EQ(ch->bind_unbound(a_.id).error(), std::errc::permission_denied);
+  auto bound = ch->bind_interdomain(a_.id, a_.offered);
+  ASSERT_TRUE(bound) << bound.error().message();
+  ASSERT_FALSE(ch->notify(*bound));
+  EXPECT_EQ(wait_event(*a_.ch, kHangGuard), a_.offered);
+  // The restriction is the connection's: another dom0 process still binds guest B's port.
+  auto other = toolstack_->open_event_channel();
+  EXPECT_TRUE(other->bind_interdomain(b_.id, b_.offered));
+}
+
+TEST_F(RestrictedBackend, LosesTheToolstacksOperationsForGood) {
+  hv::SimHypervisor worker(world_->dir(), backend_opts());
+  ASSERT_FALSE(worker.restrict_to_domain(a_.id));
+  EXPECT_EQ(worker.restrict_to_domain(b_.id), std::errc::permission_denied);
+  EXPECT_EQ(worker.create_domain("escape").error(), std::errc::operation_not_permitted);
+  EXPECT_EQ(worker.destroy_domain(b_.id), std::errc::operation_not_permitted);
+  EXPECT_EQ(worker.inject_stall(b_.id, true), std::errc::operation_not_permitted);
+  EXPECT_EQ(worker.inject_drop_events(b_.id, b_.offered, 1), std::errc::operation_not_permitted);
+  EXPECT_TRUE(worker.domain_exists(a_.id));
+  EXPECT_FALSE(worker.domain_exists(b_.id));
+  EXPECT_TRUE(toolstack_->domain_exists(b_.id));  // B lives; the worker only cannot ask
+  // Grant mapping stays open to it, as gntdev is: the worker still copies guest A's grants.
+  EXPECT_NO_THROW((void)worker.grant_table());
+}
+
+TEST_F(RestrictedBackend, IsRefusedForDom0AReservedDomidOrAfterAChannelWasOpened) {
+  hv::SimHypervisor worker(world_->dir(), backend_opts());
+  EXPECT_EQ(worker.restrict_to_domain(kDom0), std::errc::invalid_argument);
+  EXPECT_EQ(worker.restrict_to_domain(kFirstReservedDomId), std::errc::invalid_argument);
+  auto early = worker.open_event_channel();
+  EXPECT_EQ(worker.restrict_to_domain(a_.id), std::errc::device_or_resource_busy);
+}
+
+TEST_F(RestrictedBackend, ACompromisedClientSpeakingTheProtocolIsHeldByXensim) {
+  // What a process that bypasses the client library can ask for: xensim checks, not the
+  // library. Another dom0 connection binds guest B's port first.
+  auto victim = toolstack_->open_event_channel();
+  auto victims_port = victim->bind_interdomain(b_.id, b_.offered);
+  ASSERT_TRUE(victims_port);
+  hv::sim::BrokerClient raw(world_->dir() + "/hv.sock");
+  ASSERT_TRUE(raw.call(hv::sim::make_request(hv::sim::BrokerOp::register_dom0)));
+  auto restrict = hv::sim::make_request(hv::sim::BrokerOp::restrict_client);
+  restrict.domid = a_.id.value();
+  ASSERT_TRUE(raw.call(restrict));
+  // Where another connection's port sends its events (guest B's eventfd): refused.
+  auto peer = hv::sim::make_request(hv::sim::BrokerOp::evtchn_peer);
+  peer.port = victims_port->value();
+  EXPECT_EQ(raw.call(peer).error(), std::errc::not_connected);
+  auto unbind = hv::sim::make_request(hv::sim::BrokerOp::evtchn_unbind);
+  unbind.port = victims_port->value();
+  EXPECT_EQ(raw.call(unbind).error(), std::errc::not_connected);
+  auto bind_b = hv::sim::make_request(hv::sim::BrokerOp::evtchn_bind_interdomain);
+  bind_b.domid = b_.id.value();
+  bind_b.port = b_.offered.value();
+  EXPECT_EQ(raw.call(bind_b).error(), std::errc::permission_denied);
+  auto lift = hv::sim::make_request(hv::sim::BrokerOp::restrict_client);
+  lift.domid = b_.id.value();
+  EXPECT_EQ(raw.call(lift).error(), std::errc::permission_denied);
+  // The victim's channel still works.
+  ASSERT_FALSE(victim->notify(*victims_port));
+  EXPECT_EQ(wait_event(*b_.ch, kHangGuard), b_.offered);
 }
 
 TEST(EventChannelProcesses, PingPongCountsMatchExactly) {
