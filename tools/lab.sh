@@ -41,6 +41,8 @@ cd "$ROOT"
 PACKAGES=(
   build-essential g++ meson ninja-build pkg-config
   libxen-dev xenstore-utils
+  # The worker sandbox's seccomp filter (backend/worker).
+  libseccomp-dev
   libboost-dev libboost-system-dev
   libgtest-dev libgmock-dev googletest
   iperf3 iproute2 ethtool bridge-utils iputils-ping strace
