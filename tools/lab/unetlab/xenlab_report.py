@@ -23,7 +23,7 @@ def read_lines(path):
 
 
 def lifecycle_summary(figs):
-    """The guest lifecycle's outages (dom0-run.sh: saverestore.BE.N.outage_ms,
+    """The guest lifecycle's outages (tools/xenlab/parts/life.sh: saverestore.BE.N.outage_ms,
     migrate.BE.N.outage_ms, the 2-vCPU domUs' BE.mq, the stream's BE.1.stall_ms, the part of each
     outage after xl had finished, BE.N.first_ping_after_ms, and a refused migration's
     refused_outage_ms and refused_stall_ms, e.g. the PV domU's BE.pv), per step and backend:
@@ -44,7 +44,7 @@ def lifecycle_summary(figs):
 
 
 def adoption_summary(figs):
-    """A daemon restart under a running guest (dom0-run.sh adopt_part, issue 20):
+    """A daemon restart under a running guest (tools/xenlab/parts/adopt.sh adopt_part, issue 20):
     adopt.BE.KIND.outage_ms (the 50 ms pinger's longest gap), .stall_ms (the TCP stream's longest
     run of empty 100 ms intervals) and .adopted_s (until unetback-ctl list showed the vif taken
     over), per kind (crash: SIGKILL and systemd's restart; takeover: systemctl restart; upgrade:
@@ -64,7 +64,7 @@ def adoption_summary(figs):
     return out
 
 
-# The parts of a restart's gap, in the order they happen (adopt_split in dom0-run.sh).
+# The parts of a restart's gap, in the order they happen (adopt_split in tools/xenlab/parts/adopt.sh).
 ADOPTION_SPLIT = ("request_to_signal_ms", "request_to_upgrade_ms", "successor_to_main_ms",
                   "successor_setup_ms", "successor_ask_ms", "restart_query_ms", "handover_ms",
                   "handed_over_to_exit_ms", "exit_to_exec_ms", "exit_to_lock_ms", "kill_to_exec_ms", "fork_to_main_ms", "exec_to_xenstore_ms",
@@ -97,7 +97,7 @@ def adoption_lines(adoption):
 
 
 def migration_summary(checks):
-    """The live migrations (dom0-run.sh migrate_once: migrate.BE.N.* and migrate.BE.mq.*, each with
+    """The live migrations (tools/xenlab/parts/life.sh migrate_once: migrate.BE.N.* and migrate.BE.mq.*, each with
     its xl_migrate check) per backend: how many were attempted and how many passed every one of
     their checks (xl migrate, the old domid's vif gone, the new one Connected and pinging...)."""
     runs = {}
@@ -216,7 +216,7 @@ def main(argv):
             rows.append((label + " (b)" if be == "unetbackd_b" else label, k, u, r))
 
     # unetbackd in dom0 per packet moved (both directions of its counters): syscalls (a separate
-    # run per direction, see dom0-run.sh) and wake-ups (its threads' context switches, in the
+    # run per direction, see tools/xenlab/lib/traffic.sh) and wake-ups (its threads' context switches, in the
     # throughput runs), means over the rounds.
     per_packet = {}
     for be in ("unetbackd", "unetbackd_b"):

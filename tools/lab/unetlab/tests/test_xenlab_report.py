@@ -225,8 +225,8 @@ class XenlabReportTest(unittest.TestCase):
         self.assertIn("triple-faulted", text)
 
     def test_a_live_migration_is_clean_only_when_every_one_of_its_checks_passed(self):
-        # migrate_once's checks (dom0-run.sh) for the PVH domU: one kernel migration, three on
-        # unetbackd of which one left an event channel to the old domid. The HAP check and the
+        # migrate_once's checks (tools/xenlab/parts/life.sh) for the PVH domU: one kernel
+        # migration, three on unetbackd of which one left an event channel to the old domid. The HAP check and the
         # PV domU's refused attempt are not migrations.
         with open(self.results, "a") as f:
             f.write("CHECK migrate.kernel.hap PASS xl info virt_caps: pv hvm hap\n"
@@ -248,7 +248,7 @@ class XenlabReportTest(unittest.TestCase):
                       "unetbackd 2 of 3", text)
 
     def test_the_driver_domain_part_gets_its_ratios_grant_figures_and_checks(self):
-        # The driverdomain lines of a --quick --only dd boot (2026-12-01, tools/xenlab/dom0-run.sh
+        # The driverdomain lines of a --quick --only dd boot (2026-12-01, tools/xenlab/parts/dd.sh
         # dd_part): labdd serving labc with unetbackd, then with the kernel netback.
         with open(os.path.join(DATA, "xenlab-results-dd.txt")) as f:
             dd_lines = f.read()
