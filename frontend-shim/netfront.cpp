@@ -1,6 +1,8 @@
 #include "frontend-shim/netfront.hpp"
 
 #include <algorithm>
+#include <cerrno>
+#include <climits>
 #include <poll.h>
 
 #include "common/util/log.hpp"
@@ -64,20 +66,32 @@ Netfront::~Netfront() {
 std::error_code Netfront::wait_backend_state(XenbusState want,
                                              std::chrono::steady_clock::time_point deadline,
                                              bool at_least) {
+  // Met: the state is `want` (or, at_least, `want` or later, or the backend dir is gone).
+  auto met = [&]() -> bool {
+    auto state = read_opt(*xs_, be_dir_ + "/state");
+    const auto v = state ? xenbus::parse_xenbus_state(*state) : std::nullopt;
+    if (v && (*v == want || (at_least && *v >= want))) return true;
+    return at_least && !state;
+  };
+  if (met()) return {};
+  if (std::chrono::steady_clock::now() >= deadline)
+    return std::make_error_code(std::errc::timed_out);
+  // Event-driven: the node's watch fires once at once (closing the race with the read above)
+  // and then at every change; the thread sleeps on the watch fd until then or the deadline.
   auto watch = hv::XsWatch::add(*xs_, be_dir_ + "/state", std::string(kStateToken));
   if (!watch) return watch.error();
   for (;;) {
-    while (xs_->read_watch()) {
-    }
-    auto state = read_opt(*xs_, be_dir_ + "/state");
-    const auto v = state ? xenbus::parse_xenbus_state(*state) : std::nullopt;
-    if (v && (*v == want || (at_least && *v >= want))) return {};
-    if (at_least && !state) return {};  // the backend directory is gone: nothing to wait for
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) return std::make_error_code(std::errc::timed_out);
     pollfd pfd{xs_->watch_fd(), POLLIN, 0};
-    (void)::poll(&pfd, 1, static_cast<int>(std::min<long long>(left.count(), 1000)));
+    const int ready = ::poll(&pfd, 1, static_cast<int>(std::min<long long>(left.count(), INT_MAX)));
+    if (ready < 0 && errno != EINTR) return last_errno();
+    if (ready <= 0) continue;  // interrupted, or the deadline (checked above)
+    bool fired = false;
+    while (xs_->read_watch()) fired = true;
+    if (auto ec = xs_->connection_error()) return ec;
+    if (fired && met()) return {};
   }
 }
 

@@ -122,6 +122,8 @@ class Netfront {
 
  private:
   std::error_code write_state(XenbusState s);
+  /// Blocks until B:state is `want` (at_least: `want` or later, or the backend dir gone) or
+  /// `deadline` passes (timed_out): a watch on the node and a wait on the watch fd, no polling.
   std::error_code wait_backend_state(XenbusState want,
                                      std::chrono::steady_clock::time_point deadline, bool at_least);
 

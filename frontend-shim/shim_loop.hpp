@@ -10,10 +10,13 @@
 //    from its RX pages to the TAP (one writev with a virtio_net_hdr built from its flags)
 //    before the pages are posted again (TapRxWriter). With --rx-rate the polls are
 //    paced by a token bucket, so the backend's RX queue backs up (a slow guest).
-//  * Watches the backend's state: Closing/Closed -> disconnect (5, revoke, 6) and say
-//    Initialising (1) once the backend is Closed; InitWait (2) -> connect again. No handler
-//    blocks on the backend: a close says Closing (5) and finishes (revoke, 6) when the
-//    watch shows the backend Closing too, or after 2 s.
+//  * Watches the backend's state and drives the xenbus protocol through the pure machine of
+//    frontend_state.hpp (shim_xenbus.cpp): every watch event, deadline, signal and side-channel
+//    request becomes a FrontendEvent, frontend_next() decides, the loop carries the actions
+//    out. Closing/Closed -> disconnect (5, revoke, 6) and say Initialising (1) once the
+//    backend is Closed; InitWait (2) -> connect again. No handler blocks on the backend: a
+//    close says Closing (5) and finishes (revoke, 6) when the watch shows the backend Closing
+//    too, or after 2 s.
 //  * With --resume-file, control/shutdown=suspend (unetback-xl save/migrate) -> acknowledge
 //    (""), stop the data path and say nothing to the backend (a suspended domain does not
 //    run); once the toolstack has removed the vif, drop the rings and let the domain go.
@@ -21,6 +24,11 @@
 //    Linux's netfront_resume + talk_to_netback do; a gratuitous ARP once Connected. The TAP
 //    (the guest's netdev) stays throughout, so the guest's connections survive.
 //  * SIGTERM/SIGINT -> disconnect cleanly and stop.
+//
+// The member functions live in four files by concern: shim_loop.cpp (construction, run),
+// shim_xenbus.cpp (the xenbus driver: watch, events, actions, suspend/resume),
+// shim_datapath.cpp (connect, TAP, TX, RX, events) and shim_side_channels.cpp (RSS, the
+// multicast list, the XDP headroom file, the ready line).
 #pragma once
 
 // clang-format off
@@ -41,6 +49,7 @@
 #include "common/util/unique_fd.hpp"
 #include "frontend-shim/ctrl_runner.hpp"
 #include "frontend-shim/frontend_mode.hpp"
+#include "frontend-shim/frontend_state.hpp"
 #include "frontend-shim/mcast_list.hpp"
 #include "frontend-shim/netfront.hpp"
 #include "frontend-shim/shim_offload.hpp"
@@ -105,37 +114,45 @@ class ShimLoop {
     bool poll_posted = false;
   };
 
+  /// Reads what the watch may have changed (control/shutdown, the vif's backend and its
+  /// state) and feeds it to the machine as one event (two with a suspend request).
   void evaluate();
+  /// Runs the machine on `event` and carries its actions out in order; an action's outcome
+  /// fed back as an event ends that list and runs the machine again.
+  void dispatch(const FrontendEvent& event);
+  std::optional<FrontendEvent> execute(const FrontendAction& action);
   /// The domain's xenstore connection, Netfront and watches (at start and at every resume).
   /// False (logged) when the domain has no vif `devid` or a watch cannot be set.
   bool open_domain();
-  /// control/shutdown=suspend with --resume-file: acknowledge, stop the data path.
-  void suspend();
-  /// Suspended: once the vif's frontend dir is gone, drop the rings and the domain.
-  void release_suspended_domain();
+  /// OpenDomain: claim domain `domid` (a resume) and open it.
+  std::optional<FrontendEvent> reopen_domain(std::uint16_t domid);
+  /// AcknowledgeSuspend: control/shutdown="" (xen/manage.c).
+  std::optional<FrontendEvent> acknowledge_suspend();
   /// Drops the rings (no word to xenstore), the xenstore connection and the hypervisor
   /// handle: the domain dies with its broker connection.
   void let_domain_go();
   void arm_resume_signal();
+  /// SIGUSR1: read the resume file and, when it names another domain, ResumeRequested.
   void resume();
   void send_gratuitous_arp();
   void watch_backend(const std::string& be_dir);
   void arm_xs_watch();
-  std::error_code reset_stale_frontend();
-  bool connect_now();
+  /// Connect: ConnectSucceeded, ConnectFailed or TapSetupFailed.
+  FrontendEvent connect_now();
   bool setup_tap();
   void attach_data_path();
   /// The data path's handlers and descriptors go (a generation bump); the rings stay.
   void stop_data_path();
   /// Blocking, outside the handlers only: stop_data_path() and Netfront::disconnect(wait).
   void teardown(std::chrono::milliseconds wait_for_backend);
-  /// From a handler: the data path stops and the frontend says Closing (5); finish_close()
-  /// follows once the backend's state reads Closing or later (evaluate(), on the watch) or
-  /// after kDisconnectWait (close_timer_). Nothing blocks.
-  void begin_close();
-  /// The ports unbound, the grants revoked, Closed (6); the loop ends here when stopping.
-  void finish_close();
-  void stop(int code);
+  /// BeginClose: the data path stops and the frontend says Closing (5). FinishClose follows
+  /// once the backend's state reads Closing or later (on the watch) or after kDisconnectWait
+  /// (ArmCloseDeadline). Nothing blocks.
+  void begin_close(CloseReason reason);
+  /// FinishClose: the ports unbound, the grants revoked, Closed (6).
+  void finish_close(bool backend_followed);
+  /// EndReconfiguration: Connected (4) again.
+  void end_reconfiguration(bool answered);
 
   void arm_tap(std::size_t i);
   void on_tap_readable(std::size_t i);
@@ -161,6 +178,7 @@ class ShimLoop {
   void arm_rss_timer();
   /// The connect deadline: the whole connect, or (per_state_wait) each backend state.
   void arm_connect_deadline();
+  void report_connect_timeout();
   /// --mode xenvif: the TAP's multicast list to the backend as MCAST_ADD/DEL extras.
   void sync_mcast();
   void arm_mcast_timer();
@@ -170,8 +188,9 @@ class ShimLoop {
   void add_tx_hash(netfront::TxMeta& meta, std::span<const std::byte> head);
   /// --xdp-headroom-file: its value, or nothing (unreadable or bad: logged once per text).
   std::optional<std::uint32_t> read_xdp_file();
-  /// Every 200 ms while connected: a new value in the file starts a reconfiguration (7, key);
-  /// evaluate() ends it (4) when the backend says Reconfigured (8).
+  /// Every 200 ms while connected: a new value in the file asks for a reconfiguration (7,
+  /// key; XdpHeadroomRequested); the machine ends it (4) when the backend says Reconfigured
+  /// (8), or when the file's poll finds it older than 5 s (ReconfigureDeadlineExpired).
   void arm_xdp_timer();
 
   std::unique_ptr<hv::Hypervisor> hv_;  ///< null while suspended with the domain released
@@ -187,11 +206,12 @@ class ShimLoop {
   boost::asio::steady_timer deadline_timer_, rx_timer_, tx_retry_timer_, rss_timer_, mcast_timer_,
       xdp_timer_, close_timer_;
   CtrlRunner ctrl_runner_;  ///< --rss: the control ring's requests (cancelled with the data path)
-  std::optional<xenbus::XenbusState> deadline_state_;  ///< the backend state the deadline is for
-  std::vector<McastAddr> mcast_known_;                 ///< the groups the backend was told about
-  std::string rss_file_text_;                          ///< the mapping file as last read
-  std::string xdp_file_text_;                          ///< the headroom file as last read
-  /// A reconfiguration waiting for the backend's Reconfigured, and since when.
+  FrontendView view_;       ///< the xenbus machine's view (frontend_state.hpp)
+  std::error_code store_error_;         ///< why the store is gone (XenstoreLost)
+  std::vector<McastAddr> mcast_known_;  ///< the groups the backend was told about
+  std::string rss_file_text_;           ///< the mapping file as last read
+  std::string xdp_file_text_;           ///< the headroom file as last read
+  /// Since when a reconfiguration waits for the backend's Reconfigured.
   std::optional<std::chrono::steady_clock::time_point> xdp_change_since_;
   std::optional<std::uint32_t> xdp_unoffered_;  ///< a value already refused for lack of the feature
   std::unique_ptr<hv::XenStore> xs_;
@@ -199,7 +219,7 @@ class ShimLoop {
   std::unique_ptr<netfront::Netfront> nf_;
   std::string fe_dir_, be_dir_, watched_be_state_;
   std::string shutdown_path_;  ///< /local/domain/<self>/control/shutdown
-  bool suspended_ = false, garp_pending_ = false;
+  bool garp_pending_ = false;
   std::optional<net::TapDevice> tap_;
   net::MacAddress guest_mac_{};  ///< the TAP's (the vif's mac at the first connect)
   std::vector<UniqueFd> extra_tap_fds_;
@@ -208,13 +228,12 @@ class ShimLoop {
   TapRxWriter rx_writer_;  ///< guest RX: from the RX pages to the TAP
   NegotiatedTx negotiated_{};
   std::uint64_t generation_ = 0;  ///< bumped at every teardown: stale handlers do nothing
-  bool announced_ = false, ever_ready_ = false, restart_pending_ = false;
-  bool ready_said_ = false;  ///< the ready line is out (ever_ready_: Connected once)
+  bool ready_said_ = false;       ///< the ready line is out
   bool rx_timer_armed_ = false, tx_retry_armed_ = false;
   double tokens_ = 0;
   std::chrono::steady_clock::time_point tokens_at_{};
   int exit_code_ = kExitClean;
-  bool stopping_ = false;
+  bool stopping_ = false;  ///< BeginStop: the data path's handlers do nothing more
   ShimStats stats_;
   netfront::NetfrontStats nf_totals_;  ///< summed over past connections
 };
