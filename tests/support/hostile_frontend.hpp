@@ -32,6 +32,7 @@
 #include "common/ring/shared_ring.hpp"
 #include "common/util/strong_id.hpp"
 #include "common/wire/netif.hpp"
+#include "common/xenbus/xenbus_state.hpp"
 
 namespace unetback::test {
 
@@ -58,10 +59,17 @@ class HostileFrontend {
   // --- xenstore (keys relative to our frontend directory) ---
   std::error_code write(std::string_view key, std::string_view value);
   std::error_code remove(std::string_view key);
+  /// Writes `state` as the frontend's state: any text, valid or not.
   std::error_code set_state(std::string_view state) { return write("state", state); }
+  std::error_code set_state(xenbus::XenbusState state) {
+    return set_state(xenbus::to_xs_string(state));
+  }
   [[nodiscard]] std::optional<std::string> read_backend(std::string_view key);
   /// Waits (bounded, by polling) until the backend's state reads `state`.
   std::error_code wait_backend_state(std::string_view state, std::chrono::milliseconds timeout);
+  std::error_code wait_backend_state(xenbus::XenbusState state, std::chrono::milliseconds timeout) {
+    return wait_backend_state(xenbus::to_xs_string(state), timeout);
+  }
 
   // --- rings and the event channel ---
   /// Grants the TX and RX ring pages read-write to the backend, initialises both rings at

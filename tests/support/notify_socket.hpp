@@ -4,8 +4,10 @@
 #pragma once
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <optional>
+#include <poll.h>
 #include <string>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -42,6 +44,13 @@ class NotifySocket {
 
   [[nodiscard]] bool ok() const { return ok_; }
   [[nodiscard]] const std::string& path() const { return path_; }
+
+  /// The next notification, waiting up to `timeout` for one; nullopt if none came.
+  std::optional<Notification> receive(std::chrono::milliseconds timeout) {
+    pollfd p{sock_.get(), POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(timeout.count())) != 1) return std::nullopt;
+    return receive();
+  }
 
   /// The next notification already sent, or nullopt if none waits.
   std::optional<Notification> receive() {

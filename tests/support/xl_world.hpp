@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "common/hv/hypervisor_spec.hpp"
+#include "tests/support/spawn.hpp"
 
 namespace unetback::testing {
 
@@ -53,33 +54,13 @@ inline RunResult run(const std::vector<std::string>& argv, const std::string& di
   static int n = 0;
   const std::string o = dir + "/run" + std::to_string(++n) + ".out";
   const std::string e = dir + "/run" + std::to_string(n) + ".err";
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    const int fo = ::open(o.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int fe = ::open(e.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    ::dup2(fo, 1);
-    ::dup2(fe, 2);
-    ::execvp(args[0], args.data());
-    ::_exit(127);
-  }
+  test::SpawnOptions opts;
+  opts.out = test::Output::file(o);
+  opts.err = test::Output::file(e);
+  test::Process p(argv, opts);
   RunResult r;
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  int st = 0;
-  for (;;) {
-    if (::waitpid(pid, &st, WNOHANG) == pid) {
-      r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-      break;
-    }
-    if (std::chrono::steady_clock::now() > deadline) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &st, 0);
-      break;
-    }
-    std::this_thread::sleep_for(10ms);
-  }
+  if (const auto st = p.wait(limit); st && WIFEXITED(*st)) r.status = WEXITSTATUS(*st);
+  p.kill();
   r.out = slurp(o);
   r.err = slurp(e);
   return r;
@@ -100,72 +81,45 @@ class Daemon {
   /// as a service manager starts a service: a test's own descriptors never reach the daemon).
   Daemon(const std::vector<std::string>& argv, std::string log, std::vector<int> keep = {})
       : log_(std::move(log)) {
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    // The log is emptied here, before the fork: a wait_for() right after the constructor must
-    // never find the text of an earlier child that wrote the same log (the child's own O_TRUNC
-    // comes later, once it runs).
-    if (const int f = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644); f >= 0) ::close(f);
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      const int f = ::open(log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-      ::dup2(f, 1);
-      ::dup2(f, 2);
-      std::sort(keep.begin(), keep.end());
-      unsigned first = 3;
-      for (const int k : keep) {
-        if (k < 3) continue;
-        if (static_cast<unsigned>(k) > first) ::close_range(first, static_cast<unsigned>(k) - 1, 0);
-        first = static_cast<unsigned>(k) + 1;
-      }
-      ::close_range(first, ~0U, 0);
-      ::execvp(args[0], args.data());
-      ::_exit(127);
-    }
+    test::SpawnOptions opts;
+    opts.out = test::Output::file(log_);
+    opts.err_to_out = true;
+    opts.keep_fds = std::move(keep);
+    proc_ = test::Process(argv, opts);
   }
   /// A process this test did not start (an upgrade's successor, which the daemon forked),
   /// writing to `log`: signalled by pid; its end is seen in /proc, its status is not known (0).
   static std::unique_ptr<Daemon> follow(pid_t pid, std::string log) {
     auto d = std::unique_ptr<Daemon>(new Daemon(std::move(log)));
-    d->pid_ = pid;
-    d->foreign_ = true;
+    d->foreign_pid_ = pid;
     return d;
   }
   ~Daemon() { stop(); }
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
 
-  [[nodiscard]] pid_t pid() const { return pid_; }
+  /// Its PID while it runs (-1 once it was seen to end).
+  [[nodiscard]] pid_t pid() const { return foreign_pid_ != 0 ? foreign_pid_ : proc_.pid(); }
   void signal(int signo) const {
-    if (pid_ > 0) ::kill(pid_, signo);
+    if (pid() > 0) ::kill(pid(), signo);
   }
   /// Waits for the child to exit; its wait status, or nullopt on timeout.
   std::optional<int> wait_exit(std::chrono::milliseconds limit) {
-    if (pid_ <= 0) return status_;
+    if (foreign_pid_ == 0) return proc_.wait(limit);
     const auto deadline = std::chrono::steady_clock::now() + limit;
-    int st = 0;
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (foreign_ && !running(pid_)) {
-        pid_ = -1;
-        status_ = 0;
-        return 0;
-      }
-      if (!foreign_ && ::waitpid(pid_, &st, WNOHANG) == pid_) {
-        pid_ = -1;
-        status_ = st;
-        return st;
-      }
+    while (foreign_pid_ > 0 && running(foreign_pid_)) {
+      if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
       std::this_thread::sleep_for(10ms);
     }
-    return std::nullopt;
+    foreign_pid_ = -1;
+    return 0;
   }
   /// SIGTERM, up to 5 s, then SIGKILL.
   void stop() {
-    if (pid_ <= 0) return;
-    ::kill(pid_, SIGTERM);
+    if (pid() <= 0) return;
+    signal(SIGTERM);
     if (wait_exit(5s)) return;
-    ::kill(pid_, SIGKILL);
+    signal(SIGKILL);
     (void)wait_exit(5s);
   }
   bool wait_for(const std::string& text, std::chrono::milliseconds limit) const {
@@ -182,9 +136,8 @@ class Daemon {
   explicit Daemon(std::string log) : log_(std::move(log)) {}
 
   std::string log_;
-  pid_t pid_ = -1;
-  bool foreign_ = false;
-  std::optional<int> status_;
+  test::Process proc_;
+  pid_t foreign_pid_ = 0;  // follow(): the PID, then -1 once it ended
 };
 
 /// Number of open descriptors of a process (its /proc/PID/fd entries).

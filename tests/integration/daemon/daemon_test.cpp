@@ -18,7 +18,6 @@
 #include <netinet/in.h>
 #include <optional>
 #include <poll.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -40,9 +39,10 @@
 #include "common/util/log.hpp"
 #include "tests/integration/xensim/xensim_process.hpp"
 #include "tests/support/figure.hpp"
+#include "tests/support/notify_socket.hpp"
+#include "tests/support/spawn.hpp"
+#include "tests/support/xenbus_state.hpp"
 #include "tests/unit/daemon/fake_vif_factory.hpp"
-
-extern char** environ;
 
 namespace unetback::test {
 namespace {
@@ -60,69 +60,6 @@ std::string env_or(const char* name, const char* fallback) {
   return v != nullptr ? v : fallback;
 }
 
-struct ProgramResult {
-  int status = -1;  // exit status, or -1 if it did not exit in time (it is then killed)
-  std::string out, err;
-};
-
-// Runs `argv` with stdout/stderr captured, calling `tick` (the test's event loop, or a short
-// sleep between two looks at the child) until it exits, at most `timeout`.
-ProgramResult run_program(const std::vector<std::string>& argv, const std::function<void()>& tick,
-                          std::chrono::milliseconds timeout = kProgramGuard) {
-  int out[2], err[2];
-  if (::pipe2(out, O_CLOEXEC) != 0 || ::pipe2(err, O_CLOEXEC) != 0) return {};
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-  posix_spawn_file_actions_adddup2(&fa, err[1], 2);
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  pid_t pid = -1;
-  const int rc = ::posix_spawn(&pid, args[0], &fa, nullptr, args.data(), environ);
-  posix_spawn_file_actions_destroy(&fa);
-  ::close(out[1]);
-  ::close(err[1]);
-  ProgramResult r;
-  if (rc != 0) {
-    ::close(out[0]);
-    ::close(err[0]);
-    r.err = "spawn failed";
-    return r;
-  }
-  const auto drain = [](int fd, std::string& into) {
-    char buf[4096];
-    for (;;) {
-      pollfd p{fd, POLLIN, 0};
-      if (::poll(&p, 1, 0) != 1) return;
-      const ssize_t n = ::read(fd, buf, sizeof buf);
-      if (n <= 0) return;
-      into.append(buf, static_cast<std::size_t>(n));
-    }
-  };
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (;;) {
-    tick();
-    drain(out[0], r.out);
-    drain(err[0], r.err);
-    int st = 0;
-    if (::waitpid(pid, &st, WNOHANG) == pid) {
-      drain(out[0], r.out);
-      drain(err[0], r.err);
-      r.status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-      break;
-    }
-    if (std::chrono::steady_clock::now() > deadline) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, nullptr, 0);
-      break;
-    }
-  }
-  ::close(out[0]);
-  ::close(err[0]);
-  return r;
-}
-
 // `unetback-ctl --world DIR metrics --listen 127.0.0.1:0` (or the address and options given),
 // its address read from its first line. The destructor kills (by pid) and reaps it.
 class MetricsProcess {
@@ -132,25 +69,17 @@ class MetricsProcess {
     const std::string bin = env_or("UNETBACK_CTL_BIN", UNETBACK_CTL_BIN_DEFAULT);
     std::vector<std::string> argv{bin, "--world", world_dir, "metrics"};
     argv.insert(argv.end(), options.begin(), options.end());
-    std::vector<char*> args;
-    for (auto& a : argv) args.push_back(a.data());
-    args.push_back(nullptr);
-    int out[2];
-    if (::pipe2(out, O_CLOEXEC) != 0) return;
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-    if (::posix_spawn(&pid_, bin.c_str(), &fa, nullptr, args.data(), environ) != 0) pid_ = -1;
-    posix_spawn_file_actions_destroy(&fa);
-    ::close(out[1]);
-    out_ = UniqueFd(out[0]);
+    SpawnOptions opts;
+    opts.out = Output::pipe();
+    proc_ = Process(argv, opts);
+    if (!proc_.started()) return;
     std::string line;
     const auto deadline = std::chrono::steady_clock::now() + kHangGuard;
     while (line.find('\n') == std::string::npos && std::chrono::steady_clock::now() < deadline) {
-      pollfd p{out_.get(), POLLIN, 0};
+      pollfd p{proc_.out_fd(), POLLIN, 0};
       if (::poll(&p, 1, 100) != 1) continue;
       char c = 0;
-      if (::read(out_.get(), &c, 1) != 1) break;
+      if (::read(proc_.out_fd(), &c, 1) != 1) break;
       line += c;
     }
     // "unetback-ctl metrics: serving GET /metrics on 127.0.0.1:PORT for unetbackd on ..."
@@ -160,34 +89,18 @@ class MetricsProcess {
     if (at != std::string::npos && end != std::string::npos)
       address_ = line.substr(at + on.size(), end - at - on.size());
   }
-  ~MetricsProcess() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-  MetricsProcess(const MetricsProcess&) = delete;
-  MetricsProcess& operator=(const MetricsProcess&) = delete;
-
   [[nodiscard]] const std::string& address() const { return address_; }
-  [[nodiscard]] bool running() const { return pid_ > 0 && ::waitpid(pid_, nullptr, WNOHANG) == 0; }
+  [[nodiscard]] bool running() { return proc_.started() && !proc_.exited(); }
   /// SIGTERM, then its exit status once it ended (-1: it did not within kHangGuard).
   int terminate() {
-    if (pid_ <= 0) return -1;
-    ::kill(pid_, SIGTERM);
-    const auto deadline = std::chrono::steady_clock::now() + kHangGuard;
-    int st = 0;
-    while (::waitpid(pid_, &st, WNOHANG) == 0) {
-      if (std::chrono::steady_clock::now() > deadline) return -1;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    pid_ = -1;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    if (!proc_.started()) return -1;
+    proc_.signal(SIGTERM);
+    const auto st = proc_.wait(kHangGuard);
+    return st ? exit_code(*st) : -1;
   }
 
  private:
-  pid_t pid_ = -1;
-  UniqueFd out_;
+  Process proc_;
   std::string address_;
 };
 
@@ -315,6 +228,8 @@ class DaemonWorld : public ::testing::Test {
     auto r = toolstack_->read(p);
     return r ? *r : "<absent>";
   }
+  /// The backend's state (nullopt: no node, or no valid state in it).
+  std::optional<XenbusState> backend_state() { return read_state(*toolstack_, be() + "/state"); }
   std::string be() const {
     return "/local/domain/0/backend/vif/" + std::to_string(guest_.value()) + "/0";
   }
@@ -369,10 +284,10 @@ class DaemonWorld : public ::testing::Test {
   }
   void bring_up() {
     libxl_add();
-    ASSERT_TRUE(run_until([&] { return read(be() + "/state") == "2"; }));
+    ASSERT_TRUE(run_until([&] { return backend_state() == XenbusState::init_wait; }));
     ASSERT_FALSE(toolstack_->write(be() + "/hotplug-status", "connected"));
     frontend_connects();
-    ASSERT_TRUE(run_until([&] { return read(be() + "/state") == "4"; }));
+    ASSERT_TRUE(run_until([&] { return backend_state() == XenbusState::connected; }));
   }
   ProgramResult ctl(std::vector<std::string> args) {
     args.insert(args.begin(),
@@ -383,7 +298,7 @@ class DaemonWorld : public ::testing::Test {
 
 TEST_F(DaemonWorld, LibxlCreateNetfrontConnectAndLibxlDestroy) {
   libxl_add();
-  ASSERT_TRUE(run_until([&] { return read(be() + "/state") == "2"; }));
+  ASSERT_TRUE(run_until([&] { return backend_state() == XenbusState::init_wait; }));
   EXPECT_EQ(read(be() + "/feature-rx-copy"), "1");
   EXPECT_EQ(read(be() + "/multi-queue-max-queues"), "4");
   EXPECT_EQ(read(be() + "/feature-split-event-channels"), "1");
@@ -395,16 +310,16 @@ TEST_F(DaemonWorld, LibxlCreateNetfrontConnectAndLibxlDestroy) {
   ASSERT_TRUE(run_until([&] { return vif->connected; }));
   EXPECT_EQ(vif->queues, 1U);
   tick();
-  EXPECT_EQ(read(be() + "/state"), "2") << "Connected waits for the hotplug script";
+  EXPECT_EQ(backend_state(), XenbusState::init_wait) << "Connected waits for the hotplug script";
   ASSERT_FALSE(toolstack_->write(be() + "/hotplug-status", "connected"));
-  ASSERT_TRUE(run_until([&] { return read(be() + "/state") == "4"; }));
+  ASSERT_TRUE(run_until([&] { return backend_state() == XenbusState::connected; }));
 
   // xl destroy: online=0 and state=5 in one transaction.
   ASSERT_FALSE(hv::transact(*toolstack_, [&](hv::XsTx tx) -> std::error_code {
     if (auto ec = toolstack_->write(be() + "/online", "0", tx)) return ec;
     return toolstack_->write(be() + "/state", "5", tx);
   }));
-  ASSERT_TRUE(run_until([&] { return read(be() + "/state") == "6"; }));
+  ASSERT_TRUE(run_until([&] { return backend_state() == XenbusState::closed; }));
   ASSERT_TRUE(run_until([&] { return factory_.find(guest_, DevId{0}) == nullptr; }));
   EXPECT_EQ(manager_->vif_count(), 0U);
   EXPECT_EQ(factory_.made, 1);
@@ -423,7 +338,7 @@ TEST_F(DaemonWorld, DomainDeathTearsTheVifDown) {
   bring_up();
   auto* sim = dynamic_cast<hv::SimHypervisor*>(hv_.get());
   ASSERT_FALSE(sim->destroy_domain(guest_));
-  ASSERT_TRUE(run_until([&] { return read(be() + "/state") == "6"; }));
+  ASSERT_TRUE(run_until([&] { return backend_state() == XenbusState::closed; }));
   ASSERT_TRUE(run_until([&] { return manager_->vif_count() == 0; }));
   EXPECT_EQ(factory_.destroyed, 1);
 }
@@ -432,7 +347,7 @@ TEST_F(DaemonWorld, DataPathViolationIsReportedThroughXenbus) {
   bring_up();
   factory_.find(guest_, DevId{0})->disabled_flag = true;
   // No xenstore event: the loop's periodic check finds it.
-  ASSERT_TRUE(run_until([&] { return read(be() + "/state") == "5"; }));
+  ASSERT_TRUE(run_until([&] { return backend_state() == XenbusState::closing; }));
   EXPECT_EQ(read("/local/domain/0/error/backend/vif/" + vif_id() + "/error")
                 .rfind(std::to_string(EPROTO) + " data path:", 0),
             0U);
@@ -518,7 +433,7 @@ TEST_F(DaemonWorld, HotplugScriptTimingOutAtAdoptionWritesHotplugError) {
       << "hotplug-status " << read(be() + "/hotplug-status");
   EXPECT_NE(read(be() + "/hotplug-error").find("timed out"), std::string::npos)
       << read(be() + "/hotplug-error");
-  EXPECT_NE(read(be() + "/state"), "4") << "Connected without the script";
+  EXPECT_NE(backend_state(), XenbusState::connected) << "Connected without the script";
   manager_->set_hotplug_launcher(nullptr);  // `hotplug` goes first
 }
 
@@ -624,24 +539,13 @@ class SpawnedDaemon {
     const std::string bin = env_or("UNETBACKD_BIN", UNETBACKD_BIN_DEFAULT);
     std::vector<std::string> argv{bin, "--hypervisor", world.spec()};
     argv.insert(argv.end(), extra.begin(), extra.end());
-    std::vector<char*> args;
-    for (auto& a : argv) args.push_back(a.data());
-    args.push_back(nullptr);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 2, log_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (::posix_spawn(&pid_, bin.c_str(), &fa, nullptr, args.data(), environ) != 0) pid_ = -1;
-    posix_spawn_file_actions_destroy(&fa);
+    SpawnOptions opts;
+    opts.err = Output::file(log_path_);
+    proc_ = Process(argv, opts);
+    pid_ = proc_.pid();
   }
-  ~SpawnedDaemon() {
-    if (pid_ > 0 && !status_) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-  SpawnedDaemon(const SpawnedDaemon&) = delete;
-  SpawnedDaemon& operator=(const SpawnedDaemon&) = delete;
 
+  /// Its PID (also after it exited).
   [[nodiscard]] pid_t pid() const { return pid_; }
   [[nodiscard]] std::string log() const {
     std::ifstream f(log_path_);
@@ -668,24 +572,16 @@ class SpawnedDaemon {
   }
   /// The exit status (128+N for signal N) once it exited within `t`, else nullopt.
   std::optional<int> exited(std::chrono::milliseconds t) {
-    const auto deadline = std::chrono::steady_clock::now() + t;
-    while (!status_) {
-      int st = 0;
-      if (::waitpid(pid_, &st, WNOHANG) == pid_) {
-        status_ = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        break;
-      }
-      if (std::chrono::steady_clock::now() >= deadline) break;
-      std::this_thread::sleep_for(10ms);
-    }
-    return status_;
+    const auto st = proc_.wait(t);
+    if (!st) return std::nullopt;
+    return exit_code(*st);
   }
-  void signal(int signo) const { ::kill(pid_, signo); }
+  void signal(int signo) const { proc_.signal(signo); }
 
  private:
   std::string log_path_;
+  Process proc_;
   pid_t pid_ = -1;
-  std::optional<int> status_;
 };
 
 std::string xs_read_or(hv::XenStore& xs, const std::string& path) {
@@ -799,10 +695,9 @@ TEST(Unetbackd, AStaleOwnerNodeNamingAnotherProgramCalledUnetbackdDoesNotBlockAS
   hv::LibXenStore xs(world.dir() + "/dom0.sock");
   const std::string impostor = world.dir() + "/unetbackd";
   std::filesystem::copy_file("/bin/sleep", impostor);
-  std::vector<std::string> argv{impostor, "600"};
-  std::vector<char*> args{argv[0].data(), argv[1].data(), nullptr};
-  pid_t pid = -1;
-  ASSERT_EQ(::posix_spawn(&pid, impostor.c_str(), nullptr, nullptr, args.data(), environ), 0);
+  Process sleeper({impostor, "600"});
+  ASSERT_TRUE(sleeper.started());
+  const pid_t pid = sleeper.pid();
   const auto comm = [&] {
     std::ifstream f("/proc/" + std::to_string(pid) + "/comm");
     std::string name;
@@ -822,8 +717,6 @@ TEST(Unetbackd, AStaleOwnerNodeNamingAnotherProgramCalledUnetbackdDoesNotBlockAS
     d.signal(SIGTERM);
     EXPECT_EQ(d.exited(kHangGuard), std::optional<int>(0)) << d.log();
   }
-  ::kill(pid, SIGKILL);
-  ::waitpid(pid, nullptr, 0);
 }
 
 // The state records are adopted as the truth about guests' rings, and their TAPs attached or
@@ -914,12 +807,8 @@ TEST(Unetbackd, ServesTheControlSocketAndStopsCleanlyOnSigterm) {
   XensimProcess world;
   const std::string bin = env_or("UNETBACKD_BIN", UNETBACKD_BIN_DEFAULT);
   const std::string ctl_bin = env_or("UNETBACK_CTL_BIN", UNETBACK_CTL_BIN_DEFAULT);
-  pid_t pid = -1;
-  std::vector<std::string> argv{bin, "--hypervisor", world.spec(), "--max-queues", "2"};
-  std::vector<char*> args;
-  for (auto& a : argv) args.push_back(a.data());
-  args.push_back(nullptr);
-  ASSERT_EQ(::posix_spawn(&pid, bin.c_str(), nullptr, nullptr, args.data(), environ), 0);
+  Process unetbackd({bin, "--hypervisor", world.spec(), "--max-queues", "2"});
+  ASSERT_TRUE(unetbackd.started());
   const auto idle = [] { std::this_thread::sleep_for(5ms); };
   ProgramResult r;
   const auto deadline = std::chrono::steady_clock::now() + kHangGuard;
@@ -933,24 +822,15 @@ TEST(Unetbackd, ServesTheControlSocketAndStopsCleanlyOnSigterm) {
   r = run_program({ctl_bin, "--world", world.dir(), "list"}, idle);
   EXPECT_EQ(r.out, "no vifs\n");
 
-  ASSERT_EQ(::kill(pid, SIGTERM), 0);
-  int st = 0;
-  const auto stop_deadline = std::chrono::steady_clock::now() + kHangGuard;
-  pid_t done = 0;
-  while ((done = ::waitpid(pid, &st, WNOHANG)) == 0 &&
-         std::chrono::steady_clock::now() < stop_deadline)
-    std::this_thread::sleep_for(10ms);
-  if (done != pid) {
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, &st, 0);
-    FAIL() << "unetbackd did not stop on SIGTERM";
-  }
-  EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+  unetbackd.signal(SIGTERM);
+  const auto st = unetbackd.wait(kHangGuard);
+  ASSERT_TRUE(st) << "unetbackd did not stop on SIGTERM";
+  EXPECT_TRUE(WIFEXITED(*st) && WEXITSTATUS(*st) == 0);
   struct stat sb {};
   EXPECT_NE(::stat((world.dir() + "/unetbackd.sock").c_str(), &sb), 0) << "socket removed";
 }
 
-// Issue 15 #14: `set threads` is kept in xenstore; the next daemon must run that many loops
+// Issue 15 #14: `set threads` is kept in xenstore; the next unetbackd must run that many loops
 // (before, the pool was sized from the command line's default before the store was read, so
 // `get threads` said 5 while 2 loops ran).
 TEST(Unetbackd, ThreadsTunableSetBeforeARestartIsAppliedAfterIt) {
@@ -963,39 +843,35 @@ TEST(Unetbackd, ThreadsTunableSetBeforeARestartIsAppliedAfterIt) {
     return run_program(args, idle);
   };
   // Starts unetbackd, waits for its control socket; returns its pid and thread count.
-  const auto start = [&](pid_t& pid) -> std::size_t {
-    std::vector<std::string> argv{bin, "--hypervisor", world.spec()};
-    std::vector<char*> args;
-    for (auto& a : argv) args.push_back(a.data());
-    args.push_back(nullptr);
-    EXPECT_EQ(::posix_spawn(&pid, bin.c_str(), nullptr, nullptr, args.data(), environ), 0);
+  const auto start = [&](Process& unetbackd) -> std::size_t {
+    unetbackd = Process({bin, "--hypervisor", world.spec()});
+    EXPECT_TRUE(unetbackd.started());
     const auto deadline = std::chrono::steady_clock::now() + kHangGuard;
     while (ctl({"get", "threads"}).status != 0 && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(20ms);
     std::size_t n = 0;
-    for (const auto& e :
-         std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/task")) {
+    for (const auto& e : std::filesystem::directory_iterator(
+             "/proc/" + std::to_string(unetbackd.pid()) + "/task")) {
       (void)e;
       ++n;
     }
     return n;
   };
-  const auto stop = [](pid_t pid) {
-    ::kill(pid, SIGTERM);
-    int st = 0;
-    ::waitpid(pid, &st, 0);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  const auto stop = [](Process& unetbackd) {
+    unetbackd.signal(SIGTERM);
+    const auto st = unetbackd.wait(kHangGuard);
+    return st ? exit_code(*st) : -1;
   };
-  pid_t pid = -1;
-  const std::size_t with_default = start(pid);
+  Process unetbackd;
+  const std::size_t with_default = start(unetbackd);
   ASSERT_EQ(ctl({"get", "threads"}).out, "threads = 2\n");
   ASSERT_EQ(ctl({"set", "threads", "5"}).status, 0);
-  EXPECT_EQ(stop(pid), 0);
+  EXPECT_EQ(stop(unetbackd), 0);
 
-  const std::size_t after_restart = start(pid);
+  const std::size_t after_restart = start(unetbackd);
   EXPECT_EQ(ctl({"get", "threads"}).out, "threads = 5\n");
   EXPECT_EQ(after_restart, with_default + 3) << "5 loops instead of 2, the rest unchanged";
-  EXPECT_EQ(stop(pid), 0);
+  EXPECT_EQ(stop(unetbackd), 0);
 }
 // Issue 17: beside a loaded xen_netback both backends would answer every vif; unetbackd
 // refuses on Xen (exit 1, saying why) unless told --allow-kernel-netback. The sysfs tree is
@@ -1034,33 +910,6 @@ TEST(Unetbackd, RefusesToStartBesideTheKernelNetbackUnlessAllowed) {
   std::filesystem::remove_all(root);
 }
 
-/// A datagram socket playing systemd's notification socket ($NOTIFY_SOCKET).
-class NotifySocket {
- public:
-  explicit NotifySocket(std::string path) : path_(std::move(path)) {
-    fd_ = UniqueFd(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
-    sockaddr_un sa{};
-    sa.sun_family = AF_UNIX;
-    std::snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path_.c_str());
-    if (::bind(fd_.get(), reinterpret_cast<const sockaddr*>(&sa), sizeof sa) != 0) fd_ = UniqueFd();
-  }
-  [[nodiscard]] bool ok() const { return static_cast<bool>(fd_); }
-  [[nodiscard]] const std::string& path() const { return path_; }
-  /// The next datagram, or nullopt after `timeout`.
-  std::optional<std::string> next(std::chrono::milliseconds timeout) const {
-    pollfd p{fd_.get(), POLLIN, 0};
-    if (::poll(&p, 1, static_cast<int>(timeout.count())) != 1) return std::nullopt;
-    char buf[4096];
-    const ssize_t n = ::recv(fd_.get(), buf, sizeof buf, 0);
-    if (n < 0) return std::nullopt;
-    return std::string(buf, static_cast<std::size_t>(n));
-  }
-
- private:
-  std::string path_;
-  UniqueFd fd_;
-};
-
 // Issue 17: Type=notify. READY=1 is the first message and comes only once the daemon serves
 // (its control socket answers at that very moment, its owner node is written); then
 // WATCHDOG=1 pings from the manager loop (every half of WATCHDOG_USEC: a figure, not judged),
@@ -1068,15 +917,20 @@ class NotifySocket {
 TEST(Unetbackd, TellsSystemdReadyOnlyOnceServingThenFeedsTheWatchdog) {
   if (!daemon::ServiceNotifier::enabled()) GTEST_SKIP() << "unetbackd built without libsystemd";
   XensimProcess world;
-  const NotifySocket notify(world.dir() + "/notify.sock");
+  test::NotifySocket notify(world.dir() + "/notify.sock");
   ASSERT_TRUE(notify.ok());
+  const auto next = [&]() -> std::optional<std::string> {
+    auto n = notify.receive(kHangGuard);
+    if (!n) return std::nullopt;
+    return std::move(n->text);
+  };
   ::setenv("NOTIFY_SOCKET", notify.path().c_str(), 1);
   ::setenv("WATCHDOG_USEC", "200000", 1);
   SpawnedDaemon d(world);
   ::unsetenv("NOTIFY_SOCKET");
   ::unsetenv("WATCHDOG_USEC");
 
-  const auto first = notify.next(kHangGuard);
+  const auto first = next();
   ASSERT_TRUE(first) << "no READY=1:\n" << d.log();
   EXPECT_EQ(first->rfind("READY=1\n", 0), 0U) << "the first message: " << *first;
   EXPECT_NE(first->find("STATUS=serving /local/domain/0/backend/vif"), std::string::npos) << *first;
@@ -1096,7 +950,7 @@ TEST(Unetbackd, TellsSystemdReadyOnlyOnceServingThenFeedsTheWatchdog) {
   constexpr int kPings = 7;
   const auto t0 = std::chrono::steady_clock::now();
   for (int pings = 0; pings < kPings; ++pings) {
-    const auto m = notify.next(kHangGuard);
+    const auto m = next();
     ASSERT_TRUE(m) << "watchdog ping " << pings << " never came:\n" << d.log();
     EXPECT_EQ(*m, "WATCHDOG=1");
   }
@@ -1109,7 +963,7 @@ TEST(Unetbackd, TellsSystemdReadyOnlyOnceServingThenFeedsTheWatchdog) {
 
   d.signal(SIGTERM);
   std::optional<std::string> m;
-  while ((m = notify.next(kHangGuard)) && *m == "WATCHDOG=1") {
+  while ((m = next()) && *m == "WATCHDOG=1") {
   }
   ASSERT_TRUE(m);
   EXPECT_EQ(*m, "STOPPING=1");

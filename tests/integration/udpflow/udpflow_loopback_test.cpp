@@ -10,7 +10,6 @@
 #include <netinet/in.h>
 #include <optional>
 #include <poll.h>
-#include <spawn.h>
 #include <string>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -18,12 +17,11 @@
 #include <unistd.h>
 #include <vector>
 
-extern char** environ;
+#include "tests/support/spawn.hpp"
 
 namespace {
 
 using namespace std::chrono_literals;
-using Clock = std::chrono::steady_clock;
 
 std::string udpflow_bin() {
   const char* env = std::getenv("UDPFLOW_BIN");
@@ -51,71 +49,27 @@ std::uint16_t free_udp_port() {
 /// leaves before it exits.
 class Udpflow {
  public:
-  explicit Udpflow(std::vector<std::string> args) {
-    int fds[2];
-    if (::pipe2(fds, O_CLOEXEC) != 0) return;
-    out_ = fds[0];
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);
-    const std::string bin = udpflow_bin();
-    std::vector<char*> argv;
-    argv.push_back(const_cast<char*>(bin.c_str()));
-    args_ = std::move(args);
-    for (auto& a : args_) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    if (::posix_spawn(&pid_, bin.c_str(), &fa, nullptr, argv.data(), environ) != 0) pid_ = -1;
-    posix_spawn_file_actions_destroy(&fa);
-    ::close(fds[1]);
+  explicit Udpflow(const std::vector<std::string>& args) {
+    std::vector<std::string> argv{udpflow_bin()};
+    argv.insert(argv.end(), args.begin(), args.end());
+    unetback::test::SpawnOptions opts;
+    opts.out = unetback::test::Output::pipe();
+    proc_ = unetback::test::Process(argv, opts);
   }
-  ~Udpflow() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-    if (out_ >= 0) ::close(out_);
-  }
-  Udpflow(const Udpflow&) = delete;
-  Udpflow& operator=(const Udpflow&) = delete;
 
-  [[nodiscard]] bool started() const { return pid_ > 0; }
+  [[nodiscard]] bool started() const { return proc_.started(); }
 
-  /// Reads stdout to EOF and reaps the child, within `timeout`. The exit code, or nullopt on
-  /// timeout (the destructor then kills it).
+  /// Reads stdout and reaps the child, within `timeout`. The exit code, or nullopt on timeout
+  /// (the destructor then kills it).
   std::optional<int> finish(std::chrono::milliseconds timeout) {
-    const auto deadline = Clock::now() + timeout;
-    char buf[512];
-    while (true) {
-      const auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-      if (left <= 0ms) return std::nullopt;
-      pollfd p{out_, POLLIN, 0};
-      const int r = ::poll(&p, 1, static_cast<int>(left.count()));
-      if (r < 0 && errno == EINTR) continue;
-      if (r <= 0) return std::nullopt;
-      const ssize_t n = ::read(out_, buf, sizeof buf);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      output_.append(buf, static_cast<std::size_t>(n));
-    }
-    while (Clock::now() < deadline) {
-      int status = 0;
-      const pid_t r = ::waitpid(pid_, &status, WNOHANG);
-      if (r == pid_) {
-        pid_ = -1;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-      std::this_thread::sleep_for(5ms);
-    }
-    return std::nullopt;
+    const auto st = proc_.wait(timeout);
+    if (!st) return std::nullopt;
+    return unetback::test::exit_code(*st);
   }
-  [[nodiscard]] const std::string& output() const { return output_; }
+  [[nodiscard]] const std::string& output() const { return proc_.output(); }
 
  private:
-  std::vector<std::string> args_;
-  pid_t pid_ = -1;
-  int out_ = -1;
-  std::string output_;
+  unetback::test::Process proc_;
 };
 
 /// The integer after `"key":` in a flat JSON object, if present.

@@ -52,52 +52,31 @@ XensimProcess::XensimProcess(std::string extra_args, std::chrono::milliseconds t
   if (::mkdtemp(tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
   root_ = tmpl;
   dir_ = root_ + "/world";
-  int out[2];
-  if (::pipe2(out, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
-  UniqueFd rd(out[0]), wr(out[1]);
-
   std::vector<std::string> args{xensim_binary(), "--dir", dir_};
   std::istringstream extra(extra_args);
   for (std::string a; extra >> a;) args.push_back(a);
 
-  pid_ = ::fork();
-  if (pid_ < 0) throw std::runtime_error("fork failed");
-  if (pid_ == 0) {
-    ::dup2(wr.get(), STDOUT_FILENO);
-    std::vector<char*> argv;
-    for (auto& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
+  SpawnOptions opts;
+  opts.out = Output::pipe();  // kept open so a later write by xensim cannot raise SIGPIPE
+  process_ = Process(args, opts);
+  if (!process_.started()) {
+    std::filesystem::remove_all(root_);
+    throw std::runtime_error("fork failed");
   }
-  wr.reset();
+  pid_ = process_.pid();
   const auto deadline = Clock::now() + timeout;
   std::string got;
-  while (got.find('\n') == std::string::npos) {
-    pollfd p{rd.get(), POLLIN, 0};
-    if (::poll(&p, 1, remaining_ms(deadline)) <= 0) break;
-    char buf[256];
-    const ssize_t n = ::read(rd.get(), buf, sizeof(buf));
-    if (n <= 0) break;
-    got.append(buf, static_cast<std::size_t>(n));
-  }
+  while (got.find('\n') == std::string::npos && remaining_ms(deadline) > 0)
+    if (!drain(process_.out_fd(), got, std::chrono::milliseconds(remaining_ms(deadline)))) break;
   if (got.rfind("xensim ready", 0) != 0) {
-    ::kill(pid_, SIGKILL);
-    (void)wait_pid(pid_, std::chrono::seconds(30));
+    process_.kill();
     std::filesystem::remove_all(root_);
     throw std::runtime_error("xensim (" + args[0] + ") did not report ready; said: " + got);
   }
-  stdout_ = std::move(rd);
 }
 
 XensimProcess::~XensimProcess() {
-  if (pid_ > 0) {
-    ::kill(pid_, SIGTERM);
-    if (!wait_pid(pid_, std::chrono::seconds(30))) {
-      ::kill(pid_, SIGKILL);
-      (void)wait_pid(pid_, std::chrono::seconds(30));
-    }
-  }
+  (void)process_.stop(std::chrono::seconds(30));
   std::error_code ec;
   std::filesystem::remove_all(root_, ec);
 }

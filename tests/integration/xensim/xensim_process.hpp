@@ -11,6 +11,7 @@
 
 #include "common/hv/hypervisor_spec.hpp"
 #include "common/util/unique_fd.hpp"
+#include "tests/support/spawn.hpp"
 
 namespace unetback::test {
 
@@ -36,8 +37,8 @@ class XensimProcess {
  private:
   std::string root_;  // the mkdtemp directory
   std::string dir_;   // the world inside it
+  Process process_;
   pid_t pid_ = -1;
-  UniqueFd stdout_;  // kept open so a later write by xensim cannot raise SIGPIPE
 };
 
 /// A forked child running `body(ctrl)` and exiting with its return value. `ctrl` is its end

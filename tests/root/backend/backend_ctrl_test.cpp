@@ -390,13 +390,8 @@ class SwitchMulticastFilterEndToEnd : public MulticastFilterEndToEnd {
     switches_ =
         std::make_unique<vif::SwitchRegistry>(std::map<std::string, std::string>{{"mc", kUplink}});
     ASSERT_EQ(0, std::system((std::string("ip link set ") + kUplink + " up").c_str()));
-    uplink_.reset(::socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, htons(ETH_P_ALL)));
-    ASSERT_TRUE(uplink_.valid());
-    sockaddr_ll sll{};
-    sll.sll_family = AF_PACKET;
-    sll.sll_protocol = htons(ETH_P_ALL);
-    sll.sll_ifindex = static_cast<int>(::if_nametoindex(kUplink));
-    ASSERT_EQ(0, ::bind(uplink_.get(), reinterpret_cast<sockaddr*>(&sll), sizeof sll));
+    uplink_ = test::PacketSocket::open(kUplink);
+    ASSERT_TRUE(uplink_.valid()) << std::strerror(errno);
   }
   /// A guest on switch "mc" with B:mac `mac`, connected.
   void join(Guest& g, const std::string& mac) {
@@ -406,7 +401,7 @@ class SwitchMulticastFilterEndToEnd : public MulticastFilterEndToEnd {
     add_vif(g, spec);
     run_hotplug(g);
     connect_guest(g);
-    ASSERT_FALSE(wait_state(g, "4"));
+    ASSERT_FALSE(wait_state(g, XenbusState::connected));
   }
   /// A frame for `dst` from the other guest on the switch (its B:mac is the frame's source).
   std::vector<std::byte> from_peer(const std::array<std::uint8_t, 6>& dst, std::uint8_t seed) {
@@ -423,7 +418,7 @@ class SwitchMulticastFilterEndToEnd : public MulticastFilterEndToEnd {
     spec.payload_len = 100;
     spec.payload_seed = seed;
     auto f = net::build_frame(spec);
-    EXPECT_EQ(::send(uplink_.get(), f.data(), f.size(), 0), static_cast<ssize_t>(f.size()));
+    EXPECT_TRUE(uplink_.send(f));
     return f;
   }
   /// Whether the guest got frame `f` (sent already) within the hang guard.
@@ -438,7 +433,7 @@ class SwitchMulticastFilterEndToEnd : public MulticastFilterEndToEnd {
     });
   }
   Guest& peer() { return guest(1); }
-  UniqueFd uplink_;
+  test::PacketSocket uplink_;
 };
 
 TEST_F(SwitchMulticastFilterEndToEnd, AGroupTheGuestDidNotAddReachesItFromNoPortOfTheSwitch) {

@@ -21,9 +21,9 @@ TEST_F(BackendEndToEnd, HandshakeWaitsForHotplugBeforeConnected) {
     const std::lock_guard lock(mu_);
     return guest().xenbus->view().frontend == xenbus::XenbusState::connected;
   })) << "the backend never saw the frontend's Connected";
-  EXPECT_EQ(toolstack_xs_->read(be_path() + "/state").value_or("(none)"), "2");
+  EXPECT_EQ(read_state(*toolstack_xs_, be_path() + "/state"), XenbusState::init_wait);
   run_hotplug();
-  EXPECT_FALSE(wait_state("4"));
+  EXPECT_FALSE(wait_state(XenbusState::connected));
   EXPECT_TRUE(guest().vif->report().connected);
 }
 
@@ -269,7 +269,7 @@ TEST_F(BackendEndToEnd, RateLimitCapsGuestTransmit) {
   add_vif(spec);
   run_hotplug();
   connect_guest();
-  ASSERT_FALSE(wait_state("4"));
+  ASSERT_FALSE(wait_state(XenbusState::connected));
   open_packet_socket();
   const auto frame = tcp_frame(1400, 6);
   const auto start = std::chrono::steady_clock::now();

@@ -2,20 +2,17 @@
 // the backend's xenbus state machine driving a real Vif (rings, grant copies, event
 // channels, a multi-queue TAP), and the userspace Netfront as the guest. The host side of
 // each guest is its TAP `vif<domid>.0` in a private network namespace, read and written
-// through an AF_PACKET socket. Needs root (TAP, namespace): suite root-netns.
+// through a PacketSocket (tests/support/packet_socket.hpp). Needs root (TAP, namespace): suite
+// root-netns.
 #pragma once
 
-#include <arpa/inet.h>
 #include <atomic>
+#include <cerrno>
 #include <cstring>
 #include <gtest/gtest.h>
-#include <linux/if_packet.h>
 #include <mutex>
-#include <net/ethernet.h>
 #include <net/if.h>
 #include <poll.h>
-#include <sched.h>
-#include <sys/socket.h>
 #include <thread>
 #include <unistd.h>
 
@@ -29,31 +26,20 @@
 #include "frontend-shim/netfront.hpp"
 #include "tests/integration/xensim/xensim_process.hpp"
 #include "tests/support/private_netns.hpp"
+#include "tests/support/sim_guest.hpp"
+#include "tests/support/wait.hpp"
+#include "tests/support/watch_pump.hpp"
+#include "tests/support/xenbus_state.hpp"
 #include "tools/xl/toolstack.hpp"
 
 namespace unetback::test {
 
 using namespace std::chrono_literals;
 
-/// How long a wait for something that must happen may last before the test calls it a hang.
-/// Never a bound on speed: a wait returns as soon as its condition holds, and a loaded machine
-/// (an ASan or TSan build beside CI's lab) takes its time.
-inline constexpr std::chrono::milliseconds kHangGuard = 30s;
-
-/// One guest: its domain, its vif on the backend, its netfront, and a packet socket on its
-/// TAP (the host side).
-struct Guest {
-  std::unique_ptr<hv::SimHypervisor> hv;
-  DomId dom{};
+/// One guest (tests/support/sim_guest.hpp) with its vif on the backend.
+struct Guest : SimGuest {
   std::unique_ptr<vif::Vif> vif;
   std::unique_ptr<xenbus::BackendXenbus> xenbus;
-  std::unique_ptr<netfront::Netfront> netfront;
-  UniqueFd sock;
-
-  [[nodiscard]] std::string be_path() const {
-    return toolstack::backend_path(kDom0, dom, DevId{0});
-  }
-  [[nodiscard]] std::string tap_name() const { return "vif" + std::to_string(dom.value()) + ".0"; }
 };
 
 class BackendEndToEnd : public ::testing::Test {
@@ -61,9 +47,7 @@ class BackendEndToEnd : public ::testing::Test {
   void SetUp() override {
     if (!enter_private_netns()) GTEST_SKIP() << "needs root and /dev/net/tun (suite root-netns)";
     world_ = std::make_unique<XensimProcess>();
-    hv::HypervisorOptions be;
-    be.role = hv::Role::backend;
-    dom0_ = std::make_unique<hv::SimHypervisor>(world_->dir(), be);
+    dom0_ = test::open_backend_dom0(world_->dir());
     toolstack_xs_ = dom0_->open_xenstore();
     backend_xs_ = dom0_->open_xenstore();
     loops_ = std::make_unique<vif::EventLoopPool>(2);
@@ -95,11 +79,7 @@ class BackendEndToEnd : public ::testing::Test {
   /// A new domU (a frontend-role hypervisor handle in this process).
   Guest& new_guest() {
     auto g = std::make_unique<Guest>();
-    hv::HypervisorOptions fe;
-    fe.role = hv::Role::frontend;
-    fe.name = "guest" + std::to_string(guests_.size());
-    g->hv = std::make_unique<hv::SimHypervisor>(world_->dir(), fe);
-    g->dom = g->hv->self();
+    g->open_domain(world_->dir(), "guest" + std::to_string(guests_.size()));
     const std::lock_guard lock(mu_);
     guests_.push_back(std::move(g));
     return *guests_.back();
@@ -118,7 +98,7 @@ class BackendEndToEnd : public ::testing::Test {
           xenbus::FeatureOptions{tunables.max_queues, true, ctrl_ring_});
       ASSERT_FALSE(g.xenbus->start());
     }
-    ASSERT_FALSE(wait_state(g, "2")) << "the backend never reached InitWait";
+    ASSERT_FALSE(wait_state(g, XenbusState::init_wait)) << "the backend never reached InitWait";
   }
   void add_vif(toolstack::VifSpec spec = {}, vif::Tunables tunables = {}) {
     add_vif(guest(), std::move(spec), tunables);
@@ -135,8 +115,7 @@ class BackendEndToEnd : public ::testing::Test {
   void run_hotplug(std::uint32_t mtu = 1500) { run_hotplug(guest(), mtu); }
 
   void connect_guest(Guest& g, netfront::NetfrontOptions opts = {}) {
-    g.netfront = std::make_unique<netfront::Netfront>(*g.hv, opts);
-    ASSERT_FALSE(g.netfront->connect(kHangGuard));
+    ASSERT_FALSE(g.connect(opts, kHangGuard));
   }
   void connect_guest(netfront::NetfrontOptions opts = {}) { connect_guest(guest(), opts); }
 
@@ -145,7 +124,7 @@ class BackendEndToEnd : public ::testing::Test {
     add_vif(g, {}, tunables);
     run_hotplug(g, mtu);
     connect_guest(g, opts);
-    ASSERT_FALSE(wait_state(g, "4"));
+    ASSERT_FALSE(wait_state(g, XenbusState::connected));
     open_packet_socket(g);
   }
   void bring_up(std::uint32_t mtu = 1500, netfront::NetfrontOptions opts = {},
@@ -153,11 +132,10 @@ class BackendEndToEnd : public ::testing::Test {
     bring_up(guest(), mtu, opts, tunables);
   }
 
-  std::error_code wait_state(Guest& g, std::string_view s,
-                             std::chrono::milliseconds t = kHangGuard) {
-    return toolstack::wait_for_value(*toolstack_xs_, g.be_path() + "/state", s, t);
+  std::error_code wait_state(Guest& g, XenbusState s, std::chrono::milliseconds t = kHangGuard) {
+    return wait_for_state(*toolstack_xs_, g.be_path() + "/state", s, t);
   }
-  std::error_code wait_state(std::string_view s, std::chrono::milliseconds t = kHangGuard) {
+  std::error_code wait_state(XenbusState s, std::chrono::milliseconds t = kHangGuard) {
     return wait_state(guest(), s, t);
   }
   [[nodiscard]] std::string be_path() { return guest().be_path(); }
@@ -165,76 +143,36 @@ class BackendEndToEnd : public ::testing::Test {
 
   // --- the backend's xenstore loop (the daemon's BackendManager does this) ---
   void start_pump() {
-    pump_stop_ = false;
-    pump_ = std::thread([this] {
-      while (!pump_stop_) {
-        pollfd pfd{backend_xs_->watch_fd(), POLLIN, 0};
-        (void)::poll(&pfd, 1, 20);
-        const std::lock_guard lock(mu_);
-        while (auto ev = backend_xs_->read_watch())
-          for (auto& g : guests_)
-            if (g->xenbus && g->xenbus->owns(*ev)) g->xenbus->handle_watch(*ev);
-      }
+    pump_ = std::make_unique<WatchPump>(*backend_xs_, [this](const hv::XsWatchEvent& ev) {
+      const std::lock_guard lock(mu_);
+      for (auto& g : guests_)
+        if (g->xenbus && g->xenbus->owns(ev)) g->xenbus->handle_watch(ev);
     });
   }
-  void stop_pump() {
-    pump_stop_ = true;
-    if (pump_.joinable()) pump_.join();
-  }
+  void stop_pump() { pump_.reset(); }
 
-  // --- the host side: an AF_PACKET socket on the guest's TAP ---
-  void open_packet_socket(Guest& g, bool vnet_hdr = false) {
-    g.sock.reset(::socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, htons(ETH_P_ALL)));
-    ASSERT_TRUE(g.sock.valid());
-    if (vnet_hdr) {
-      int one = 1;
-      ASSERT_EQ(0, ::setsockopt(g.sock.get(), SOL_PACKET, PACKET_VNET_HDR, &one, sizeof one));
-    }
-    sockaddr_ll sll{};
-    sll.sll_family = AF_PACKET;
-    sll.sll_protocol = htons(ETH_P_ALL);
-    sll.sll_ifindex = static_cast<int>(::if_nametoindex(g.tap_name().c_str()));
-    ASSERT_EQ(0, ::bind(g.sock.get(), reinterpret_cast<sockaddr*>(&sll), sizeof sll));
+  // --- the host side: a packet socket on the guest's TAP ---
+  static void open_packet_socket(Guest& g, bool vnet_hdr = false) {
+    ASSERT_TRUE(g.open_packet_socket(vnet_hdr)) << std::strerror(errno);
   }
   void open_packet_socket(bool vnet_hdr = false) { open_packet_socket(guest(), vnet_hdr); }
 
   /// The next frame the guest sent (not our own outgoing ones), or empty after `t`.
   static std::vector<std::byte> host_receive(Guest& g, std::chrono::milliseconds t = kHangGuard) {
-    const auto deadline = std::chrono::steady_clock::now() + t;
-    std::vector<std::byte> buf(70000);
-    while (std::chrono::steady_clock::now() < deadline) {
-      pollfd pfd{g.sock.get(), POLLIN, 0};
-      if (::poll(&pfd, 1, 50) <= 0) continue;
-      sockaddr_ll from{};
-      socklen_t fl = sizeof from;
-      const ssize_t n = ::recvfrom(g.sock.get(), buf.data(), buf.size(), 0,
-                                   reinterpret_cast<sockaddr*>(&from), &fl);
-      if (n <= 0 || from.sll_pkttype == PACKET_OUTGOING) continue;
-      buf.resize(static_cast<std::size_t>(n));
-      return buf;
-    }
-    return {};
+    return g.sock.receive(t).value_or(std::vector<std::byte>{});
   }
   std::vector<std::byte> host_receive(std::chrono::milliseconds t = kHangGuard) {
     return host_receive(guest(), t);
   }
   static void host_send(Guest& g, const std::vector<std::byte>& frame) {
-    ASSERT_EQ(::send(g.sock.get(), frame.data(), frame.size(), 0),
-              static_cast<ssize_t>(frame.size()));
+    ASSERT_TRUE(g.sock.send(frame)) << std::strerror(errno);
   }
   void host_send(const std::vector<std::byte>& frame) { host_send(guest(), frame); }
 
   /// Polls the guest until a packet arrives (or `t` passes).
   static std::optional<netfront::RxPacket> guest_receive(Guest& g,
                                                          std::chrono::milliseconds t = kHangGuard) {
-    const auto deadline = std::chrono::steady_clock::now() + t;
-    std::vector<netfront::RxPacket> got;
-    while (std::chrono::steady_clock::now() < deadline) {
-      g.netfront->handle_event();
-      if (g.netfront->poll(got) > 0) return std::move(got.front());
-      std::this_thread::sleep_for(1ms);
-    }
-    return std::nullopt;
+    return g.receive(t);
   }
   std::optional<netfront::RxPacket> guest_receive(std::chrono::milliseconds t = kHangGuard) {
     return guest_receive(guest(), t);
@@ -267,12 +205,7 @@ class BackendEndToEnd : public ::testing::Test {
 
   template <typename Pred>
   static bool wait_for(Pred pred, std::chrono::milliseconds t = kHangGuard) {
-    const auto deadline = std::chrono::steady_clock::now() + t;
-    while (!pred()) {
-      if (std::chrono::steady_clock::now() >= deadline) return false;
-      std::this_thread::sleep_for(2ms);
-    }
-    return true;
+    return wait_until(pred, t);
   }
 
   static std::uint64_t counter(Guest& g, std::string_view name) {
@@ -303,8 +236,7 @@ class BackendEndToEnd : public ::testing::Test {
   std::unique_ptr<vif::EventLoopPool> loops_;
   std::mutex mu_;  // guests_ and their xenbus objects, against the pump thread
   std::vector<std::unique_ptr<Guest>> guests_;
-  std::thread pump_;
-  std::atomic<bool> pump_stop_{false};
+  std::unique_ptr<WatchPump> pump_;
 };
 
 }  // namespace unetback::test

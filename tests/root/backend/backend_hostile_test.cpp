@@ -53,7 +53,7 @@ TEST_F(BackendEndToEnd, ImpossibleRequestIndicesDisableThatVifOnly) {
     const std::lock_guard lock(mu_);
     bad.xenbus->fatal_from_datapath(EIO, bad.vif->disabled_reason());
   }
-  EXPECT_FALSE(wait_state(bad, "5"));
+  EXPECT_FALSE(wait_state(bad, XenbusState::closing));
   const auto err = toolstack_xs_->read("/local/domain/0/error/backend/vif/" +
                                        std::to_string(bad.dom.value()) + "/0/error");
   ASSERT_TRUE(err.has_value());
@@ -102,7 +102,7 @@ TEST_F(BackendEndToEnd, RevokedGrantsGetErrorResponsesAndTheVifStaysUp) {
   EXPECT_EQ(counter(g, "tx_drop_copy_error"), 1u);
   EXPECT_EQ(counter(g, "tx_packets"), 0u) << "a packet whose copy failed went out";
   EXPECT_FALSE(g.vif->disabled());
-  EXPECT_EQ(toolstack_xs_->read(g.be_path() + "/state").value_or("(none)"), "4")
+  EXPECT_EQ(read_state(*toolstack_xs_, g.be_path() + "/state"), XenbusState::connected)
       << "still Connected";
 }
 

@@ -54,10 +54,8 @@ class Adoption : public EndToEnd {
   /// The `adopted` of vif <domid>/0 in `unetback-ctl --json list`.
   std::string adopted(const XlWorld::Guest& g) {
     const std::string l = list();
-    const std::regex re("\"vif\":\"" + std::to_string(g.domid) +
-                        "/0\"[^}]*\"adopted\":\"([a-z_]+)\"");
-    std::smatch m;
-    return std::regex_search(l, m, re) ? m[1].str() : "(none in " + l + ")";
+    const auto vif = reply_vif(l, std::to_string(g.domid) + "/0");
+    return vif ? ctl::field(*vif, "adopted") : "(none in " + l + ")";
   }
   /// `ping -D` output's reply times (seconds since the epoch).
   static std::vector<double> reply_times(const std::string& out) {
@@ -248,7 +246,7 @@ class Adoption : public EndToEnd {
     // xensim: the dead daemon's ports, eventfds and pin tables went with its connection.
     EXPECT_LE(open_fds(w().xensim_pid()), xensim_fds) << "xensim's (ports, grant tables)";
     const std::string l = list();
-    EXPECT_TRUE(std::regex_search(l, std::regex("\"queues\":\\s*2"))) << l;
+    EXPECT_TRUE(reply_has_vif_with(l, "queues", "2")) << l;
   }
 };
 

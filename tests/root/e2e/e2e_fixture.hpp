@@ -10,9 +10,9 @@
 
 #include <gtest/gtest.h>
 #include <map>
-#include <regex>
 #include <utility>
 
+#include "tests/support/ctl_json.hpp"
 #include "tests/support/figure.hpp"
 #include "tests/support/xl_world.hpp"
 
@@ -29,15 +29,14 @@ inline XlWorld::Binaries binaries() {
           env_or("VIF_UNETBACK_SCRIPT", VIF_UNETBACK_SCRIPT_DEFAULT)};
 }
 
-/// Sum of every `"name": N` in a JSON text (the daemon's per-queue counters).
-inline std::uint64_t sum_counter(const std::string& json, const std::string& name) {
-  const std::regex re("\"" + name + "\":\\s*([0-9]+)");
-  std::uint64_t total = 0;
-  for (auto it = std::sregex_iterator(json.begin(), json.end(), re); it != std::sregex_iterator();
-       ++it)
-    total += std::stoull((*it)[1].str());
-  return total;
-}
+// The daemon's replies (`unetback-ctl --json`), read as JSON: sum_counter(json, name) sums every
+// member `name` (the per-queue counters), reply_vif() and reply_vif_fields() find vifs.
+using test::queue_counters;
+using test::reply_has_vif_with;
+using test::reply_vif;
+using test::reply_vif_fields;
+using test::reply_vifs;
+using test::sum_counter;
 
 /// How long a wait for a condition may take before the test calls it a hang.
 inline constexpr std::chrono::seconds kHangGuard{30};
@@ -225,11 +224,7 @@ class EndToEnd : public ::testing::Test {
   bool wait_vif_count(std::size_t n, std::chrono::seconds limit = kHangGuard) {
     const auto t0 = std::chrono::steady_clock::now();
     while (std::chrono::steady_clock::now() - t0 < limit) {
-      const std::string l = list();
-      std::size_t count = 0;
-      for (auto p = l.find("\"vif\":"); p != std::string::npos; p = l.find("\"vif\":", p + 1))
-        ++count;
-      if (count == n && w().vif_links().size() == n) return true;
+      if (reply_vifs(list()).size() == n && w().vif_links().size() == n) return true;
       std::this_thread::sleep_for(100ms);
     }
     return false;

@@ -7,20 +7,16 @@
 #include <gtest/gtest.h>
 #include <iostream>
 #include <map>
+#include <regex>
 #include <sstream>
 #include <thread>
 
 #include "tests/root/e2e/e2e_fixture.hpp"
 
-namespace unetback {
+namespace unetback::testing {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::Daemon;
-using testing::EndToEnd;
-using testing::RunResult;
-using testing::sum_counter;
-using testing::XlWorld;
 
 // iperf3 moves 128 MiB each way between guest 1 and the host (the rates are figures); every
 // packet the guests received took the fewest RX slots it could; destroying both guests gives
@@ -183,9 +179,8 @@ void restart_and_reconnect(XlWorld& w, int signo, const std::string& what) {
   // The adopted vifs re-ran their hotplug script (the TAPs are bridged again) and serve the
   // queues the guests negotiated.
   const std::string l = w.ctl({"--json", "list"}).out;
-  EXPECT_TRUE(std::regex_search(l, std::regex("\"queues\":\\s*2"))) << l;
-  EXPECT_TRUE(std::regex_search(l, std::regex(signo == SIGTERM ? "\"adopted\":\"reconnected\""
-                                                               : "\"adopted\":\"recovered\"")))
+  EXPECT_TRUE(reply_has_vif_with(l, "queues", "2")) << l;
+  EXPECT_TRUE(reply_has_vif_with(l, "adopted", signo == SIGTERM ? "reconnected" : "recovered"))
       << l;
   const RunResult master = w.in_ns(w.ns0(), {"ip", "-o", "link", "show", "dev", g1->tap()});
   EXPECT_NE(master.out.find(std::string("master ") + XlWorld::kBridge), std::string::npos)
@@ -214,7 +209,7 @@ TEST_F(EndToEnd, AGuestAskingForTwoQueuesGetsTwoAndUsesBoth) {
   auto g = w().create_guest(1, {}, {"--queues", "2"});
   ASSERT_TRUE(g) << w().why();
   const std::string l = list();
-  EXPECT_TRUE(std::regex_search(l, std::regex("\"queues\":\\s*2"))) << l;
+  EXPECT_EQ(reply_vif_fields(l, "queues"), std::vector<std::string>{"2"}) << l;
   serve_iperf(5201);
   // 16 flows: the guest's kernel puts each on one of the TAP's two queues by its flow hash
   // (seeded at random per boot), so all of them land on one queue in 2 of 2^16 runs (with 4
@@ -226,10 +221,7 @@ TEST_F(EndToEnd, AGuestAskingForTwoQueuesGetsTwoAndUsesBoth) {
                       "bit/s");
   // Both queues carried guest TX.
   const std::string s = stats();
-  const std::regex re("\"tx_packets\":\\s*([0-9]+)");
-  std::vector<std::uint64_t> per_queue;
-  for (auto it = std::sregex_iterator(s.begin(), s.end(), re); it != std::sregex_iterator(); ++it)
-    per_queue.push_back(std::stoull((*it)[1].str()));
+  const std::vector<std::uint64_t> per_queue = queue_counters(s, "tx_packets");
   ASSERT_EQ(per_queue.size(), 2U) << s;
   EXPECT_GT(per_queue[0], 0U) << s;
   EXPECT_GT(per_queue[1], 0U) << s;
@@ -298,7 +290,7 @@ TEST_F(EndToEnd, AWindowsPvGuestPassesTrafficBothWaysAndEveryRxResponseKeepsItsR
   EXPECT_GT(sum_counter(s, "tx_slots"), sum_counter(s, "tx_packets")) << s;
   EXPECT_EQ(sum_counter(s, "tx_drop_too_many_slots"), 0U) << s;
   const std::string l = list();
-  EXPECT_TRUE(std::regex_search(l, std::regex("\"queues\":\\s*1"))) << l;
+  EXPECT_EQ(reply_vif_fields(l, "queues"), std::vector<std::string>{"1"}) << l;
 
   ASSERT_EQ(w().destroy_guest(*g).status, 0);
   auto c = shim_stop_counters(w(), *g);
@@ -492,4 +484,4 @@ TEST_F(EndToEnd, AGuestWithXdpHeadroomGetsItAndChangesItLiveWhileTrafficRunsInta
 }
 
 }  // namespace
-}  // namespace unetback
+}  // namespace unetback::testing

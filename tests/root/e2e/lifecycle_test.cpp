@@ -17,14 +17,10 @@
 
 #include "tests/root/e2e/e2e_fixture.hpp"
 
-namespace unetback {
+namespace unetback::testing {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::Daemon;
-using testing::EndToEnd;
-using testing::RunResult;
-using testing::XlWorld;
 
 /// The longest gap, in ms, between two consecutive answers in `ping -D` output (the
 /// outage), or -1 with fewer than two answers.
@@ -122,7 +118,7 @@ class Lifecycle : public EndToEnd {
     EXPECT_EQ(held, "") << when << ": unetbackd still holds domain " << old << "'s pages";
     EXPECT_LE(fds, base_fds) << when << ": unetbackd has more descriptors than before";
     const std::string l = list();
-    EXPECT_EQ(l.find("\"" + std::to_string(old) + "/0\""), std::string::npos)
+    EXPECT_FALSE(reply_vif(l, std::to_string(old) + "/0"))
         << when << ": unetbackd still lists the old vif: " << l;
     const RunResult xl_list = w().xl({"list"});
     std::istringstream rows(xl_list.out);
@@ -137,12 +133,10 @@ class Lifecycle : public EndToEnd {
   /// guest answers ping.
   void expect_served(const XlWorld::Guest& g, int queues, const std::string& when) {
     const std::string l = list();
-    const std::string key = "\"" + std::to_string(g.domid) + "/0\"";
-    const auto at = l.find(key);
-    ASSERT_NE(at, std::string::npos) << when << ": vif " << key << " not served: " << l;
-    const std::string entry = l.substr(at, l.find('}', at) - at);
-    EXPECT_NE(entry.find("\"queues\":" + std::to_string(queues)), std::string::npos)
-        << when << ": " << entry;
+    const std::string id = std::to_string(g.domid) + "/0";
+    const auto vif = reply_vif(l, id);
+    ASSERT_TRUE(vif) << when << ": vif " << id << " not served: " << l;
+    EXPECT_EQ(ctl::field(*vif, "queues"), std::to_string(queues)) << when << ": " << l;
     EXPECT_TRUE(ping(g.ns, w().host_ip(), 2)) << when << ": no ping after the move";
   }
 
@@ -279,4 +273,4 @@ TEST_F(Lifecycle, TwoQueuesAreNegotiatedAgainOnResumeAndTheStreamSurvives) {
 }
 
 }  // namespace
-}  // namespace unetback
+}  // namespace unetback::testing

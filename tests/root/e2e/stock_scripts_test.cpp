@@ -16,14 +16,10 @@
 
 #include "tests/root/e2e/e2e_fixture.hpp"
 
-namespace unetback {
+namespace unetback::testing {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::Daemon;
-using testing::EndToEnd;
-using testing::RunResult;
-using testing::XlWorld;
 
 /// apt's messages when the archive cannot be reached (as opposed to a package it does not know).
 bool apt_unreachable(const std::string& err) {
@@ -47,9 +43,10 @@ class StockScripts : public EndToEnd {
     const RunResult dl = testing::run(
         {"sh", "-c", "cd '" + pkg + "' && apt-get download xen-utils-common"}, w().dir(), 120s);
     if (dl.status != 0) {
-      if (apt_unreachable(dl.err))
+      if (apt_unreachable(dl.err)) {
         GTEST_SKIP() << "apt is unreachable, cannot fetch xen-utils-common (the stock scripts): "
                      << dl.err;
+      }
       FAIL() << "apt-get download xen-utils-common failed: " << dl.err;
     }
     const RunResult x = testing::run(
@@ -105,12 +102,9 @@ class StockScripts : public EndToEnd {
   std::vector<std::pair<std::uint64_t, std::uint64_t>> per_queue(int domid) {
     const std::string s = w().ctl({"--json", "stats", std::to_string(domid) + "/0"}).out;
     std::vector<std::pair<std::uint64_t, std::uint64_t>> out;
-    const std::regex tx("\"tx_packets\":\\s*([0-9]+)");
-    const std::regex rx("\"rx_packets\":\\s*([0-9]+)");
-    auto t = std::sregex_iterator(s.begin(), s.end(), tx);
-    auto r = std::sregex_iterator(s.begin(), s.end(), rx);
-    for (; t != std::sregex_iterator() && r != std::sregex_iterator(); ++t, ++r)
-      out.emplace_back(std::stoull((*t)[1].str()), std::stoull((*r)[1].str()));
+    const auto tx = queue_counters(s, "tx_packets");
+    const auto rx = queue_counters(s, "rx_packets");
+    for (std::size_t q = 0; q < tx.size() && q < rx.size(); ++q) out.emplace_back(tx[q], rx[q]);
     return out;
   }
 
@@ -208,9 +202,10 @@ class StockOpenvswitch : public StockScripts {
   void SetUp() override {
     StockScripts::SetUp();
     if (IsSkipped() || HasFatalFailure()) return;
-    for (const char* b : {"ovsdb-server", "ovs-vswitchd", "ovs-vsctl", "ovsdb-tool"})
+    for (const char* b : {"ovsdb-server", "ovs-vswitchd", "ovs-vsctl", "ovsdb-tool"}) {
       if (testing::run({"sh", "-c", std::string("command -v ") + b}, w().dir()).status != 0)
         FAIL() << b << " is missing: install openvswitch-switch (tools/lab.sh deps)";
+    }
     rundir_ = w().dir() + "/ovs";
     std::filesystem::create_directories(rundir_);
     // Every OVS tool (the script's ovs-vsctl included) finds the database through this.
@@ -340,4 +335,4 @@ TEST_F(StockScripts, VifnameNamingAnExistingDeviceFailsTheCreateAndLeavesThatDev
 }
 
 }  // namespace
-}  // namespace unetback
+}  // namespace unetback::testing

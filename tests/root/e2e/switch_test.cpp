@@ -11,15 +11,10 @@
 
 #include "tests/root/e2e/e2e_fixture.hpp"
 
-namespace unetback {
+namespace unetback::testing {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::Daemon;
-using testing::EndToEnd;
-using testing::RunResult;
-using testing::sum_counter;
-using testing::XlWorld;
 
 constexpr const char* kSwitch = "unetback:sw0";
 constexpr const char* kUplink = "usw0";
@@ -302,9 +297,10 @@ TEST_F(SwitchEndToEnd, ASlowReceiverDoesNotStallTheSendersOtherFlowThePendingLim
   ASSERT_TRUE(f.together.ok()) << "the small flow beside the flood: a tool failed";
   EXPECT_GT(f.together.received[0], 0) << "the small flow stalled behind the slow receiver";
   EXPECT_EQ(sum_counter(stats(), "tx_stalls"), 0U);
-  if (f.alone.share() > 0)
+  if (f.alone.share() > 0) {
     test::report_figure("switch_small_flow_ratio_fallback", f.together.share() / f.alone.share(),
                         "ratio");
+  }
 }
 
 // The behaviour the fallback fixes, so that the figure above has its counterpart: with
@@ -318,9 +314,10 @@ TEST_F(StallingSwitchEndToEnd, WithoutTheFallbackTheSlowReceiverStallsTheSenders
   ASSERT_TRUE(f.limit_reached) << "TX never stopped at the pending limit: " << stats();
   ASSERT_TRUE(f.together.ok()) << "the small flow beside the flood: a tool failed";
   EXPECT_EQ(sum_counter(stats(), "tx_copy_for_limit"), 0U);
-  if (f.alone.share() > 0)
+  if (f.alone.share() > 0) {
     test::report_figure("switch_small_flow_ratio_stall", f.together.share() / f.alone.share(),
                         "ratio");
+  }
 }
 
 TEST_F(SwitchEndToEnd, VifsTornDownWithPacketsWaitingInAnotherVifsQueueLeaveNothingBehind) {
@@ -453,4 +450,4 @@ TEST_F(SwitchEndToEnd, AGuestSendingFromAnotherGuestsMacIsDroppedAndCannotTakeIt
 }
 
 }  // namespace
-}  // namespace unetback
+}  // namespace unetback::testing

@@ -86,8 +86,8 @@ class HostileFrontend : public HostileTest {
   /// Refused like xenbus_dev_fatal: Closing, an error node, nothing of the guest mapped.
   void expect_refused(Rogue& bad, const std::string& what) {
     SCOPED_TRACE(what);
-    EXPECT_TRUE(wait_for([&] { return backend_state(bad.dom()) == "5"; }))
-        << "state " << backend_state(bad.dom());
+    EXPECT_TRUE(wait_for([&] { return backend_state(bad.dom()) == XenbusState::closing; }))
+        << "state " << describe(backend_state(bad.dom()));
     EXPECT_TRUE(error_node(bad.dom()).has_value());
     EXPECT_EQ(bad.grants_in_use(), 0u);
   }
@@ -96,7 +96,7 @@ class HostileFrontend : public HostileTest {
   /// under test. Its TX ring is served in order and the marker goes to the TAP after them, so
   /// once the marker is in, whatever those packets were to put on the TAP is in too: a positive
   /// barrier for "that packet never came out" (instead of a wait-and-see window).
-  std::vector<std::vector<std::byte>> received_before_marker(Rogue& bad, const UniqueFd& sock,
+  std::vector<std::vector<std::byte>> received_before_marker(Rogue& bad, const PacketSocket& sock,
                                                              std::uint16_t& id) {
     const auto marker = frame(90, 0xA5);
     auto page = bad.grant_page(hv::Access::read_only);
@@ -111,7 +111,7 @@ class HostileFrontend : public HostileTest {
     std::vector<std::vector<std::byte>> before;
     const auto deadline = std::chrono::steady_clock::now() + kHangGuard;
     while (std::chrono::steady_clock::now() < deadline) {
-      for (auto& g : host_receive(sock, 1, 100ms)) {
+      for (auto& g : sock.receive(1, 100ms)) {
         if (g == marker) return before;
         before.push_back(std::move(g));
       }
@@ -131,8 +131,8 @@ TEST_F(HostileFrontend, Xsa39_ImpossibleRequestProducerDisablesOnlyThatVif) {
   // RING_REQUEST_PROD_OVERFLOW: a thousand requests on a 256-slot ring.
   bad->set_tx_req_prod(1000);
   bad->notify();
-  ASSERT_TRUE(wait_for([&] { return backend_state(bad->dom()) == "5"; }))
-      << "state " << backend_state(bad->dom());
+  ASSERT_TRUE(wait_for([&] { return backend_state(bad->dom()) == XenbusState::closing; }))
+      << "state " << describe(backend_state(bad->dom()));
   const auto err = error_node(bad->dom());
   ASSERT_TRUE(err.has_value());
   EXPECT_NE(err->find("protocol"), std::string::npos) << *err;
@@ -154,7 +154,7 @@ TEST_F(HostileFrontend, Xsa39_ChainRunningPastThePublishedRequestsIsFatal) {
   // for more slots than work_to_do").
   bad->tx().put_request(tx_request(page->ref, 0, 254, id++, NETTXF_more_data));
   bad->push_tx();
-  ASSERT_TRUE(wait_for([&] { return backend_state(bad->dom()) == "5"; }));
+  ASSERT_TRUE(wait_for([&] { return backend_state(bad->dom()) == XenbusState::closing; }));
   EXPECT_TRUE(error_node(bad->dom()).has_value());
   finish(bad, base);
 }
@@ -166,8 +166,8 @@ TEST_F(HostileFrontend, Xsa39_IndicesWrapAroundWithoutLoss) {
   // the test; every packet must come out once, in order.
   ASSERT_FALSE(bad->make_rings(RingIdx{0xFFFFFF00U}));
   ASSERT_FALSE(bad->publish());
-  ASSERT_FALSE(wait_backend(bad->dom(), "4"));
-  auto sock = open_packet_socket("vif" + std::to_string(bad->dom().value()) + ".0");
+  ASSERT_FALSE(wait_backend(bad->dom(), XenbusState::connected));
+  auto sock = tap_socket(bad->dom());
   ASSERT_TRUE(sock.valid());
   std::vector<Rogue::Page> pages;
   for (int i = 0; i < 16; ++i) {
@@ -189,7 +189,7 @@ TEST_F(HostileFrontend, Xsa39_IndicesWrapAroundWithoutLoss) {
     std::vector<wire::TxResponse> rsps;
     ASSERT_TRUE(bad->wait_tx_responses(rsps, pages.size(), kHangGuard)) << "round " << round;
     okay += count_status(rsps, NETIF_RSP_OKAY);
-    const auto got = host_receive(sock, pages.size(), kHangGuard);
+    const auto got = sock.receive(pages.size(), kHangGuard);
     for (std::size_t i = 0; i < got.size(); ++i) {
       if (got[i] == frame(100, static_cast<std::uint8_t>(static_cast<std::size_t>(round) * 16 + i)))
         ++delivered;
@@ -213,9 +213,9 @@ TEST_F(HostileFrontend, Xsa90_FatalErrorIsHandledOffTheDataPathWhileTrafficRuns)
   ASSERT_FALSE(HasFatalFailure());
   ASSERT_FALSE(bad->post_rx(64));
   // Host traffic to the bad guest in flight on the same thread when the fatal hits.
-  auto bad_sock = open_packet_socket("vif" + std::to_string(bad->dom().value()) + ".0");
+  auto bad_sock = tap_socket(bad->dom());
   const auto f = frame(1000, 9);
-  for (int i = 0; i < 100; ++i) (void)::send(bad_sock.get(), f.data(), f.size(), 0);
+  for (int i = 0; i < 100; ++i) (void)bad_sock.send(f);
   auto page = bad->grant_page();
   ASSERT_TRUE(page.has_value());
   std::uint16_t id = 0;
@@ -225,7 +225,7 @@ TEST_F(HostileFrontend, Xsa90_FatalErrorIsHandledOffTheDataPathWhileTrafficRuns)
   // The good guest's traffic runs while the control thread processes the fatal.
   const auto tr = good_traffic(64);
   EXPECT_EQ(tr.received, tr.sent);
-  ASSERT_TRUE(wait_for([&] { return backend_state(bad->dom()) == "5"; }));
+  ASSERT_TRUE(wait_for([&] { return backend_state(bad->dom()) == XenbusState::closing; }));
   EXPECT_TRUE(error_node(bad->dom()).has_value());
   bad_sock.reset();
   finish(bad, base);
@@ -238,7 +238,7 @@ TEST_F(HostileFrontend, Xsa90_FatalErrorIsHandledOffTheDataPathWhileTrafficRuns)
 TEST_F(HostileFrontend, Xsa155_RequestsRewrittenDuringProcessingAreReadOnce) {
   auto bad = connected_hostile();
   ASSERT_FALSE(HasFatalFailure());
-  auto sock = open_packet_socket("vif" + std::to_string(bad->dom().value()) + ".0");
+  auto sock = tap_socket(bad->dom());
   auto page = bad->grant_page(hv::Access::read_only);
   ASSERT_TRUE(page.has_value());
   const auto f = frame(1200, 3);  // 1254 bytes
@@ -267,7 +267,7 @@ TEST_F(HostileFrontend, Xsa155_RequestsRewrittenDuringProcessingAreReadOnce) {
     if (!bad->wait_tx_responses(rsps, 1, kHangGuard)) break;
     okay += count_status(rsps, NETIF_RSP_OKAY);
     // The frame of an OKAY answer is on its way to the TAP; an ERROR one never comes.
-    for (const auto& g : host_receive(sock, count_status(rsps, NETIF_RSP_OKAY), kHangGuard)) {
+    for (const auto& g : sock.receive(count_status(rsps, NETIF_RSP_OKAY), kHangGuard)) {
       const bool whole = g.size() == kLong && g == f;
       const bool prefix = g.size() == kShort && std::equal(g.begin(), g.end(), f.begin());
       (whole || prefix) ? ++frames_ok : ++frames_bad;
@@ -304,7 +304,7 @@ TEST_F(HostileFrontend, Xsa270_CtrlRingIsMappedAloneAndItsUnpublishedSlotsNeverR
   ASSERT_TRUE(ctrl_port.has_value());
   ASSERT_FALSE(bad->publish({{"ctrl-ring-ref", std::to_string(ctrl->ref.value())},
                              {"event-channel-ctrl", std::to_string(ctrl_port->value())}}));
-  ASSERT_FALSE(wait_backend(bad->dom(), "4"));
+  ASSERT_FALSE(wait_backend(bad->dom(), XenbusState::connected));
   EXPECT_EQ(bad->grants_in_use(), 3u) << "the two data rings and the ctrl ring are mapped";
   EXPECT_EQ(counter(bad->dom(), "ctrl_requests"), 0u) << "no request was published";
   expect_good_traffic();
@@ -348,7 +348,8 @@ TEST_F(HostileFrontend, Xsa332_EventStormDoesNotStarveOtherGuests) {
   const auto events = now.at("events") - events_before;
   EXPECT_GT(sent.load(), 10000u);
   EXPECT_LT(events, sent.load()) << "every notification cost a wakeup";
-  EXPECT_EQ(backend_state(bad->dom()), "4") << "netback does not disable a vif for a storm";
+  EXPECT_EQ(backend_state(bad->dom()), XenbusState::connected)
+      << "netback does not disable a vif for a storm";
   finish(bad, base);
 }
 
@@ -439,7 +440,7 @@ void WatchFlood::run_flood(bool fresh_children, const std::string& figure) {
   spec.mac = "00:16:3e:00:00:77";
   const auto t0 = std::chrono::steady_clock::now();
   ASSERT_FALSE(toolstack::add_vif(*toolstack_xs_, kDom0, other->dom(), spec));
-  ASSERT_FALSE(wait_backend(other->dom(), "2"))
+  ASSERT_FALSE(wait_backend(other->dom(), XenbusState::init_wait))
       << "the flood kept another guest's device from InitWait";
   const auto initwait = std::chrono::steady_clock::now() - t0;
   EXPECT_FALSE(stop.load()) << "the handshake is to complete while the flood runs";
@@ -466,7 +467,8 @@ void WatchFlood::run_flood(bool fresh_children, const std::string& figure) {
   report_figure(figure, static_cast<double>(ms), "ms");
   EXPECT_EQ(tr.received, tr.sent) << "the flood cost the well-behaved guest traffic";
   EXPECT_LT(rss_peak - rss_start, 16 * 1024) << "watch events queued without bound";
-  EXPECT_EQ(backend_state(bad->dom()), "4") << "writing Connected again changes nothing";
+  EXPECT_EQ(backend_state(bad->dom()), XenbusState::connected)
+      << "writing Connected again changes nothing";
   EXPECT_EQ(backend_xs_->connection_error(), std::error_code{}) << "xenstore dropped dom0";
 
   remove_device(other->dom());
@@ -495,7 +497,7 @@ TEST_F(HostileFrontend, Xsa362_BadGrantsInTxRequestsGetErrorResponses) {
   const auto base = resources();
   auto bad = connected_hostile();
   ASSERT_FALSE(HasFatalFailure());
-  auto sock = open_packet_socket("vif" + std::to_string(bad->dom().value()) + ".0");
+  auto sock = tap_socket(bad->dom());
   const auto f = frame(1000, 4);  // above goodcopy-len: the zerocopy (map) path
   const auto small = frame(60, 5);
   std::vector<Rogue::Page> pages;
@@ -520,13 +522,13 @@ TEST_F(HostileFrontend, Xsa362_BadGrantsInTxRequestsGetErrorResponses) {
   ASSERT_TRUE(bad->wait_tx_responses(rsps, 5, kHangGuard));
   EXPECT_EQ(count_status(rsps, NETIF_RSP_ERROR), 4u);
   EXPECT_EQ(count_status(rsps, NETIF_RSP_OKAY), 1u);
-  const auto got = host_receive(sock, 1, kHangGuard);
+  const auto got = sock.receive(1, kHangGuard);
   ASSERT_EQ(got.size(), 1u) << "the well-granted packet goes out";
   EXPECT_EQ(got[0], f);
   EXPECT_TRUE(received_before_marker(*bad, sock, id).empty())
       << "only the well-granted packet goes out";
   EXPECT_EQ(counter(bad->dom(), "tx_drop_copy_error"), 4u);
-  EXPECT_EQ(backend_state(bad->dom()), "4");
+  EXPECT_EQ(backend_state(bad->dom()), XenbusState::connected);
   sock.reset();
   finish(bad, base);
 }
@@ -535,7 +537,7 @@ TEST_F(HostileFrontend, Xsa362_GrantsRevokedWhileRequestsAreInFlightAreAccounted
   const auto base = resources();
   auto bad = connected_hostile();
   ASSERT_FALSE(HasFatalFailure());
-  auto sock = open_packet_socket("vif" + std::to_string(bad->dom().value()) + ".0");
+  auto sock = tap_socket(bad->dom());
   constexpr int kPackets = 200;
   std::size_t okay = 0, errors = 0, delivered = 0, foreign = 0;
   std::uint16_t id = 0;
@@ -561,7 +563,7 @@ TEST_F(HostileFrontend, Xsa362_GrantsRevokedWhileRequestsAreInFlightAreAccounted
     ASSERT_TRUE(bad->wait_tx_responses(rsps, 8, kHangGuard));
     okay += count_status(rsps, NETIF_RSP_OKAY);
     errors += count_status(rsps, NETIF_RSP_ERROR);
-    const auto got = host_receive(sock, count_status(rsps, NETIF_RSP_OKAY), kHangGuard);
+    const auto got = sock.receive(count_status(rsps, NETIF_RSP_OKAY), kHangGuard);
     for (const auto& g : got) {
       const bool known = std::find(frames.begin(), frames.end(), g) != frames.end();
       known ? ++delivered : ++foreign;
@@ -573,7 +575,7 @@ TEST_F(HostileFrontend, Xsa362_GrantsRevokedWhileRequestsAreInFlightAreAccounted
   EXPECT_EQ(foreign, 0u);
   EXPECT_EQ(counter(bad->dom(), "tx_drop_copy_error"), errors);
   EXPECT_GE(okay, static_cast<std::size_t>(kPackets / 2)) << "the unrevoked half always goes";
-  EXPECT_EQ(backend_state(bad->dom()), "4");
+  EXPECT_EQ(backend_state(bad->dom()), XenbusState::connected);
   sock.reset();
   finish(bad, base);
 }
@@ -584,10 +586,9 @@ TEST_F(HostileFrontend, Xsa362_ReadOnlyOrRevokedRxBuffersGetErrorResponses) {
   ASSERT_FALSE(HasFatalFailure());
   // Buffers the backend must write into, granted read-only: every copy fails.
   ASSERT_FALSE(bad->post_rx(8, hv::Access::read_only));
-  auto sock = open_packet_socket("vif" + std::to_string(bad->dom().value()) + ".0");
+  auto sock = tap_socket(bad->dom());
   const auto f = frame(500, 6);
-  for (int i = 0; i < 8; ++i)
-    ASSERT_EQ(::send(sock.get(), f.data(), f.size(), 0), ssize_t(f.size()));
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(sock.send(f));
   std::vector<wire::RxResponse> rsps;
   wait_for(
       [&] {
@@ -600,8 +601,7 @@ TEST_F(HostileFrontend, Xsa362_ReadOnlyOrRevokedRxBuffersGetErrorResponses) {
   EXPECT_GE(counter(bad->dom(), "rx_copy_errors"), 8u);
   // Proper buffers afterwards: the vif still works.
   ASSERT_FALSE(bad->post_rx(8));
-  for (int i = 0; i < 4; ++i)
-    ASSERT_EQ(::send(sock.get(), f.data(), f.size(), 0), ssize_t(f.size()));
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(sock.send(f));
   rsps.clear();
   wait_for(
       [&] {
@@ -611,7 +611,7 @@ TEST_F(HostileFrontend, Xsa362_ReadOnlyOrRevokedRxBuffersGetErrorResponses) {
       kHangGuard);
   ASSERT_EQ(rsps.size(), 4u);
   for (const auto& r : rsps) EXPECT_EQ(r.status, static_cast<std::int16_t>(f.size()));
-  EXPECT_EQ(backend_state(bad->dom()), "4");
+  EXPECT_EQ(backend_state(bad->dom()), XenbusState::connected);
   sock.reset();
   finish(bad, base);
 }
@@ -635,11 +635,11 @@ TEST_F(HostileSlowRx, Xsa392_GuestThatPostsNoBuffersCannotGrowTheQueue) {
   ASSERT_FALSE(HasFatalFailure());
   // One buffer only: the head packet always needs a slot the guest never gives.
   ASSERT_FALSE(bad->post_rx(1));
-  auto sock = open_packet_socket("vif" + std::to_string(bad->dom().value()) + ".0");
+  auto sock = tap_socket(bad->dom());
   const auto f = frame(1400, 7);
   std::uint64_t max_queued = 0;
   for (int i = 0; i < 3000; ++i) {
-    (void)::send(sock.get(), f.data(), f.size(), MSG_DONTWAIT);
+    (void)sock.send(f, MSG_DONTWAIT);
     if (i % 100 == 0) max_queued = std::max(max_queued, counter(bad->dom(), "rx_queued_bytes"));
   }
   // Carrier off once the head packet waited too long for a slot; queued packets expire.
@@ -656,7 +656,7 @@ TEST_F(HostileSlowRx, Xsa392_GuestThatPostsNoBuffersCannotGrowTheQueue) {
   EXPECT_GE(counter(bad->dom(), "rx_stalls"), 1u);
   const auto rx_packets = counter(bad->dom(), "rx_packets");
   EXPECT_LE(rx_packets, 1u);
-  EXPECT_EQ(backend_state(bad->dom()), "4");
+  EXPECT_EQ(backend_state(bad->dom()), XenbusState::connected);
   sock.reset();
   finish(bad, base);
 }
@@ -697,7 +697,7 @@ TEST_F(HostileTapFill, AStalledGuestPinsAtMostThirtyTwoHostFramesInItsTap) {
   ASSERT_FALSE(bad->make_rings());
   // GSO negotiated: the TAP takes 64 KiB TCP frames from the host as they are.
   ASSERT_FALSE(bad->publish({{"feature-sg", "1"}, {"feature-gso-tcpv4", "1"}}));
-  ASSERT_FALSE(wait_backend(bad->dom(), "4"));
+  ASSERT_FALSE(wait_backend(bad->dom(), XenbusState::connected));
   ASSERT_FALSE(bad->post_rx(1));
   const std::string tap = "vif" + std::to_string(bad->dom().value()) + ".0";
   // Asked of this namespace's kernel (sysfs here shows the machine's devices).
@@ -724,10 +724,8 @@ TEST_F(HostileTapFill, AStalledGuestPinsAtMostThirtyTwoHostFramesInItsTap) {
   };
 
   // The host's frames, GSO TCP with 64000 bytes of payload, written to the TAP.
-  auto sock = open_packet_socket(tap);
+  auto sock = PacketSocket::open(tap, /*vnet_hdr=*/true);
   ASSERT_TRUE(sock.valid());
-  const int on = 1;
-  ASSERT_EQ(::setsockopt(sock.get(), SOL_PACKET, PACKET_VNET_HDR, &on, sizeof on), 0);
   net::FrameSpec spec;
   spec.payload_len = 64000;
   spec.checksum = net::L4ChecksumMode::partial;
@@ -747,9 +745,7 @@ TEST_F(HostileTapFill, AStalledGuestPinsAtMostThirtyTwoHostFramesInItsTap) {
   const std::int64_t before_kib = mem_available_kib();
   std::uint64_t sent = 0;
   for (int i = 0; i < 1000; ++i) {
-    if (::send(sock.get(), wire.data(), wire.size(), MSG_DONTWAIT) ==
-        static_cast<ssize_t>(wire.size()))
-      ++sent;
+    if (sock.send(wire, MSG_DONTWAIT)) ++sent;
   }
   const auto stalled = [&] {
     const std::lock_guard lock(mu_);
@@ -784,7 +780,7 @@ TEST_F(HostileTapFill, AStalledGuestPinsAtMostThirtyTwoHostFramesInItsTap) {
     return !stalled();
   })) << "carrier never came back";
   EXPECT_TRUE(wait_for([&] { return qlen() == 500; })) << "queue length " << qlen();
-  EXPECT_EQ(backend_state(bad->dom()), "4");
+  EXPECT_EQ(backend_state(bad->dom()), XenbusState::connected);
   sock.reset();
   finish(bad, base);
 }
@@ -795,7 +791,7 @@ TEST_F(HostileTapFill, AStalledGuestPinsAtMostThirtyTwoHostFramesInItsTap) {
 TEST_F(HostileFrontend, Xsa403_OnlyTheSlotsBytesLeaveTheGuest) {
   auto bad = connected_hostile();
   ASSERT_FALSE(HasFatalFailure());
-  auto sock = open_packet_socket("vif" + std::to_string(bad->dom().value()) + ".0");
+  auto sock = tap_socket(bad->dom());
   auto page = bad->grant_page(hv::Access::read_only);
   ASSERT_TRUE(page.has_value());
   std::memset(page->data, 0xEE, 4096);  // "unrelated data" on the same page
@@ -815,7 +811,7 @@ TEST_F(HostileFrontend, Xsa403_OnlyTheSlotsBytesLeaveTheGuest) {
   std::vector<wire::TxResponse> rsps;
   ASSERT_TRUE(bad->wait_tx_responses(rsps, 4, kHangGuard));
   EXPECT_EQ(count_status(rsps, NETIF_RSP_OKAY), 4u);
-  const auto got = host_receive(sock, 2, kHangGuard);
+  const auto got = sock.receive(2, kHangGuard);
   ASSERT_EQ(got.size(), 2u);
   EXPECT_EQ(got[0], f);
   EXPECT_EQ(got[1], g);
@@ -829,7 +825,7 @@ TEST_F(HostileFrontend, Xsa403_OnlyTheSlotsBytesLeaveTheGuest) {
 TEST_F(HostileFrontend, Xsa423_HeadersOverTinySlotsArriveWhole) {
   auto bad = connected_hostile();
   ASSERT_FALSE(HasFatalFailure());
-  auto sock = open_packet_socket("vif" + std::to_string(bad->dom().value()) + ".0");
+  auto sock = tap_socket(bad->dom());
   auto page = bad->grant_page(hv::Access::read_only);
   ASSERT_TRUE(page.has_value());
   const auto f = frame(300, 10);  // 354 bytes: Ethernet 14, IPv4 20, TCP 20 in 2-byte slots
@@ -843,7 +839,7 @@ TEST_F(HostileFrontend, Xsa423_HeadersOverTinySlotsArriveWhole) {
   std::vector<wire::TxResponse> rsps;
   ASSERT_TRUE(bad->wait_tx_responses(rsps, 18, kHangGuard));
   EXPECT_EQ(count_status(rsps, NETIF_RSP_OKAY), 18u);
-  const auto got = host_receive(sock, 1, kHangGuard);
+  const auto got = sock.receive(1, kHangGuard);
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0], f);
   expect_good_traffic();
@@ -853,7 +849,7 @@ TEST_F(HostileFrontend, Xsa432_AllTinyMaximumSlotPacketThenTooManySlots) {
   const auto base = resources();
   auto bad = connected_hostile();
   ASSERT_FALSE(HasFatalFailure());
-  auto sock = open_packet_socket("vif" + std::to_string(bad->dom().value()) + ".0");
+  auto sock = tap_socket(bad->dom());
   auto page = bad->grant_page(hv::Access::read_only);
   ASSERT_TRUE(page.has_value());
   const auto f = frame(28, 11);  // 82 bytes = 14 + 17 x 4
@@ -866,7 +862,7 @@ TEST_F(HostileFrontend, Xsa432_AllTinyMaximumSlotPacketThenTooManySlots) {
   std::vector<wire::TxResponse> rsps;
   ASSERT_TRUE(bad->wait_tx_responses(rsps, 18, kHangGuard));
   EXPECT_EQ(count_status(rsps, NETIF_RSP_OKAY), 18u);
-  auto got = host_receive(sock, 1, kHangGuard);
+  auto got = sock.receive(1, kHangGuard);
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0], f);
 
@@ -881,13 +877,13 @@ TEST_F(HostileFrontend, Xsa432_AllTinyMaximumSlotPacketThenTooManySlots) {
   EXPECT_EQ(count_status(rsps, NETIF_RSP_ERROR), 19u);
   EXPECT_TRUE(received_before_marker(*bad, sock, id).empty()) << "a dropped packet came out";
   EXPECT_EQ(counter(bad->dom(), "tx_drop_too_many_slots"), 1u);
-  EXPECT_EQ(backend_state(bad->dom()), "4");
+  EXPECT_EQ(backend_state(bad->dom()), XenbusState::connected);
 
   // 20 slots (fatal_skb_slots): malicious, the vif is disabled.
   sizes.push_back(4);
   put_packet(*bad, page->ref, consecutive(sizes), id);
   bad->push_tx();
-  ASSERT_TRUE(wait_for([&] { return backend_state(bad->dom()) == "5"; }));
+  ASSERT_TRUE(wait_for([&] { return backend_state(bad->dom()) == XenbusState::closing; }));
   EXPECT_TRUE(error_node(bad->dom()).has_value());
   sock.reset();
   finish(bad, base);
@@ -899,7 +895,7 @@ TEST_F(HostileFrontend, Xsa432_AllTinyMaximumSlotPacketThenTooManySlots) {
 TEST_F(HostileFrontend, Xsa448_ZeroLengthSlotsAreAnsweredAndSkipped) {
   auto bad = connected_hostile();
   ASSERT_FALSE(HasFatalFailure());
-  auto sock = open_packet_socket("vif" + std::to_string(bad->dom().value()) + ".0");
+  auto sock = tap_socket(bad->dom());
   auto page = bad->grant_page(hv::Access::read_only);
   ASSERT_TRUE(page.has_value());
   const auto f = frame(200, 13);  // 254 bytes
@@ -910,11 +906,11 @@ TEST_F(HostileFrontend, Xsa448_ZeroLengthSlotsAreAnsweredAndSkipped) {
   std::vector<wire::TxResponse> rsps;
   ASSERT_TRUE(bad->wait_tx_responses(rsps, 5, kHangGuard));
   EXPECT_EQ(count_status(rsps, NETIF_RSP_OKAY), 5u);
-  const auto got = host_receive(sock, 1, kHangGuard);
+  const auto got = sock.receive(1, kHangGuard);
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0], f);
   EXPECT_EQ(counter(bad->dom(), "tx_zero_size_slots"), 3u);
-  EXPECT_EQ(backend_state(bad->dom()), "4");
+  EXPECT_EQ(backend_state(bad->dom()), XenbusState::connected);
   expect_good_traffic();
 }
 
@@ -926,7 +922,7 @@ TEST_F(HostileFrontend, NetifRules_RuntAndBadGsoDroppedBadExtraTypeFatal) {
   const auto base = resources();
   auto bad = connected_hostile();
   ASSERT_FALSE(HasFatalFailure());
-  auto sock = open_packet_socket("vif" + std::to_string(bad->dom().value()) + ".0");
+  auto sock = tap_socket(bad->dom());
   auto page = bad->grant_page(hv::Access::read_only);
   ASSERT_TRUE(page.has_value());
   copy_frame(*page, 0, frame(100, 14));
@@ -948,13 +944,13 @@ TEST_F(HostileFrontend, NetifRules_RuntAndBadGsoDroppedBadExtraTypeFatal) {
   EXPECT_TRUE(received_before_marker(*bad, sock, id).empty()) << "a dropped packet came out";
   EXPECT_EQ(counter(bad->dom(), "tx_drop_runt"), 1u);
   EXPECT_EQ(counter(bad->dom(), "tx_drop_bad_gso"), 1u);
-  EXPECT_EQ(backend_state(bad->dom()), "4");
+  EXPECT_EQ(backend_state(bad->dom()), XenbusState::connected);
   // An extra of type 0 (XEN_NETIF_EXTRA_TYPE_NONE): malicious.
   bad->tx().put_request(tx_request(page->ref, 0, 154, id++, NETTXF_extra_info));
   wire::ExtraInfo none{};
   bad->tx().put_request_as(none);
   bad->push_tx();
-  ASSERT_TRUE(wait_for([&] { return backend_state(bad->dom()) == "5"; }));
+  ASSERT_TRUE(wait_for([&] { return backend_state(bad->dom()) == XenbusState::closing; }));
   EXPECT_TRUE(error_node(bad->dom()).has_value());
   sock.reset();
   finish(bad, base);
@@ -976,7 +972,7 @@ TEST_F(HostileFrontend, ZeroQueues_RefusedAtConnect) {
   ASSERT_FALSE(HasFatalFailure());
   ASSERT_FALSE(bad->make_rings());
   ASSERT_FALSE(bad->publish({{"multi-queue-num-queues", "0"}}));
-  ASSERT_TRUE(wait_for([&] { return backend_state(bad->dom()) == "5"; }));
+  ASSERT_TRUE(wait_for([&] { return backend_state(bad->dom()) == XenbusState::closing; }));
   const auto err = error_node(bad->dom());
   ASSERT_TRUE(err.has_value());
   EXPECT_NE(err->find("multi-queue-num-queues"), std::string::npos) << *err;
@@ -1063,16 +1059,16 @@ TEST_F(HostileFrontend, XdpHeadroomHostileWhileReconfiguringIsThatVifsErrorOnly)
     SCOPED_TRACE(value);
     auto bad = connected_hostile();
     ASSERT_FALSE(HasFatalFailure());
-    ASSERT_FALSE(bad->set_state("7"));
+    ASSERT_FALSE(bad->set_state(XenbusState::reconfiguring));
     ASSERT_FALSE(bad->write("xdp-headroom", value));  // Linux netfront's order: 7, then the key
     // Read on 7 (then refused at once) or, if the key came too late for that, on the way back.
     ASSERT_TRUE(wait_for(
         [&] {
-          const std::string s = backend_state(bad->dom());
-          return s == "8" || s == "5";
+          const auto s = backend_state(bad->dom());
+          return s == XenbusState::reconfigured || s == XenbusState::closing;
         },
         kHangGuard));
-    ASSERT_FALSE(bad->set_state("4"));
+    ASSERT_FALSE(bad->set_state(XenbusState::connected));
     expect_refused(*bad, value);
     const auto err = error_node(bad->dom());
     ASSERT_TRUE(err.has_value());
@@ -1086,9 +1082,9 @@ TEST_F(HostileFrontend, XdpHeadroomHostileWhileReconfiguringIsThatVifsErrorOnly)
     std::atomic<bool> done{false};
     std::thread flapper([&] {
       for (int i = 0; i < 200; ++i) {
-        (void)bad->set_state("7");
+        (void)bad->set_state(XenbusState::reconfiguring);
         (void)bad->write("xdp-headroom", i % 2 ? "0" : "256");
-        (void)bad->set_state("4");
+        (void)bad->set_state(XenbusState::connected);
       }
       done = true;
     });
@@ -1105,11 +1101,11 @@ TEST_F(HostileFrontend, XdpHeadroomHostileWhileReconfiguringIsThatVifsErrorOnly)
     EXPECT_EQ(tr.received, tr.sent) << "the flapping cost the well-behaved guest traffic";
     EXPECT_GT(bursts, 0);
     // Settled on the last value written, the rings never released.
-    ASSERT_FALSE(bad->set_state("7"));
+    ASSERT_FALSE(bad->set_state(XenbusState::reconfiguring));
     ASSERT_FALSE(bad->write("xdp-headroom", "256"));
-    ASSERT_FALSE(bad->wait_backend_state("8", kHangGuard));
-    ASSERT_FALSE(bad->set_state("4"));
-    ASSERT_FALSE(bad->wait_backend_state("4", kHangGuard));
+    ASSERT_FALSE(bad->wait_backend_state(XenbusState::reconfigured, kHangGuard));
+    ASSERT_FALSE(bad->set_state(XenbusState::connected));
+    ASSERT_FALSE(bad->wait_backend_state(XenbusState::connected, kHangGuard));
     EXPECT_TRUE(wait_for([&] { return counter(bad->dom(), "rx_xdp_headroom") == 256; }));
     EXPECT_FALSE(error_node(bad->dom()).has_value()) << *error_node(bad->dom());
     finish(bad, base);
@@ -1126,7 +1122,7 @@ TEST_F(HostileFrontend, StatesOutOfOrderAndInvalid) {
     auto bad = hostile();
     ASSERT_FALSE(HasFatalFailure());
     // Connected before any ring exists: the keys are missing, the connect fails.
-    ASSERT_FALSE(bad->set_state("4"));
+    ASSERT_FALSE(bad->set_state(XenbusState::connected));
     expect_refused(*bad, "Connected without rings");
     for (const char* s : {"7", "abc", "-1", "", "3", "1", "4", "6", "2", "99999999999"})
       (void)bad->set_state(s);

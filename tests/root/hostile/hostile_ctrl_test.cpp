@@ -41,7 +41,7 @@ class HostileCtrl : public HostileTest {
     c.ring = ring::CtrlFrontRing::init(c.page.data);
     EXPECT_FALSE(h->publish({{"ctrl-ring-ref", std::to_string(c.page.ref.value())},
                              {"event-channel-ctrl", std::to_string(c.port.value())}}));
-    EXPECT_FALSE(wait_backend(h->dom(), "4"));
+    EXPECT_FALSE(wait_backend(h->dom(), XenbusState::connected));
     return h;
   }
 
@@ -109,9 +109,10 @@ TEST_F(HostileCtrl, KeyOverFortyBytesIsAnInvalidParameter) {
   ASSERT_FALSE(HasFatalFailure());
   auto key = bad->grant_page();
   ASSERT_TRUE(key.has_value());
-  for (std::uint32_t len : {41u, 64u, 4096u, 4097u, 0xffffffffu})
+  for (std::uint32_t len : {41u, 64u, 4096u, 4097u, 0xffffffffu}) {
     EXPECT_EQ(request(*bad, c, XEN_NETIF_CTRL_TYPE_SET_HASH_KEY, key->ref.value(), len), kInvalid)
         << len;
+  }
   EXPECT_EQ(request(*bad, c, XEN_NETIF_CTRL_TYPE_SET_HASH_KEY, key->ref.value(), 40), kSuccess);
   EXPECT_TRUE(connected(bad->dom()));
   finish(bad, base);
@@ -200,8 +201,8 @@ TEST_F(HostileCtrl, ImpossibleRequestProducerDisablesOnlyThatVif) {
   auto* hdr = reinterpret_cast<ring::SharedRingHeader*>(c.page.data);
   std::atomic_ref(hdr->req_prod).store(1000, std::memory_order_release);
   bad->notify_port(c.port);
-  ASSERT_TRUE(wait_for([&] { return backend_state(bad->dom()) == "5"; }))
-      << "state " << backend_state(bad->dom());
+  ASSERT_TRUE(wait_for([&] { return backend_state(bad->dom()) == XenbusState::closing; }))
+      << "state " << describe(backend_state(bad->dom()));
   const auto err = error_node(bad->dom());
   ASSERT_TRUE(err.has_value());
   EXPECT_NE(err->find("protocol"), std::string::npos) << *err;

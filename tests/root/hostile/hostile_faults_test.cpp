@@ -45,10 +45,10 @@ const char* kill_point_name(KillPoint k) {
 
 /// Puts `n` TX packets of `f` on the ring, each on its own page (zerocopy-sized), and
 /// floods the guest's TAP so guest-RX copies are running too.
-void start_transfer(HostileTest& t, Rogue& bad, const UniqueFd& sock, std::size_t n) {
+void start_transfer(HostileTest& t, Rogue& bad, const PacketSocket& sock, std::size_t n) {
   ASSERT_FALSE(bad.post_rx(128));
   const auto f = HostileTest::frame(1200, 21);
-  for (std::size_t i = 0; i < 100; ++i) (void)::send(sock.get(), f.data(), f.size(), MSG_DONTWAIT);
+  for (std::size_t i = 0; i < 100; ++i) (void)sock.send(f, MSG_DONTWAIT);
   std::uint16_t id = 0;
   for (std::size_t i = 0; i < n; ++i) {
     auto p = bad.grant_page(hv::Access::read_only);
@@ -84,7 +84,7 @@ TEST_F(HostileFrontend, HandshakeKillLoop_FrontendDiesAtEveryStep) {
       bad = hostile("kill");
       ASSERT_FALSE(HasFatalFailure());
       dom = bad->dom();
-      UniqueFd sock;
+      PacketSocket sock;
       if (k >= KillPoint::rings_granted) {
         ASSERT_FALSE(bad->make_rings());
       }
@@ -92,16 +92,16 @@ TEST_F(HostileFrontend, HandshakeKillLoop_FrontendDiesAtEveryStep) {
         ASSERT_FALSE(bad->publish({}, std::nullopt));
       }
       if (k == KillPoint::initialised) {
-        ASSERT_FALSE(bad->set_state("3"));
+        ASSERT_FALSE(bad->set_state(XenbusState::initialised));
       }
       if (k >= KillPoint::connecting) {
-        ASSERT_FALSE(bad->set_state("4"));
+        ASSERT_FALSE(bad->set_state(XenbusState::connected));
       }
       if (k >= KillPoint::connected) {
-        ASSERT_FALSE(wait_backend(dom, "4"));
+        ASSERT_FALSE(wait_backend(dom, XenbusState::connected));
       }
       if (k == KillPoint::mid_transfer) {
-        sock = open_packet_socket("vif" + std::to_string(dom.value()) + ".0");
+        sock = tap_socket(dom);
         start_transfer(*this, *bad, sock, 64);
         ASSERT_FALSE(HasFatalFailure());
         // The backend is busy with it (grants mapped, copies running) when the guest dies.
@@ -109,13 +109,14 @@ TEST_F(HostileFrontend, HandshakeKillLoop_FrontendDiesAtEveryStep) {
             << "the transfer never started";
       }
       if (k == KillPoint::closing) {
-        ASSERT_FALSE(bad->set_state("5"));
+        ASSERT_FALSE(bad->set_state(XenbusState::closing));
       }
       bad.reset();  // the domain dies here
     }
     // @releaseDomain: the daemon tears the vif down by itself, whatever the step.
     EXPECT_TRUE(wait_for([&] { return !has_vif(dom); }))
-        << "the daemon kept the vif of a dead domain (backend state " << backend_state(dom) << ")";
+        << "the daemon kept the vif of a dead domain (backend state "
+        << describe(backend_state(dom)) << ")";
     // libxl then deletes the device nodes of the destroyed domain.
     toolstack::delete_vif_nodes(*toolstack_xs_, kDom0, dom, DevId{0});
     EXPECT_EQ(vif_count(), base_vifs);
@@ -132,11 +133,11 @@ TEST_F(HostileFrontend, HandshakeKillLoop_FrontendDiesAtEveryStep) {
     ASSERT_FALSE(HasFatalFailure());
     netfront::Netfront nf(*hv, {});
     ASSERT_FALSE(nf.connect(kHangGuard));
-    ASSERT_FALSE(wait_backend(hv->self(), "4"));
-    auto sock = open_packet_socket("vif" + std::to_string(hv->self().value()) + ".0");
+    ASSERT_FALSE(wait_backend(hv->self(), XenbusState::connected));
+    auto sock = tap_socket(hv->self());
     const auto f = frame(700, 33);
     ASSERT_TRUE(nf.send(f).has_value());
-    const auto got = host_receive(sock, 1, kHangGuard);
+    const auto got = sock.receive(1, kHangGuard);
     ASSERT_EQ(got.size(), 1u);
     EXPECT_EQ(got[0], f);
     nf.disconnect(kHangGuard);
@@ -152,7 +153,7 @@ TEST_F(HostileFrontend, KillMidTransferRepeatedly) {
     auto bad = connected_hostile("churn");
     ASSERT_FALSE(HasFatalFailure());
     const DomId dom = bad->dom();
-    auto sock = open_packet_socket("vif" + std::to_string(dom.value()) + ".0");
+    auto sock = tap_socket(dom);
     start_transfer(*this, *bad, sock, 100);
     ASSERT_FALSE(HasFatalFailure());
     std::this_thread::sleep_for(std::chrono::milliseconds(5 * i));  // a different moment each time
@@ -188,7 +189,7 @@ TEST_F(HostileFrontend, EventDrops_LostTxKickDoesNotLosePackets) {
     if (nf.send(f)) ++sent;
   ASSERT_EQ(sent, 4u);
   // Every packet comes out, bounded in time, though its kick was lost.
-  const auto got = host_receive(good_.sock, 4, kHangGuard);
+  const auto got = good_.sock.receive(4, kHangGuard);
   drop_events_everywhere(*dom0_, kDom0, 0);
   std::size_t same = 0;
   for (const auto& g : got)
@@ -208,8 +209,7 @@ TEST_F(HostileFrontend, EventDrops_LostRxNotificationsDoNotLosePackets) {
   // (it polls), and the RX ring keeps going.
   drop_events_everywhere(*dom0_, good_.dom, 8);
   const auto f = frame(600, 43);
-  for (int i = 0; i < 16; ++i)
-    ASSERT_EQ(::send(good_.sock.get(), f.data(), f.size(), 0), ssize_t(f.size()));
+  for (int i = 0; i < 16; ++i) ASSERT_TRUE(good_.sock.send(f));
   std::vector<netfront::RxPacket> got;
   wait_for([&] {
     good_.netfront->handle_event();
@@ -232,13 +232,13 @@ TEST_F(HostileFrontend, EventDelays_StalledBackendCatchesUpOnRelease) {
   }
   const auto in = frame(500, 46);
   const auto rx_before = counter(good_.dom, "rx_packets");
-  for (int i = 0; i < 16; ++i) (void)::send(good_.sock.get(), in.data(), in.size(), 0);
+  for (int i = 0; i < 16; ++i) (void)good_.sock.send(in);
   // The stall holds what is sent to dom0, not what dom0 does on its own: the host's frames
   // (read off the TAP, no event needed) reach the guest's ring while the kicks wait.
   EXPECT_TRUE(wait_for([&] { return counter(good_.dom, "rx_packets") - rx_before >= 16; }))
       << "the stalled backend stopped serving the TAP";
   ASSERT_FALSE(dom0_->inject_stall(kDom0, false));
-  const auto got = host_receive(good_.sock, sent, kHangGuard);
+  const auto got = good_.sock.receive(sent, kHangGuard);
   std::size_t same = 0;
   for (const auto& g : got)
     if (g == f) ++same;
@@ -258,7 +258,7 @@ TEST_F(HostileFrontend, EventDrops_HostileGuestRingRecoversAfterLostKicks) {
   // served (bounded), and its ring keeps working afterwards.
   auto bad = connected_hostile();
   ASSERT_FALSE(HasFatalFailure());
-  auto sock = open_packet_socket("vif" + std::to_string(bad->dom().value()) + ".0");
+  auto sock = tap_socket(bad->dom());
   auto page = bad->grant_page(hv::Access::read_only);
   ASSERT_TRUE(page.has_value());
   const auto f = frame(400, 47);
@@ -270,7 +270,7 @@ TEST_F(HostileFrontend, EventDrops_HostileGuestRingRecoversAfterLostKicks) {
   std::vector<wire::TxResponse> rsps;
   EXPECT_TRUE(bad->wait_tx_responses(rsps, 8, kHangGuard))
       << "requests without a kick never served";
-  const auto got = host_receive(sock, 8, kHangGuard);
+  const auto got = sock.receive(8, kHangGuard);
   EXPECT_EQ(got.size(), 8u);
   expect_good_traffic();
 }
@@ -323,20 +323,20 @@ TEST_F(HostileFdTable, ConnectFailingAtEveryDescriptorIsThatVifsErrorOnly) {
     ASSERT_FALSE(HasFatalFailure());
     ASSERT_FALSE(bad->make_rings());
     ASSERT_FALSE(publish_queues(*bad, 2, std::nullopt));
-    std::string state;
+    std::optional<XenbusState> state;
     {
       const LoweredFdLimit limit(spare);
       ASSERT_TRUE(limit.ok());
-      ASSERT_FALSE(bad->set_state("4"));
+      ASSERT_FALSE(bad->set_state(XenbusState::connected));
       ASSERT_TRUE(wait_for([&] {
         state = backend_state(bad->dom());
-        return state == "4" || state == "5";
+        return state == XenbusState::connected || state == XenbusState::closing;
       })) << "state "
-          << state;
+          << describe(state);
       // The good guest is served while the table is full.
       expect_good_traffic(8);
     }
-    if (state == "5") {
+    if (state == XenbusState::closing) {
       ++refused;
       EXPECT_TRUE(error_node(bad->dom()).has_value());
       EXPECT_EQ(bad->grants_in_use(), 0u) << "a failed connect left grants mapped";
@@ -363,9 +363,9 @@ TEST_F(HostileFrontend, FdReserve_ConnectThatWouldTakeTheLastDescriptorsIsRefuse
     // Room for the connect itself, not for it and the control plane's reserve.
     const LoweredFdLimit limit(FdReserve::kDefaultFloor + 8);
     ASSERT_TRUE(limit.ok());
-    ASSERT_FALSE(bad->set_state("4"));
-    ASSERT_TRUE(wait_for([&] { return backend_state(bad->dom()) == "5"; }))
-        << "state " << backend_state(bad->dom());
+    ASSERT_FALSE(bad->set_state(XenbusState::connected));
+    ASSERT_TRUE(wait_for([&] { return backend_state(bad->dom()) == XenbusState::closing; }))
+        << "state " << describe(backend_state(bad->dom()));
     const auto err = error_node(bad->dom());
     ASSERT_TRUE(err.has_value());
     EXPECT_TRUE(err->starts_with(std::to_string(EMFILE) + " ")) << *err;
@@ -375,8 +375,8 @@ TEST_F(HostileFrontend, FdReserve_ConnectThatWouldTakeTheLastDescriptorsIsRefuse
   // Retrying at will costs the guest nothing and the log little.
   for (int i = 0; i < 20; ++i) {
     const LoweredFdLimit limit(FdReserve::kDefaultFloor + 8);
-    ASSERT_FALSE(bad->set_state("1"));
-    ASSERT_FALSE(bad->set_state("4"));
+    ASSERT_FALSE(bad->set_state(XenbusState::initialising));
+    ASSERT_FALSE(bad->set_state(XenbusState::connected));
   }
   sync_daemon();  // every retry handled, and logged if it was going to be, before we count
   expect_log_bounded(bad->dom());
@@ -387,7 +387,7 @@ TEST_F(HostileFrontend, FdReserve_ConnectThatWouldTakeTheLastDescriptorsIsRefuse
   ASSERT_FALSE(HasFatalFailure());
   ASSERT_FALSE(ok->make_rings());
   ASSERT_FALSE(publish_queues(*ok, 2, "4"));
-  ASSERT_FALSE(wait_backend(ok->dom(), "4"));
+  ASSERT_FALSE(wait_backend(ok->dom(), XenbusState::connected));
   EXPECT_TRUE(connected(ok->dom()));
   expect_good_traffic();
   remove_device(ok->dom());
@@ -406,20 +406,20 @@ TEST_F(HostileFrontend, FailedConnectLoop_CannotConnectLineIsRateLimited) {
   ASSERT_FALSE(HasFatalFailure());
   ASSERT_FALSE(bad->make_rings());
   ASSERT_FALSE(bad->publish({{"tx-ring-ref", "4000"}}));
-  ASSERT_TRUE(wait_for([&] { return backend_state(bad->dom()) == "5"; }));
+  ASSERT_TRUE(wait_for([&] { return backend_state(bad->dom()) == XenbusState::closing; }));
   int rounds = 0;
   for (; rounds < 60; ++rounds) {
     // netfront's way back: Closed, then Initialising (the backend offers InitWait), then
     // Connected again, which fails the same way.
-    ASSERT_FALSE(bad->set_state("6"));
-    ASSERT_TRUE(wait_for([&] { return backend_state(bad->dom()) == "6"; }))
-        << "round " << rounds << ": state " << backend_state(bad->dom());
-    ASSERT_FALSE(bad->set_state("1"));
-    ASSERT_TRUE(wait_for([&] { return backend_state(bad->dom()) == "2"; }))
-        << "round " << rounds << ": state " << backend_state(bad->dom());
-    ASSERT_FALSE(bad->set_state("4"));
-    ASSERT_TRUE(wait_for([&] { return backend_state(bad->dom()) == "5"; }))
-        << "round " << rounds << ": state " << backend_state(bad->dom());
+    ASSERT_FALSE(bad->set_state(XenbusState::closed));
+    ASSERT_TRUE(wait_for([&] { return backend_state(bad->dom()) == XenbusState::closed; }))
+        << "round " << rounds << ": state " << describe(backend_state(bad->dom()));
+    ASSERT_FALSE(bad->set_state(XenbusState::initialising));
+    ASSERT_TRUE(wait_for([&] { return backend_state(bad->dom()) == XenbusState::init_wait; }))
+        << "round " << rounds << ": state " << describe(backend_state(bad->dom()));
+    ASSERT_FALSE(bad->set_state(XenbusState::connected));
+    ASSERT_TRUE(wait_for([&] { return backend_state(bad->dom()) == XenbusState::closing; }))
+        << "round " << rounds << ": state " << describe(backend_state(bad->dom()));
   }
   std::size_t cannot_connect = 0;
   {
@@ -485,13 +485,13 @@ TEST_F(HostileReconnect, AGuestReconnectingInALoopSendsTheServiceManagerNothing)
   const auto sent_at_connect = stores_.load() + removes_.load();
   constexpr int kCycles = 20;
   for (int i = 0; i < kCycles; ++i) {
-    ASSERT_FALSE(bad->set_state("5"));
-    ASSERT_FALSE(wait_backend(bad->dom(), "6")) << "cycle " << i;
-    ASSERT_FALSE(bad->set_state("6"));
-    ASSERT_FALSE(bad->set_state("1"));
-    ASSERT_FALSE(wait_backend(bad->dom(), "2")) << "cycle " << i;
+    ASSERT_FALSE(bad->set_state(XenbusState::closing));
+    ASSERT_FALSE(wait_backend(bad->dom(), XenbusState::closed)) << "cycle " << i;
+    ASSERT_FALSE(bad->set_state(XenbusState::closed));
+    ASSERT_FALSE(bad->set_state(XenbusState::initialising));
+    ASSERT_FALSE(wait_backend(bad->dom(), XenbusState::init_wait)) << "cycle " << i;
     ASSERT_FALSE(bad->publish());
-    ASSERT_FALSE(wait_backend(bad->dom(), "4")) << "cycle " << i;
+    ASSERT_FALSE(wait_backend(bad->dom(), XenbusState::connected)) << "cycle " << i;
   }
   const auto sent = stores_.load() + removes_.load() - sent_at_connect;
   report_figure("fdstore_notifications_per_guest_reconnect", static_cast<double>(sent) / kCycles,

@@ -14,21 +14,19 @@
 #pragma once
 
 #include <algorithm>
-#include <arpa/inet.h>
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <dirent.h>
 #include <filesystem>
 #include <fstream>
 #include <gtest/gtest.h>
 #include <iterator>
-#include <linux/if_packet.h>
 #include <map>
 #include <mutex>
-#include <net/ethernet.h>
 #include <net/if.h>
 #include <poll.h>
 #include <set>
-#include <sys/socket.h>
 #include <thread>
 #include <unistd.h>
 
@@ -44,25 +42,14 @@
 #include "tests/support/figure.hpp"
 #include "tests/support/hostile_frontend.hpp"
 #include "tests/support/private_netns.hpp"
+#include "tests/support/sim_guest.hpp"
+#include "tests/support/wait.hpp"
+#include "tests/support/xenbus_state.hpp"
 #include "tools/xl/toolstack.hpp"
 
 namespace unetback::test {
 
 using namespace std::chrono_literals;
-
-/// How long a wait for something that must happen may last before the test calls it a hang.
-/// Never a bound on speed: a wait returns as soon as its condition holds, and a loaded machine
-/// (an ASan build beside CI's lab) takes its time.
-inline constexpr std::chrono::milliseconds kHangGuard = 30s;
-
-/// The well-behaved guest: a domain, its Netfront, a packet socket on its TAP.
-struct GoodGuest {
-  std::unique_ptr<hv::SimHypervisor> hv;
-  DomId dom{};
-  std::unique_ptr<netfront::Netfront> netfront;
-  UniqueFd sock;
-  [[nodiscard]] std::string tap() const { return "vif" + std::to_string(dom.value()) + ".0"; }
-};
 
 /// Counts of the process's resources, to compare against a baseline.
 struct Resources {
@@ -117,9 +104,7 @@ class HostileTest : public ::testing::Test {
       log_lines_.emplace_back(std::string(prefix) + ": " + std::string(msg));
     });
     world_ = std::make_unique<XensimProcess>();
-    hv::HypervisorOptions be;
-    be.role = hv::Role::backend;
-    dom0_ = std::make_unique<hv::SimHypervisor>(world_->dir(), be);
+    dom0_ = test::open_backend_dom0(world_->dir());
     toolstack_xs_ = dom0_->open_xenstore();
     backend_xs_ = dom0_->open_xenstore();
     const auto t = tunables();
@@ -192,7 +177,7 @@ class HostileTest : public ::testing::Test {
     toolstack::VifSpec spec;
     spec.mac = "00:16:3e:00:00:" + std::to_string(10 + dom.value() % 80);
     ASSERT_FALSE(toolstack::add_vif(*toolstack_xs_, kDom0, dom, spec));
-    ASSERT_FALSE(wait_backend(dom, "2")) << "the backend never reached InitWait";
+    ASSERT_FALSE(wait_backend(dom, XenbusState::init_wait)) << "the backend never reached InitWait";
     const std::string tap = "vif" + std::to_string(dom.value()) + ".0";
     ASSERT_NE(::if_nametoindex(tap.c_str()), 0u) << "no TAP before InitWait";
     ASSERT_EQ(0, std::system(("ip link set " + tap + " up").c_str()));
@@ -207,13 +192,12 @@ class HostileTest : public ::testing::Test {
   [[nodiscard]] static std::string be_path(DomId dom) {
     return toolstack::backend_path(kDom0, dom, DevId{0});
   }
-  std::error_code wait_backend(DomId dom, std::string_view s,
-                               std::chrono::milliseconds t = kHangGuard) {
-    return toolstack::wait_for_value(*toolstack_xs_, be_path(dom) + "/state", s, t);
+  std::error_code wait_backend(DomId dom, XenbusState s, std::chrono::milliseconds t = kHangGuard) {
+    return wait_for_state(*toolstack_xs_, be_path(dom) + "/state", s, t);
   }
-  [[nodiscard]] std::string backend_state(DomId dom) {
-    auto v = toolstack_xs_->read(be_path(dom) + "/state");
-    return v ? *v : std::string("(none)");
+  /// The backend's state (nullopt: no node, or no valid state in it).
+  [[nodiscard]] std::optional<XenbusState> backend_state(DomId dom) {
+    return read_state(*toolstack_xs_, be_path(dom) + "/state");
   }
   [[nodiscard]] std::optional<std::string> error_node(DomId dom) {
     auto v = toolstack_xs_->read("/local/domain/0/error/backend/vif/" +
@@ -261,58 +245,21 @@ class HostileTest : public ::testing::Test {
 
   template <typename Pred>
   static bool wait_for(Pred pred, std::chrono::milliseconds t = kHangGuard) {
-    const auto deadline = std::chrono::steady_clock::now() + t;
-    while (!pred()) {
-      if (std::chrono::steady_clock::now() >= deadline) return false;
-      std::this_thread::sleep_for(5ms);
-    }
-    return true;
+    return wait_until(pred, t, 5ms);
   }
 
   // --- the good guest ---
   void bring_up_good() {
-    hv::HypervisorOptions fe;
-    fe.role = hv::Role::frontend;
-    fe.name = "good";
-    good_.hv = std::make_unique<hv::SimHypervisor>(world_->dir(), fe);
-    good_.dom = good_.hv->self();
+    good_.open_domain(world_->dir(), "good");
     add_device(good_.dom);
-    good_.netfront = std::make_unique<netfront::Netfront>(*good_.hv, netfront::NetfrontOptions{});
-    ASSERT_FALSE(good_.netfront->connect(kHangGuard));
-    ASSERT_FALSE(wait_backend(good_.dom, "4"));
-    good_.sock = open_packet_socket(good_.tap());
-    ASSERT_TRUE(good_.sock.valid());
+    ASSERT_FALSE(good_.connect(netfront::NetfrontOptions{}, kHangGuard));
+    ASSERT_FALSE(wait_backend(good_.dom, XenbusState::connected));
+    ASSERT_TRUE(good_.open_packet_socket()) << std::strerror(errno);
   }
 
-  static UniqueFd open_packet_socket(const std::string& tap) {
-    UniqueFd s(::socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, htons(ETH_P_ALL)));
-    if (!s.valid()) return s;
-    sockaddr_ll sll{};
-    sll.sll_family = AF_PACKET;
-    sll.sll_protocol = htons(ETH_P_ALL);
-    sll.sll_ifindex = static_cast<int>(::if_nametoindex(tap.c_str()));
-    if (::bind(s.get(), reinterpret_cast<sockaddr*>(&sll), sizeof sll) != 0) s.reset();
-    return s;
-  }
-
-  /// Frames the guest sent (not our own outgoing ones), collected until `n` arrived or `t`.
-  static std::vector<std::vector<std::byte>> host_receive(const UniqueFd& sock, std::size_t n,
-                                                          std::chrono::milliseconds t) {
-    std::vector<std::vector<std::byte>> out;
-    const auto deadline = std::chrono::steady_clock::now() + t;
-    while (out.size() < n && std::chrono::steady_clock::now() < deadline) {
-      pollfd pfd{sock.get(), POLLIN, 0};
-      if (::poll(&pfd, 1, 20) <= 0) continue;
-      std::vector<std::byte> buf(70000);
-      sockaddr_ll from{};
-      socklen_t fl = sizeof from;
-      const ssize_t len = ::recvfrom(sock.get(), buf.data(), buf.size(), 0,
-                                     reinterpret_cast<sockaddr*>(&from), &fl);
-      if (len <= 0 || from.sll_pkttype == PACKET_OUTGOING) continue;
-      buf.resize(static_cast<std::size_t>(len));
-      out.push_back(std::move(buf));
-    }
-    return out;
+  /// A packet socket on `dom`'s TAP (the host side of its vif).
+  static PacketSocket tap_socket(DomId dom) {
+    return PacketSocket::open("vif" + std::to_string(dom.value()) + ".0");
   }
 
   struct Traffic {
@@ -344,15 +291,14 @@ class HostileTest : public ::testing::Test {
         std::this_thread::sleep_for(1ms);
       }
       if (i % 8 == 7 || i + 1 == n) {
-        const auto got = host_receive(good_.sock, (i % 8) + 1, left());
+        const auto got = good_.sock.receive((i % 8) + 1, left());
         for (const auto& f : got)
           if (f == out) ++tr.received;
       }
     }
     const auto in = frame(800, 0x17);
     for (std::size_t i = 0; i < n; ++i) {
-      if (::send(good_.sock.get(), in.data(), in.size(), 0) == static_cast<ssize_t>(in.size()))
-        ++tr.sent;
+      if (good_.sock.send(in)) ++tr.sent;
       if (i % 8 == 7 || i + 1 == n) {
         std::vector<netfront::RxPacket> got;
         const std::size_t want = (i % 8) + 1;
@@ -388,7 +334,7 @@ class HostileTest : public ::testing::Test {
     if (::testing::Test::HasFatalFailure()) return h;
     EXPECT_FALSE(h->make_rings());
     EXPECT_FALSE(h->publish());
-    EXPECT_FALSE(wait_backend(h->dom(), "4"));
+    EXPECT_FALSE(wait_backend(h->dom(), XenbusState::connected));
     return h;
   }
 
@@ -531,7 +477,7 @@ class HostileTest : public ::testing::Test {
   std::mutex mu_;  // the manager, against the pump thread
   std::thread pump_;
   std::atomic<bool> pump_stop_{false};
-  GoodGuest good_;
+  SimGuest good_;
   std::mutex log_mu_;
   std::vector<std::string> log_lines_;
 };

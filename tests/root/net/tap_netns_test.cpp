@@ -13,7 +13,6 @@
 #include <grp.h>
 #include <gtest/gtest.h>
 #include <linux/ethtool.h>
-#include <linux/if_packet.h>
 #include <linux/if_tun.h>
 #include <linux/sockios.h>
 #include <net/if.h>
@@ -33,6 +32,7 @@
 #include "common/net/tap_device.hpp"
 #include "common/net/vnet_hdr.hpp"
 #include "common/util/unique_fd.hpp"
+#include "tests/support/packet_socket.hpp"
 
 namespace unetback::net {
 namespace {
@@ -342,16 +342,9 @@ bool has_carrier(const std::string& dev) {
 
 // Sends one plain frame into the TAP from the host side (as the bridge would).
 void send_from_host(int ifindex, const std::vector<std::byte>& frame) {
-  UniqueFd pkt(::socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, htons(ETH_P_ALL)));
+  const auto pkt = test::PacketSocket::open(ifindex);
   ASSERT_TRUE(pkt.valid()) << std::strerror(errno);
-  sockaddr_ll ll{};
-  ll.sll_family = AF_PACKET;
-  ll.sll_protocol = htons(ETH_P_ALL);
-  ll.sll_ifindex = ifindex;
-  ASSERT_EQ(::sendto(pkt.get(), frame.data(), frame.size(), 0, reinterpret_cast<sockaddr*>(&ll),
-                     sizeof ll),
-            static_cast<ssize_t>(frame.size()))
-      << std::strerror(errno);
+  ASSERT_TRUE(pkt.send(frame)) << std::strerror(errno);
 }
 
 // A daemon's restart with systemd's fd store: the TAP's queue fds stay open in the service
@@ -516,15 +509,8 @@ TEST(TapDeviceNetns, GsoFrameWrittenToTheTapKeepsItsVnetHdr) {
     ASSERT_TRUE(tap) << tap.error().message();
     ASSERT_FALSE(tap->set_up(true));
 
-    UniqueFd pkt(::socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC, htons(ETH_P_ALL)));
+    const auto pkt = test::PacketSocket::open(tap->ifindex(), /*vnet_hdr=*/true);
     ASSERT_TRUE(pkt.valid()) << std::strerror(errno);
-    int one = 1;
-    ASSERT_EQ(::setsockopt(pkt.get(), SOL_PACKET, PACKET_VNET_HDR, &one, sizeof one), 0);
-    sockaddr_ll ll{};
-    ll.sll_family = AF_PACKET;
-    ll.sll_protocol = htons(ETH_P_ALL);
-    ll.sll_ifindex = tap->ifindex();
-    ASSERT_EQ(::bind(pkt.get(), reinterpret_cast<sockaddr*>(&ll), sizeof ll), 0);
 
     FrameSpec spec;
     spec.dst_mac = kTapMac;

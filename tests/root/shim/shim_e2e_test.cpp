@@ -25,12 +25,16 @@
 #include "tests/integration/xensim/xensim_process.hpp"
 #include "tests/support/figure.hpp"
 #include "tests/support/private_netns.hpp"
+#include "tests/support/sim_guest.hpp"
+#include "tests/support/spawn.hpp"
+#include "tests/support/watch_pump.hpp"
+#include "tests/support/xenbus_state.hpp"
 #include "tools/xl/toolstack.hpp"
-
-extern char** environ;
 
 namespace unetback {
 namespace {
+
+using test::XenbusState;
 
 using namespace std::chrono_literals;
 
@@ -42,89 +46,18 @@ std::string shim_binary() {
   return NETFRONT_SHIM_BIN_DEFAULT;
 }
 
-/// A child started with fork/exec (argv as words, no shell), stdout+stderr to a pipe.
-class Spawned {
- public:
-  explicit Spawned(const std::vector<std::string>& argv, bool merge_stderr = true) {
-    // Everything the child needs is built before fork: the test process has threads (the
-    // backend's), so the child may only make async-signal-safe calls.
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    int p[2];
-    if (::pipe2(p, O_CLOEXEC) != 0) return;
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::dup2(p[1], 1);
-      if (merge_stderr) ::dup2(p[1], 2);
-      ::execve(args[0], args.data(), environ);
-      ::_exit(127);
-    }
-    ::close(p[1]);
-    out_.reset(p[0]);
-    (void)::fcntl(out_.get(), F_SETFL, O_NONBLOCK);
-  }
-  ~Spawned() {
-    if (pid_ > 0 && !status_) {
-      ::kill(pid_, SIGKILL);
-      int st = 0;
-      (void)::waitpid(pid_, &st, 0);
-    }
-  }
-  Spawned(const Spawned&) = delete;
-  Spawned& operator=(const Spawned&) = delete;
-
-  [[nodiscard]] pid_t pid() const { return pid_; }
-  /// Reads what is available (waiting up to `t` for more), appending to output().
-  void pump(std::chrono::milliseconds t) {
-    pollfd pfd{out_.get(), POLLIN, 0};
-    if (::poll(&pfd, 1, static_cast<int>(t.count())) <= 0) return;
-    char buf[4096];
-    for (;;) {
-      const ssize_t n = ::read(out_.get(), buf, sizeof buf);
-      if (n <= 0) break;
-      output_.append(buf, static_cast<std::size_t>(n));
-    }
-  }
-  /// Waits until output() contains `needle` (or `t` passes, or the child exits).
-  bool wait_for_output(std::string_view needle, std::chrono::milliseconds t) {
-    const auto deadline = std::chrono::steady_clock::now() + t;
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (output_.find(needle) != std::string::npos) return true;
-      if (exited()) {
-        pump(10ms);
-        return output_.find(needle) != std::string::npos;
-      }
-      pump(50ms);
-    }
-    return output_.find(needle) != std::string::npos;
-  }
-  bool exited() {
-    if (status_) return true;
-    int st = 0;
-    if (::waitpid(pid_, &st, WNOHANG) == pid_) status_ = st;
-    return status_.has_value();
-  }
-  /// The wait status after the child exits, or nullopt after `t`.
-  std::optional<int> wait(std::chrono::milliseconds t) {
-    const auto deadline = std::chrono::steady_clock::now() + t;
-    while (!exited() && std::chrono::steady_clock::now() < deadline) pump(20ms);
-    pump(0ms);
-    return status_;
-  }
-  [[nodiscard]] const std::string& output() const { return output_; }
-
- private:
-  pid_t pid_ = -1;
-  UniqueFd out_;
-  std::string output_;
-  std::optional<int> status_;
-};
+/// Options for a child whose stdout and stderr both go to one pipe the test reads.
+test::SpawnOptions piped() {
+  test::SpawnOptions o;
+  o.out = test::Output::pipe();
+  o.err_to_out = true;
+  return o;
+}
 
 /// Runs a command to completion (bounded), returning {exit code or -1, output}.
 std::pair<int, std::string> run(const std::vector<std::string>& argv,
                                 std::chrono::milliseconds t = 60s) {
-  Spawned s(argv);
+  test::Process s(argv, piped());
   const auto st = s.wait(t);
   if (!st || !WIFEXITED(*st)) return {-1, s.output()};
   return {WEXITSTATUS(*st), s.output()};
@@ -158,9 +91,7 @@ class ShimEndToEnd : public ::testing::Test {
         0);
 
     world_ = std::make_unique<test::XensimProcess>();
-    hv::HypervisorOptions be;
-    be.role = hv::Role::backend;
-    dom0_ = std::make_unique<hv::SimHypervisor>(world_->dir(), be);
+    dom0_ = test::open_backend_dom0(world_->dir());
     auto dom = dom0_->create_domain("guest");
     ASSERT_TRUE(dom.has_value()) << dom.error().message();
     fe_dom_ = *dom;
@@ -178,7 +109,7 @@ class ShimEndToEnd : public ::testing::Test {
         xenbus::FeatureOptions{vif::Tunables{}.max_queues, true, ctrl_ring_});
     ASSERT_FALSE(xenbus_->start());
     start_pump();
-    ASSERT_FALSE(wait_state("2")) << "the backend never reached InitWait";
+    ASSERT_FALSE(wait_state(XenbusState::init_wait)) << "the backend never reached InitWait";
     // What vif-bridge would do, with an address instead of a bridge: the host side.
     ASSERT_EQ(run({"/usr/sbin/ip", "link", "set", tap_name(), "up"}).first, 0);
     ASSERT_EQ(run({"/usr/sbin/ip", "addr", "add", "10.77.0.1/24", "dev", tap_name()}).first, 0);
@@ -187,7 +118,7 @@ class ShimEndToEnd : public ::testing::Test {
 
   void TearDown() override {
     if (shim_ && !shim_->exited()) {
-      ::kill(shim_->pid(), SIGTERM);
+      shim_->signal(SIGTERM);
       (void)shim_->wait(5s);
     }
     if (shim_) std::cout << "--- netfront-shim output ---\n" << shim_->output() << "---\n";
@@ -218,17 +149,17 @@ class ShimEndToEnd : public ::testing::Test {
                                      "--connect-timeout-ms",
                                      "10000"};
     argv.insert(argv.end(), extra.begin(), extra.end());
-    shim_ = std::make_unique<Spawned>(argv);
+    shim_ = std::make_unique<test::Process>(argv, piped());
     ASSERT_TRUE(shim_->wait_for_output("netfront-shim ready", kHangGuard)) << shim_->output();
-    ASSERT_FALSE(wait_state("4"));
+    ASSERT_FALSE(wait_state(XenbusState::connected));
   }
 
-  std::error_code wait_state(std::string_view s, std::chrono::milliseconds t = kHangGuard) {
-    return toolstack::wait_for_value(*toolstack_xs_, be_path() + "/state", s, t);
+  std::error_code wait_state(XenbusState s, std::chrono::milliseconds t = kHangGuard) {
+    return test::wait_for_state(*toolstack_xs_, be_path() + "/state", s, t);
   }
-  std::error_code wait_fe_state(std::string_view s, std::chrono::milliseconds t = kHangGuard) {
-    return toolstack::wait_for_value(*toolstack_xs_,
-                                     toolstack::frontend_path(fe_dom_, DevId{0}) + "/state", s, t);
+  std::error_code wait_fe_state(XenbusState s, std::chrono::milliseconds t = kHangGuard) {
+    return test::wait_for_state(*toolstack_xs_,
+                                toolstack::frontend_path(fe_dom_, DevId{0}) + "/state", s, t);
   }
   [[nodiscard]] std::string be_path() const {
     return toolstack::backend_path(kDom0, fe_dom_, DevId{0});
@@ -238,20 +169,11 @@ class ShimEndToEnd : public ::testing::Test {
   }
 
   void start_pump() {
-    pump_stop_ = false;
-    pump_ = std::thread([this] {
-      while (!pump_stop_) {
-        pollfd pfd{backend_xs_->watch_fd(), POLLIN, 0};
-        (void)::poll(&pfd, 1, 20);
-        while (auto ev = backend_xs_->read_watch())
-          if (xenbus_->owns(*ev)) xenbus_->handle_watch(*ev);
-      }
+    pump_ = std::make_unique<test::WatchPump>(*backend_xs_, [this](const hv::XsWatchEvent& ev) {
+      if (xenbus_->owns(ev)) xenbus_->handle_watch(ev);
     });
   }
-  void stop_pump() {
-    pump_stop_ = true;
-    if (pump_.joinable()) pump_.join();
-  }
+  void stop_pump() { pump_.reset(); }
 
   /// 0 only if every request got its reply (with -c and -w, ping sends until it has `count`
   /// replies; fewer by the 30 s deadline is exit code 1).
@@ -267,11 +189,10 @@ class ShimEndToEnd : public ::testing::Test {
   std::unique_ptr<vif::EventLoopPool> loops_;
   std::unique_ptr<vif::Vif> vif_;
   std::unique_ptr<xenbus::BackendXenbus> xenbus_;
-  std::thread pump_;
-  std::atomic<bool> pump_stop_{false};
+  std::unique_ptr<test::WatchPump> pump_;
   std::string netns_;
   bool netns_created_ = false;
-  std::unique_ptr<Spawned> shim_;
+  std::unique_ptr<test::Process> shim_;
   bool ctrl_ring_ = false;  ///< the backend offers feature-ctrl-ring
 };
 
@@ -326,8 +247,9 @@ TEST_F(ShimEndToEnd, Iperf3CarriesTrafficBothWays) {
   ASSERT_EQ(ping(1), 0);
   const std::string port = std::to_string(20000 + ::getpid() % 20000);
   for (const bool reverse : {false, true}) {
-    Spawned server({"/usr/sbin/ip", "netns", "exec", netns_, "/usr/bin/iperf3", "-s", "-1",
-                    "--forceflush", "-p", port});
+    test::Process server({"/usr/sbin/ip", "netns", "exec", netns_, "/usr/bin/iperf3", "-s", "-1",
+                          "--forceflush", "-p", port},
+                         piped());
     ASSERT_TRUE(server.wait_for_output("Server listening", kHangGuard)) << server.output();
     std::vector<std::string> argv = {
         "/usr/bin/iperf3", "-c", "10.77.0.2", "-p", port, "-t", "2", "-J"};
@@ -346,14 +268,14 @@ TEST_F(ShimEndToEnd, Iperf3CarriesTrafficBothWays) {
 
 TEST_F(ShimEndToEnd, SigtermClosesTheFrontendCleanlyAndTheBackendFollows) {
   start_shim();
-  ASSERT_EQ(::kill(shim_->pid(), SIGTERM), 0);
+  ASSERT_EQ(::kill(shim_->pid(), SIGTERM), 0) << "netfront-shim is gone already";
   const auto st = shim_->wait(kHangGuard);
   ASSERT_TRUE(st.has_value());
   ASSERT_TRUE(WIFEXITED(*st));
   EXPECT_EQ(WEXITSTATUS(*st), 0);
-  EXPECT_FALSE(wait_fe_state("6"));
+  EXPECT_FALSE(wait_fe_state(XenbusState::closed));
   // The backend saw the frontend close: Closing then Closed (it keeps the TAP: online=1).
-  EXPECT_FALSE(wait_state("6"));
+  EXPECT_FALSE(wait_state(XenbusState::closed));
   EXPECT_FALSE(vif_->report().connected);
 }
 
@@ -364,9 +286,10 @@ TEST_F(ShimEndToEnd, ShimReconnectsAfterTheBackendClosesAndComesBack) {
   // again when the frontend starts over. Its Closed in between is not waited for: the shim
   // starts over at once, and InitWait and Connected overwrite Closed within milliseconds
   // (16 ms from Closing to "reconnected" in one CI run, where the test's reader missed it).
-  ASSERT_FALSE(toolstack_xs_->write(be_path() + "/state", "5"));
+  ASSERT_FALSE(
+      toolstack_xs_->write(be_path() + "/state", xenbus::to_xs_string(XenbusState::closing)));
   EXPECT_TRUE(shim_->wait_for_output("reconnected", kHangGuard)) << shim_->output();
-  EXPECT_FALSE(wait_state("4")) << shim_->output();
+  EXPECT_FALSE(wait_state(XenbusState::connected)) << shim_->output();
   const auto& out = shim_->output();
   const auto closing = out.find("backend state Closing: disconnecting");
   ASSERT_NE(closing, std::string::npos) << out;

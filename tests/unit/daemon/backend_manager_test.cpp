@@ -7,11 +7,14 @@
 #include <gtest/gtest.h>
 #include <set>
 
+#include "tests/support/xenbus_state.hpp"
 #include "tests/unit/daemon/fake_vif_factory.hpp"
 #include "tests/unit/daemon/special_watch_xenstore.hpp"
 
 namespace unetback::daemon {
 namespace {
+
+using xenbus::XenbusState;
 
 class BackendManagerTest : public ::testing::Test {
  protected:
@@ -86,11 +89,11 @@ class BackendManagerTest : public ::testing::Test {
   void bring_up(int dom, int dev) {
     libxl_add(dom, dev);
     pump();
-    ASSERT_EQ(read(be(dom, dev) + "/state"), "2");
+    ASSERT_EQ(test::read_state(xs_, be(dom, dev) + "/state"), XenbusState::init_wait);
     write(be(dom, dev) + "/hotplug-status", "connected");
     netfront_connect(dom, dev);
     pump();
-    ASSERT_EQ(read(be(dom, dev) + "/state"), "4");
+    ASSERT_EQ(test::read_state(xs_, be(dom, dev) + "/state"), XenbusState::connected);
   }
 
   void SetUp() override {
@@ -106,7 +109,7 @@ TEST_F(BackendManagerTest, NewBackendDirectoryGetsAVifThatReachesInitWait) {
   testing::FakeVif* vif = factory_.find(DomId{5}, DevId{0});
   ASSERT_NE(vif, nullptr);
   EXPECT_EQ(vif->tap, "vif5.0");
-  EXPECT_EQ(read(be(5, 0) + "/state"), "2");
+  EXPECT_EQ(test::read_state(xs_, be(5, 0) + "/state"), XenbusState::init_wait);
   EXPECT_EQ(read(be(5, 0) + "/feature-rx-copy"), "1");
   EXPECT_EQ(read(be(5, 0) + "/multi-queue-max-queues"), "4") << "from the max-queues tunable";
   EXPECT_EQ(read(be(5, 0) + "/feature-split-event-channels"), "1");
@@ -126,7 +129,7 @@ TEST_F(BackendManagerTest, FullLifecycleConnectsThenReleasesTheVifOnRemoval) {
 
   libxl_remove(5, 0);
   pump();
-  EXPECT_EQ(read(be(5, 0) + "/state"), "6");
+  EXPECT_EQ(test::read_state(xs_, be(5, 0) + "/state"), XenbusState::closed);
   EXPECT_EQ(manager_.vif_count(), 0U);
   EXPECT_EQ(factory_.destroyed, 1);
   const auto& j = factory_.journal;
@@ -152,7 +155,7 @@ TEST_F(BackendManagerTest, DeviceReattachedInTheSameDirectoryGetsAFreshVif) {
   libxl_add(5, 0);
   pump();
   EXPECT_EQ(factory_.made, 2);
-  EXPECT_EQ(read(be(5, 0) + "/state"), "2");
+  EXPECT_EQ(test::read_state(xs_, be(5, 0) + "/state"), XenbusState::init_wait);
 }
 
 TEST_F(BackendManagerTest, SeveralDomainsAndDevicesAreServedIndependently) {
@@ -164,9 +167,9 @@ TEST_F(BackendManagerTest, SeveralDomainsAndDevicesAreServedIndependently) {
   write(be(5, 1) + "/hotplug-status", "connected");
   netfront_connect(5, 1);
   pump();
-  EXPECT_EQ(read(be(5, 1) + "/state"), "4");
-  EXPECT_EQ(read(be(5, 0) + "/state"), "2");
-  EXPECT_EQ(read(be(6, 0) + "/state"), "2");
+  EXPECT_EQ(test::read_state(xs_, be(5, 1) + "/state"), XenbusState::connected);
+  EXPECT_EQ(test::read_state(xs_, be(5, 0) + "/state"), XenbusState::init_wait);
+  EXPECT_EQ(test::read_state(xs_, be(6, 0) + "/state"), XenbusState::init_wait);
   auto list = manager_.list();
   ASSERT_EQ(list.size(), 3U);
   EXPECT_EQ(format_vif_id(list[0].id), "5/0");
@@ -188,7 +191,7 @@ TEST_F(BackendManagerTest, ExistingDevicesArePickedUpAtStart) {
   while (m.process_events()) {
   }
   EXPECT_EQ(m.vif_count(), 1U);
-  EXPECT_EQ(*xs.read(be(7, 2) + "/state"), "2");
+  EXPECT_EQ(test::read_state(xs, be(7, 2) + "/state"), XenbusState::init_wait);
 }
 
 // A daemon restarted under a running guest adopts its vif before it handles any watch event
@@ -225,7 +228,7 @@ TEST_F(BackendManagerTest, ConnectedDevicesFoundAtStartAreAdoptedBeforeAnyWatchE
   while (m.process_events()) {
   }
   EXPECT_EQ(m.vif_count(), 1U);
-  EXPECT_EQ(*xs.read(be(7, 2) + "/state"), "4");
+  EXPECT_EQ(test::read_state(xs, be(7, 2) + "/state"), XenbusState::connected);
   EXPECT_EQ(std::count_if(factory.journal.begin(), factory.journal.end(),
                           [](const std::string& e) { return e.starts_with("7/2 adopt"); }),
             1);
@@ -302,8 +305,8 @@ TEST_F(BackendManagerTest, ReleaseDomainTearsDownTheVifsOfDeadDomainsOnly) {
   alive_.erase(5);
   xs_.fire_special("@releaseDomain");
   pump();
-  EXPECT_EQ(read(be(5, 0) + "/state"), "6");
-  EXPECT_EQ(read(be(6, 0) + "/state"), "4");
+  EXPECT_EQ(test::read_state(xs_, be(5, 0) + "/state"), XenbusState::closed);
+  EXPECT_EQ(test::read_state(xs_, be(6, 0) + "/state"), XenbusState::connected);
   EXPECT_EQ(factory_.find(DomId{5}, DevId{0}), nullptr) << "the dead domain's vif is destroyed";
   EXPECT_NE(factory_.find(DomId{6}, DevId{0}), nullptr);
   EXPECT_EQ(manager_.vif_count(), 1U);
@@ -317,7 +320,7 @@ TEST_F(BackendManagerTest, DisabledVifIsReportedFatalAndClosed) {
   ASSERT_NE(vif, nullptr);
   vif->disabled_flag = true;
   manager_.check_vifs();
-  EXPECT_EQ(read(be(5, 0) + "/state"), "5");
+  EXPECT_EQ(test::read_state(xs_, be(5, 0) + "/state"), XenbusState::closing);
   const std::string err = read("/local/domain/0/error/backend/vif/5/0/error");
   EXPECT_EQ(err.rfind(std::to_string(EPROTO) + " data path: ", 0), 0U) << err;
   EXPECT_FALSE(vif->connected) << "the rings are released";
@@ -330,7 +333,7 @@ TEST_F(BackendManagerTest, DisabledVifIsReportedFatalAndClosed) {
   // The frontend acknowledges with Closed: the device closes (TAP kept, as Linux).
   write(fe(5, 0) + "/state", "6");
   pump();
-  EXPECT_EQ(read(be(5, 0) + "/state"), "6");
+  EXPECT_EQ(test::read_state(xs_, be(5, 0) + "/state"), XenbusState::closed);
   EXPECT_EQ(manager_.vif_count(), 1U);
 }
 
@@ -339,7 +342,7 @@ TEST_F(BackendManagerTest, DisabledIsCheckedAfterEveryEvent) {
   factory_.find(DomId{5}, DevId{0})->disabled_flag = true;
   write(be(6, 0) + "/junk", "x");  // any event through the manager
   pump();
-  EXPECT_EQ(read(be(5, 0) + "/state"), "5");
+  EXPECT_EQ(test::read_state(xs_, be(5, 0) + "/state"), XenbusState::closing);
 }
 
 TEST_F(BackendManagerTest, DisabledBeforeConnectingIsNotReported) {
@@ -347,7 +350,7 @@ TEST_F(BackendManagerTest, DisabledBeforeConnectingIsNotReported) {
   pump();
   factory_.find(DomId{5}, DevId{0})->disabled_flag = true;
   manager_.check_vifs();
-  EXPECT_EQ(read(be(5, 0) + "/state"), "2");
+  EXPECT_EQ(test::read_state(xs_, be(5, 0) + "/state"), XenbusState::init_wait);
   EXPECT_EQ(read("/local/domain/0/error/backend/vif/5/0/error"), "<absent>");
 }
 
@@ -356,8 +359,8 @@ TEST_F(BackendManagerTest, ShutdownClosesEveryVif) {
   libxl_add(6, 0);
   pump();
   manager_.shutdown();
-  EXPECT_EQ(read(be(5, 0) + "/state"), "6");
-  EXPECT_EQ(read(be(6, 0) + "/state"), "6");
+  EXPECT_EQ(test::read_state(xs_, be(5, 0) + "/state"), XenbusState::closed);
+  EXPECT_EQ(test::read_state(xs_, be(6, 0) + "/state"), XenbusState::closed);
   EXPECT_EQ(manager_.vif_count(), 0U);
   EXPECT_EQ(factory_.destroyed, 2);
   EXPECT_TRUE(factory_.live.empty());

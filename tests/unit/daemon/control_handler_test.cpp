@@ -3,11 +3,14 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/support/xenbus_state.hpp"
 #include "tests/unit/daemon/fake_vif_factory.hpp"
 #include "tests/unit/daemon/special_watch_xenstore.hpp"
 
 namespace unetback::daemon {
 namespace {
+
+using xenbus::XenbusState;
 
 class ControlHandlerTest : public ::testing::Test {
  protected:
@@ -44,7 +47,7 @@ class ControlHandlerTest : public ::testing::Test {
                                                           {fe_ + "/state", "4"}})
       ASSERT_FALSE(xs_.write(k, v));
     pump();
-    ASSERT_EQ(*xs_.read(be_ + "/state"), "4");
+    ASSERT_EQ(test::read_state(xs_, be_ + "/state"), XenbusState::connected);
   }
   std::string ask(std::string_view line) { return handle_line(line, manager_); }
 };

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "backend/xenbus/xenbus_adapter.hpp"
+#include "tests/support/xenbus_state.hpp"
 #include "tests/unit/xenbus/memory_xenstore.hpp"
 #include "tests/unit/xenbus/recording_vif.hpp"
 
@@ -50,7 +51,7 @@ class DatapathFatalTest : public ::testing::Test {
                                                           {fe_ + "/state", "1"}})
       write(k, v);
     pump();
-    ASSERT_EQ(read(be_ + "/state"), "2");
+    ASSERT_EQ(test::read_state(xs_, be_ + "/state"), XenbusState::init_wait);
   }
   void frontend_connects() {
     write(fe_ + "/tx-ring-ref", "8");
@@ -66,11 +67,11 @@ TEST_F(DatapathFatalTest, ConnectedVifGoesToClosingWithTheErrorNodeWritten) {
   add_and_init_wait();
   write(be_ + "/hotplug-status", "connected");
   frontend_connects();
-  ASSERT_EQ(read(be_ + "/state"), "4");
+  ASSERT_EQ(test::read_state(xs_, be_ + "/state"), XenbusState::connected);
   const std::size_t watches = xs_.watch_count();
 
   backend_.fatal_from_datapath(EPROTO, "tx chain of 20 slots");
-  EXPECT_EQ(read(be_ + "/state"), "5");
+  EXPECT_EQ(test::read_state(xs_, be_ + "/state"), XenbusState::closing);
   EXPECT_EQ(read("/local/domain/0/error/backend/vif/5/0/error"),
             std::to_string(EPROTO) + " data path: tx chain of 20 slots");
   EXPECT_FALSE(vif_.connected.has_value());
@@ -93,21 +94,21 @@ TEST_F(DatapathFatalTest, FrontendCanReconnectAfterAcknowledging) {
   backend_.fatal_from_datapath(EPROTO, "bad request");
   write(fe_ + "/state", "6");
   pump();
-  EXPECT_EQ(read(be_ + "/state"), "6");
+  EXPECT_EQ(test::read_state(xs_, be_ + "/state"), XenbusState::closed);
   write(fe_ + "/state", "1");
   pump();
-  EXPECT_EQ(read(be_ + "/state"), "2");
+  EXPECT_EQ(test::read_state(xs_, be_ + "/state"), XenbusState::init_wait);
   frontend_connects();
-  EXPECT_EQ(read(be_ + "/state"), "4");
+  EXPECT_EQ(test::read_state(xs_, be_ + "/state"), XenbusState::connected);
   EXPECT_EQ(vif_.connect_calls, 2);
 }
 
 TEST_F(DatapathFatalTest, RingsUpButWaitingForHotplugAlsoCloses) {
   add_and_init_wait();
   frontend_connects();  // rings mapped, hotplug-status not yet connected
-  ASSERT_EQ(read(be_ + "/state"), "2");
+  ASSERT_EQ(test::read_state(xs_, be_ + "/state"), XenbusState::init_wait);
   backend_.fatal_from_datapath(EPROTO, "bad request");
-  EXPECT_EQ(read(be_ + "/state"), "5");
+  EXPECT_EQ(test::read_state(xs_, be_ + "/state"), XenbusState::closing);
   EXPECT_FALSE(vif_.connected.has_value());
 }
 
@@ -116,7 +117,7 @@ TEST_F(DatapathFatalTest, IgnoredWithoutRings) {
   const std::size_t n = journal_.size();
   backend_.fatal_from_datapath(EPROTO, "stale");
   EXPECT_EQ(journal_.size(), n);
-  EXPECT_EQ(read(be_ + "/state"), "2");
+  EXPECT_EQ(test::read_state(xs_, be_ + "/state"), XenbusState::init_wait);
 }
 
 TEST_F(DatapathFatalTest, IgnoredAfterShutdown) {
@@ -127,7 +128,7 @@ TEST_F(DatapathFatalTest, IgnoredAfterShutdown) {
   const std::size_t n = journal_.size();
   backend_.fatal_from_datapath(EPROTO, "late");
   EXPECT_EQ(journal_.size(), n);
-  EXPECT_EQ(read(be_ + "/state"), "6");
+  EXPECT_EQ(test::read_state(xs_, be_ + "/state"), XenbusState::closed);
 }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <gtest/gtest.h>
 
+#include "tests/support/xenbus_state.hpp"
 #include "tests/unit/xenbus/memory_xenstore.hpp"
 #include "tests/unit/xenbus/recording_vif.hpp"
 
@@ -107,7 +108,8 @@ class BackendXenbusTest : public ::testing::Test {
     auto r = xs_.read(path);
     return r ? *r : std::string("<absent>");
   }
-  std::string state() { return read(be_ + "/state"); }
+  /// The backend's state node (nullopt: absent, or no valid state in it).
+  std::optional<XenbusState> state() { return test::read_state(xs_, be_ + "/state"); }
   std::string error_node() { return read("/local/domain/0/error/backend/vif/5/0/error"); }
 
   // Position of the first journal entry equal to `entry`; fails if absent.
@@ -121,11 +123,15 @@ class BackendXenbusTest : public ::testing::Test {
   }
   // The sequence of values written to B:state after libxl's initial 1 (libxl's later 5
   // included: it is part of what the frontend sees).
-  std::vector<std::string> state_writes() {
-    std::vector<std::string> out;
+  std::vector<XenbusState> state_writes() {
+    std::vector<XenbusState> out;
     const std::string prefix = "write " + be_ + "/state=";
-    for (std::size_t i = created_at_; i < journal_.size(); ++i)
-      if (journal_[i].rfind(prefix, 0) == 0) out.push_back(journal_[i].substr(prefix.size()));
+    for (std::size_t i = created_at_; i < journal_.size(); ++i) {
+      if (journal_[i].rfind(prefix, 0) != 0) continue;
+      // Not a state at all: unknown (0), which no backend writes after its initial 1.
+      out.push_back(xenbus::parse_xenbus_state(journal_[i].substr(prefix.size()))
+                        .value_or(XenbusState::unknown));
+    }
     return out;
   }
   std::size_t created_at_ = 0;
@@ -137,18 +143,18 @@ class BackendXenbusTest : public ::testing::Test {
     pump();
     write(fe_ + "/state", "1");
     pump();
-    EXPECT_EQ(state(), "2");
+    EXPECT_EQ(state(), XenbusState::init_wait);
   }
 
   void bring_up() {
     ASSERT_FALSE(backend_.start());
     libxl_add();
     pump();
-    ASSERT_EQ(state(), "2");
+    ASSERT_EQ(state(), XenbusState::init_wait);
     write(be_ + "/hotplug-status", "connected");
     netfront_connect();
     pump();
-    ASSERT_EQ(state(), "4");
+    ASSERT_EQ(state(), XenbusState::connected);
   }
 };
 
@@ -158,7 +164,7 @@ TEST_F(BackendXenbusTest, LibxlCreateNetfrontConnectThenLibxlDestroy) {
   pump();
 
   // Probe: TAP and features before InitWait (libxl's hotplug script runs on InitWait).
-  EXPECT_EQ(state(), "2");
+  EXPECT_EQ(state(), XenbusState::init_wait);
   EXPECT_EQ(vif_.tap, "vif5.0");
   const std::size_t init_wait = at("write " + be_ + "/state=2");
   EXPECT_LT(at("create_tap vif5.0"), init_wait);
@@ -175,24 +181,26 @@ TEST_F(BackendXenbusTest, LibxlCreateNetfrontConnectThenLibxlDestroy) {
   ASSERT_TRUE(vif_.connected.has_value());
   EXPECT_EQ(vif_.connected->queues.size(), 1U);
   EXPECT_TRUE(vif_.connected->queues[0].split_event_channels());
-  EXPECT_EQ(state(), "2") << "Connected must wait for hotplug-status";
+  EXPECT_EQ(state(), XenbusState::init_wait) << "Connected must wait for hotplug-status";
 
   // The hotplug script bridges the TAP and reports.
   write(be_ + "/hotplug-status", "connected");
   pump();
-  EXPECT_EQ(state(), "4");
+  EXPECT_EQ(state(), XenbusState::connected);
 
   // xl destroy.
   libxl_remove();
   pump();
-  EXPECT_EQ(state(), "6");
+  EXPECT_EQ(state(), XenbusState::closed);
   EXPECT_FALSE(vif_.connected.has_value());
   EXPECT_FALSE(vif_.tap.has_value());
   EXPECT_FALSE(xs_.exists(be_ + "/hotplug-status"));
   const std::size_t closed = at("write " + be_ + "/state=6");
   EXPECT_LT(at("disconnect"), at("destroy_tap"));
   EXPECT_LT(at("destroy_tap"), closed);
-  EXPECT_EQ(state_writes(), (std::vector<std::string>{"2", "4", "5", "6"}));
+  EXPECT_EQ(state_writes(),
+            (std::vector<XenbusState>{XenbusState::init_wait, XenbusState::connected,
+                                      XenbusState::closing, XenbusState::closed}));
   EXPECT_TRUE(backend_.finished());
   EXPECT_EQ(error_node(), "<absent>");
 
@@ -222,8 +230,8 @@ TEST_F(BackendXenbusTest, AdoptingACrashedDaemonsDeviceClosesItThenServesTheFron
   ASSERT_FALSE(backend_.adopt());
   pump();
   // Closing then Closed, the old script's verdict dropped, a new TAP, the script run again.
-  EXPECT_EQ(state(), "6");
-  EXPECT_EQ(state_writes(), (std::vector<std::string>{"5", "6"}));
+  EXPECT_EQ(state(), XenbusState::closed);
+  EXPECT_EQ(state_writes(), (std::vector<XenbusState>{XenbusState::closing, XenbusState::closed}));
   EXPECT_LT(at("rm " + be_ + "/hotplug-status"), at("create_tap vif5.0"));
   EXPECT_LT(at("create_tap vif5.0"), at("run_hotplug"));
   EXPECT_EQ(hotplug_runs, 1);
@@ -236,10 +244,10 @@ TEST_F(BackendXenbusTest, AdoptingACrashedDaemonsDeviceClosesItThenServesTheFron
   write(be_ + "/hotplug-status", "connected");
   write(fe_ + "/state", "1");
   pump();
-  EXPECT_EQ(state(), "2");
+  EXPECT_EQ(state(), XenbusState::init_wait);
   netfront_connect();
   pump();
-  EXPECT_EQ(state(), "4");
+  EXPECT_EQ(state(), XenbusState::connected);
   ASSERT_TRUE(vif_.connected.has_value());
   EXPECT_EQ(count("create_tap vif5.0"), 1U);
 }
@@ -256,7 +264,7 @@ TEST_F(BackendXenbusTest, ATakeoverReadsTheDeviceFromTheKeysItsConnectWasMadeFro
   pump();
   netfront_connect(2);
   pump();
-  ASSERT_EQ(state(), "4");
+  ASSERT_EQ(state(), XenbusState::connected);
   const KeySnapshot kept = vif_.remembered;
   EXPECT_EQ(snapshot_lookup(kept, fe_ + "/queue-1/tx-ring-ref"), std::optional<std::string>("10"));
   EXPECT_EQ(snapshot_lookup(kept, be_ + "/mac"), std::optional<std::string>("00:16:3e:01:02:03"));
@@ -295,7 +303,7 @@ TEST_F(BackendXenbusTest, AdoptingNeedsADeviceAnEarlierBackendMovedPastInitialis
   ASSERT_FALSE(backend_.start());
   EXPECT_TRUE(backend_.adopt());
   pump();
-  EXPECT_EQ(state(), "2") << "probed as a new device instead";
+  EXPECT_EQ(state(), XenbusState::init_wait) << "probed as a new device instead";
 }
 
 TEST_F(BackendXenbusTest, AdoptingRefusesADeviceWhoseFrontendKeyPointsElsewhere) {
@@ -304,7 +312,7 @@ TEST_F(BackendXenbusTest, AdoptingRefusesADeviceWhoseFrontendKeyPointsElsewhere)
   ASSERT_FALSE(backend_.start());
   EXPECT_TRUE(backend_.adopt());
   pump();
-  EXPECT_EQ(state(), "5");
+  EXPECT_EQ(state(), XenbusState::closing);
   EXPECT_NE(error_node(), "<absent>");
   EXPECT_FALSE(vif_.tap.has_value());
 }
@@ -315,10 +323,10 @@ TEST_F(BackendXenbusTest, HotplugStatusBeforeTheFrontendConnects) {
   pump();
   write(be_ + "/hotplug-status", "connected");
   pump();
-  EXPECT_EQ(state(), "2");
+  EXPECT_EQ(state(), XenbusState::init_wait);
   netfront_connect();
   pump();
-  EXPECT_EQ(state(), "4");
+  EXPECT_EQ(state(), XenbusState::connected);
   EXPECT_EQ(vif_.connect_calls, 1);
 }
 
@@ -326,7 +334,7 @@ TEST_F(BackendXenbusTest, FrontendClosesAndReconnectsKeepingTheTap) {
   bring_up();
   write(fe_ + "/state", "5");
   pump();
-  EXPECT_EQ(state(), "6");
+  EXPECT_EQ(state(), XenbusState::closed);
   EXPECT_FALSE(vif_.connected.has_value());
   EXPECT_TRUE(vif_.tap.has_value());
   write(fe_ + "/state", "6");
@@ -334,13 +342,16 @@ TEST_F(BackendXenbusTest, FrontendClosesAndReconnectsKeepingTheTap) {
   // Guest reboot / driver reload.
   write(fe_ + "/state", "1");
   pump();
-  EXPECT_EQ(state(), "2");
+  EXPECT_EQ(state(), XenbusState::init_wait);
   netfront_connect();
   pump();
-  EXPECT_EQ(state(), "4");
+  EXPECT_EQ(state(), XenbusState::connected);
   EXPECT_EQ(vif_.connect_calls, 2);
   EXPECT_EQ(count("create_tap vif5.0"), 1U);
-  EXPECT_EQ(state_writes(), (std::vector<std::string>{"2", "4", "5", "6", "2", "4"}));
+  EXPECT_EQ(state_writes(),
+            (std::vector<XenbusState>{XenbusState::init_wait, XenbusState::connected,
+                                      XenbusState::closing, XenbusState::closed,
+                                      XenbusState::init_wait, XenbusState::connected}));
 }
 
 TEST_F(BackendXenbusTest, MultiQueueFrontend) {
@@ -350,7 +361,7 @@ TEST_F(BackendXenbusTest, MultiQueueFrontend) {
   write(be_ + "/hotplug-status", "connected");
   netfront_connect(4);
   pump();
-  EXPECT_EQ(state(), "4");
+  EXPECT_EQ(state(), XenbusState::connected);
   ASSERT_TRUE(vif_.connected.has_value());
   ASSERT_EQ(vif_.connected->queues.size(), 4U);
   EXPECT_EQ(vif_.connected->queues[3].tx_ring_ref, GrantRef{14});
@@ -367,13 +378,13 @@ TEST_P(HostileQueueCount, IsFatalForThatVif) {
   netfront_connect(1, GetParam());
   pump();
   EXPECT_EQ(vif_.connect_calls, 0);
-  EXPECT_EQ(state(), "5");
+  EXPECT_EQ(state(), XenbusState::closing);
   EXPECT_EQ(error_node().rfind("22 reading " + fe_ + "/multi-queue-num-queues: ", 0), 0U)
       << error_node();
   // netfront answers Closing with Closed; we follow, keeping the TAP for a retry.
   write(fe_ + "/state", "6");
   pump();
-  EXPECT_EQ(state(), "6");
+  EXPECT_EQ(state(), XenbusState::closed);
   EXPECT_TRUE(vif_.tap.has_value());
 }
 
@@ -390,7 +401,7 @@ TEST_F(BackendXenbusTest, MissingRequestRxCopyIsFatal) {
   write(fe_ + "/state", "4");
   pump();
   EXPECT_EQ(vif_.connect_calls, 0);
-  EXPECT_EQ(state(), "5");
+  EXPECT_EQ(state(), XenbusState::closing);
   EXPECT_EQ(error_node(), std::to_string(EOPNOTSUPP) + " reading " + fe_ +
                               "/request-rx-copy: frontend does not support rx-copy");
 }
@@ -401,13 +412,13 @@ TEST_F(BackendXenbusTest, FrontendKeyPointingAtAnotherDomainIsRefused) {
   pump();
   EXPECT_FALSE(vif_.tap.has_value());
   EXPECT_EQ(count("create_tap vif5.0"), 0U);
-  EXPECT_EQ(state(), "5");
+  EXPECT_EQ(state(), XenbusState::closing);
   EXPECT_NE(error_node().find("frontend"), std::string::npos) << error_node();
   EXPECT_EQ(xs_.watch_count(), 3U) << "must not watch the other domain's directory";
   // libxl gives up waiting for InitWait and removes the device: we answer Closed.
   libxl_remove();
   pump();
-  EXPECT_EQ(state(), "6");
+  EXPECT_EQ(state(), XenbusState::closed);
 }
 
 TEST_F(BackendXenbusTest, TapCreationFailureNeverWritesInitWait) {
@@ -415,11 +426,11 @@ TEST_F(BackendXenbusTest, TapCreationFailureNeverWritesInitWait) {
   ASSERT_FALSE(backend_.start());
   libxl_add();
   pump();
-  EXPECT_EQ(state_writes(), (std::vector<std::string>{"5"}));
+  EXPECT_EQ(state_writes(), (std::vector<XenbusState>{XenbusState::closing}));
   EXPECT_EQ(error_node().rfind(std::to_string(EPERM) + " creating vif5.0", 0), 0U) << error_node();
   libxl_remove();
   pump();
-  EXPECT_EQ(state(), "6");
+  EXPECT_EQ(state(), XenbusState::closed);
   EXPECT_EQ(count("destroy_tap"), 0U);
 }
 
@@ -432,7 +443,7 @@ TEST_F(BackendXenbusTest, VifConnectFailureIsFatal) {
   netfront_connect();
   pump();
   EXPECT_EQ(vif_.connect_calls, 1);
-  EXPECT_EQ(state(), "5");
+  EXPECT_EQ(state(), XenbusState::closing);
   EXPECT_EQ(error_node().rfind(std::to_string(EIO) + " connecting 1 queue(s)", 0), 0U)
       << error_node();
 }
@@ -441,7 +452,7 @@ TEST_F(BackendXenbusTest, GarbageFrontendStateIsFatal) {
   bring_up();
   write(fe_ + "/state", "banana");
   pump();
-  EXPECT_EQ(state(), "5");
+  EXPECT_EQ(state(), XenbusState::closing);
   EXPECT_FALSE(vif_.connected.has_value());
   EXPECT_EQ(error_node(), "22 saw an invalid state at frontend");
   // A well-behaved restart afterwards still works.
@@ -452,7 +463,7 @@ TEST_F(BackendXenbusTest, FrontendDirectoryVanishingTearsDown) {
   bring_up();
   ASSERT_FALSE(xs_.rm(fe_));
   pump();
-  EXPECT_EQ(state(), "6");
+  EXPECT_EQ(state(), XenbusState::closed);
   EXPECT_FALSE(vif_.tap.has_value());
   EXPECT_TRUE(backend_.finished());
 }
@@ -461,7 +472,7 @@ TEST_F(BackendXenbusTest, FrontendDomainGoneTearsDown) {
   bring_up();
   backend_.frontend_domain_gone();
   pump();
-  EXPECT_EQ(state(), "6");
+  EXPECT_EQ(state(), XenbusState::closed);
   EXPECT_FALSE(vif_.connected.has_value());
   EXPECT_FALSE(vif_.tap.has_value());
 }
@@ -469,7 +480,7 @@ TEST_F(BackendXenbusTest, FrontendDomainGoneTearsDown) {
 TEST_F(BackendXenbusTest, DaemonShutdownClosesAndStopsListening) {
   bring_up();
   backend_.shutdown();
-  EXPECT_EQ(state(), "6");
+  EXPECT_EQ(state(), XenbusState::closed);
   EXPECT_FALSE(vif_.connected.has_value());
   EXPECT_FALSE(vif_.tap.has_value());
   const std::size_t before = journal_.size();
@@ -486,7 +497,7 @@ TEST_F(BackendXenbusTest, DaemonStartedAfterTheFrontendConnected) {
   netfront_connect();
   ASSERT_FALSE(backend_.start());
   pump();
-  EXPECT_EQ(state(), "4");
+  EXPECT_EQ(state(), XenbusState::connected);
   EXPECT_EQ(vif_.connect_calls, 1);
 }
 
@@ -549,16 +560,19 @@ TEST_F(BackendXenbusTest, NetfrontAttachingXdpPassesReconfiguredAndTheQueuesGetT
     write(fe_ + "/state", "7");
     write(fe_ + "/xdp-headroom", headroom);
     pump();
-    EXPECT_EQ(state(), "8") << headroom;
+    EXPECT_EQ(state(), XenbusState::reconfigured) << headroom;
     EXPECT_EQ(vif_.xdp_headroom, std::stoul(headroom));
     write(fe_ + "/state", "4");
     pump();
-    EXPECT_EQ(state(), "4") << headroom;
+    EXPECT_EQ(state(), XenbusState::connected) << headroom;
   }
   EXPECT_EQ(vif_.connect_calls, connects) << "never reconnected";
   EXPECT_EQ(count("disconnect"), 0U);
   EXPECT_EQ(count("xdp_headroom 256"), 1U) << "the re-read on the way back is no news";
-  EXPECT_EQ(state_writes(), (std::vector<std::string>{"2", "4", "8", "4", "8", "4"}));
+  EXPECT_EQ(state_writes(),
+            (std::vector<XenbusState>{XenbusState::init_wait, XenbusState::connected,
+                                      XenbusState::reconfigured, XenbusState::connected,
+                                      XenbusState::reconfigured, XenbusState::connected}));
 }
 
 // Linux netfront writes the key after its 7: a backend that reads on 7 may see the old value.
@@ -567,13 +581,13 @@ TEST_F(BackendXenbusTest, AHeadroomWrittenAfterReconfiguringIsPickedUpOnTheWayBa
   bring_up();
   write(fe_ + "/state", "7");
   pump();
-  EXPECT_EQ(state(), "8");
+  EXPECT_EQ(state(), XenbusState::reconfigured);
   EXPECT_FALSE(vif_.xdp_headroom.has_value()) << "still the connect's 0: no news";
   write(fe_ + "/xdp-headroom", "256");
   pump();
   write(fe_ + "/state", "4");
   pump();
-  EXPECT_EQ(state(), "4");
+  EXPECT_EQ(state(), XenbusState::connected);
   EXPECT_EQ(vif_.xdp_headroom, 256U);
 }
 
@@ -585,7 +599,7 @@ TEST_P(HostileXdpHeadroom, WhileReconfiguringIsFatalForThatVifWhichMayStartOver)
   write(fe_ + "/state", "7");
   write(fe_ + "/xdp-headroom", GetParam());
   pump();
-  EXPECT_EQ(state(), "5");
+  EXPECT_EQ(state(), XenbusState::closing);
   EXPECT_FALSE(vif_.connected.has_value());
   EXPECT_EQ(error_node().rfind("22 reading " + fe_ + "/xdp-headroom: ", 0), 0U) << error_node();
   EXPECT_FALSE(vif_.xdp_headroom.has_value()) << "never handed to the queues";
@@ -594,7 +608,7 @@ TEST_P(HostileXdpHeadroom, WhileReconfiguringIsFatalForThatVifWhichMayStartOver)
   frontend_starts_over();
   netfront_connect();
   pump();
-  EXPECT_EQ(state(), "4");
+  EXPECT_EQ(state(), XenbusState::connected);
   EXPECT_EQ(vif_.connected->xdp_headroom, 256U);
 }
 
@@ -607,7 +621,7 @@ TEST_P(HostileXdpHeadroom, AtConnectIsFatalForThatVif) {
   netfront_connect();
   pump();
   EXPECT_EQ(vif_.connect_calls, 0);
-  EXPECT_EQ(state(), "5");
+  EXPECT_EQ(state(), XenbusState::closing);
   EXPECT_EQ(error_node().rfind("22 reading " + fe_ + "/xdp-headroom: ", 0), 0U) << error_node();
 }
 
@@ -633,10 +647,10 @@ TEST_F(BackendXenbusTest, HotplugErrorNeverConnects) {
   write(be_ + "/hotplug-status", "error");
   netfront_connect();
   pump();
-  EXPECT_EQ(state(), "2");
+  EXPECT_EQ(state(), XenbusState::init_wait);
   libxl_remove();
   pump();
-  EXPECT_EQ(state(), "6");
+  EXPECT_EQ(state(), XenbusState::closed);
   EXPECT_FALSE(vif_.tap.has_value());
 }
 
