@@ -1,5 +1,6 @@
-// The milestone lines the real-Xen lab splits a restart's gap with (tools/xenlab/parts/adopt.sh, adopt_split
-// parses "milestone NAME realtime=S.US pid=PID[ DETAIL]"): their form and their clock.
+// The milestone lines the real-Xen lab splits a restart's gap with
+// (tools/xenlab/parts/adopt.sh, adopt_split parses "milestone NAME realtime=S.US pid=PID[
+// DETAIL]"): their form and their clock.
 #include "common/util/milestone.hpp"
 
 #include <chrono>
