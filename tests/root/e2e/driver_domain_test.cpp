@@ -13,6 +13,7 @@
 
 #include "common/hv/xen/xen_xenstore.hpp"
 #include "tests/root/e2e/e2e_fixture.hpp"
+#include "tests/support/xenbus_state.hpp"
 
 namespace unetback::testing {
 namespace {
@@ -81,7 +82,7 @@ TEST_F(DriverDomain, AGuestIsServedFromTheDriverDomainAndReleasedThereWhenDestro
   ASSERT_TRUE(g) << w().why() << "\n" << devd_->log() << daemon_->log();
   hv::LibXenStore xs(w().world() + "/dom0.sock");
   const std::string be = be_dir(*g) + "/0";
-  EXPECT_EQ(xs.read(be + "/state").value_or("?"), "4");
+  EXPECT_EQ(test::read_state(xs, be + "/state"), test::XenbusState::connected);
   EXPECT_EQ(
       xs.read("/local/domain/" + std::to_string(g->domid) + "/device/vif/0/backend").value_or("?"),
       be);

@@ -23,6 +23,7 @@
 #include "common/hv/hypervisor_spec.hpp"
 #include "common/hv/sim/sim_hypervisor.hpp"
 #include "tests/support/figure.hpp"
+#include "tests/support/xenbus_state.hpp"
 #include "tests/support/xl_world.hpp"
 #include "tools/xl/toolstack.hpp"
 
@@ -162,7 +163,7 @@ TEST_F(XlEndToEnd, CreateConnectsTheVifAndTheGuestAnswersPingThenDestroyRemovesE
   // The TAP unetbackd made is marked as this vif's (vif-unetback checks it before offline).
   const RunResult alias = run({"ip", "-n", ns0_, "-d", "-o", "link", "show", "dev", tap}, dir_);
   EXPECT_NE(alias.out.find("alias unetbackd " + be), std::string::npos) << alias.out;
-  EXPECT_FALSE(toolstack::wait_for_value(*xs_, be + "/state", "4", kHangGuard))
+  EXPECT_FALSE(test::wait_for_state(*xs_, be + "/state", test::XenbusState::connected, kHangGuard))
       << xs_->read(be + "/state").value_or("?") << daemon_->log();
   const RunResult master = run({"ip", "-n", ns0_, "-o", "link", "show", "dev", tap}, dir_);
   EXPECT_NE(master.out.find("master xlbr0"), std::string::npos) << master.out;
@@ -329,8 +330,9 @@ TEST_F(XlEndToEnd, RestoreRefusesAnImageWithAVifCreateWouldRefuseAndBuildsNothin
   ASSERT_EQ(r.status, 0) << r.err << daemon_->log();
   ASSERT_TRUE(r.out.starts_with("domid ")) << r.out;
   const DomId domid{static_cast<std::uint16_t>(std::atoi(r.out.c_str() + 6))};
-  EXPECT_FALSE(toolstack::wait_for_value(
-      *xs_, toolstack::backend_path(DomId{0}, domid, DevId{0}) + "/state", "4", kHangGuard))
+  EXPECT_FALSE(test::wait_for_state(*xs_,
+                                    toolstack::backend_path(DomId{0}, domid, DevId{0}) + "/state",
+                                    test::XenbusState::connected, kHangGuard))
       << daemon_->log();
   EXPECT_EQ(xl({"destroy", "g5"}).status, 0);
 }
