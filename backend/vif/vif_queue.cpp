@@ -26,6 +26,10 @@ constexpr int kTapReadBudget = 64;
 /// takes another), and an idle TAP costs that many reads that find nothing, inside one call.
 constexpr std::size_t kTapReadBatch = 16;
 constexpr auto kHousekeepingPeriod = std::chrono::milliseconds(100);
+// Passes after the last work before an idle queue stops its timer: an idle guest costs no
+// wake-up (as Linux's guest-RX thread sleeps without a timeout on an empty queue), and a TX kick
+// lost in the 2 s after the last work is still found.
+constexpr int kHousekeepingTail = 20;
 
 /// The clock of a pass: coarse (no syscall, see coarse_clock.hpp) unless UNETBACK_PRECISE_CLOCK
 /// is set (steady_clock, as before: the way to compare the two in the lab, --b-env). In the
@@ -115,7 +119,7 @@ void VifQueue::start() {
   post([this] {
     do_wait_event();
     do_wait_tap();
-    arm_housekeeping();
+    note_work();
     // Work may have been queued before we bound (netfront transmits at once): look now.
     run_tx();
     run_rx();
@@ -257,6 +261,7 @@ void VifQueue::do_wait_event() {
 void VifQueue::on_event(const std::error_code& ec) {
   if (stopped_ || ec) return;
   QueueCounters::add(counters_->events);
+  note_work();
   bool tx = false, rx = false;
   // Every port that fired, in one call where the device allows it (Xen: one read of
   // /dev/xen/evtchn); a short batch means none is left.
@@ -320,6 +325,7 @@ void VifQueue::run_tx() {
 
 void VifQueue::drain_switch() {
   if (stopped_) return;
+  note_work();
   res_.tx.sw->self->take(switch_rx_, switch_done_);
   if (!switch_done_.empty()) {
     if (tx_->complete_switched(switch_done_)) (void)res_.tx_port.notify();
@@ -454,6 +460,7 @@ void VifQueue::on_tap_ring_readable(const std::error_code& ec) {
   refresh_hash();
   const auto now = pass_now();
   tap_ring_sd_.drained();  // reap takes every completion: a later one is a new edge
+  note_work();
   (void)tap_posted_->reap(
       [this, now](std::uint32_t b, std::size_t len) { take_posted(b, len, now); });
   run_rx();  // which posts the buffers again (post_tap_reads) as room allows
@@ -488,6 +495,7 @@ void VifQueue::on_tap_readable(const std::error_code& ec) {
 }
 
 void VifQueue::take_tap() {
+  note_work();
   read_tap_frames();
   run_rx();
 }
@@ -505,6 +513,7 @@ void VifQueue::drain_steered() {
   (*res_.steer)[res_.id.value()]->take(steer_rx_, steer_done_);
   steer_done_.clear();  // steering sends no completions
   if (steer_rx_.empty()) return;
+  note_work();
   const auto now = pass_now();
   for (auto& p : steer_rx_) {
     QueueCounters::add(counters_->rx_steered_in);
@@ -626,9 +635,17 @@ void VifQueue::take_tap_frame(int buf, std::size_t len, Clock::time_point now) {
 }
 
 void VifQueue::arm_housekeeping() {
+  housekeeping_armed_ = true;
   housekeeping_.expires_after(kHousekeepingPeriod);
-  housekeeping_.async_wait(
-      [this, t = op()](const std::error_code& ec) { guarded([&] { on_housekeeping(ec); }); });
+  housekeeping_.async_wait([this, t = op()](const std::error_code& ec) {
+    housekeeping_armed_ = false;
+    guarded([&] { on_housekeeping(ec); });
+  });
+}
+
+void VifQueue::note_work() {
+  housekeeping_idle_ = 0;
+  if (!housekeeping_armed_ && !stopped_) arm_housekeeping();
 }
 
 void VifQueue::arm_rx_poll() {
@@ -645,6 +662,7 @@ void VifQueue::arm_rx_poll() {
 
 void VifQueue::on_housekeeping(const std::error_code& ec) {
   if (stopped_ || ec) return;
+  QueueCounters::add(counters_->housekeeping_passes);
   // Expiry and stall detection run even when no event arrives (a guest that stopped
   // posting buffers sends none). Packets of a sender that went away leave the queue now.
   if (res_.tx.sw) (void)rx_->purge_dead_sources();
@@ -653,7 +671,12 @@ void VifQueue::on_housekeeping(const std::error_code& ec) {
   // sends no second one: req_event was not passed again). Looking costs one index read;
   // no tx retry pending means the rate limiter is not holding the ring back.
   if (!stopped_ && !tx_retry_armed_ && tx_->ring().unconsumed_requests() != 0) run_tx();
-  arm_housekeeping();
+  if (stopped_) return;
+  // Again while anything waits (guest-RX packets, TX requests, a stalled TX), and for a tail
+  // after the last work; an idle queue then sleeps until an event, a frame or a peer wakes it.
+  const bool waiting = !rx_->empty() || tx_->ring().unconsumed_requests() != 0 || tx_stalled_;
+  if (waiting) housekeeping_idle_ = 0;
+  if (waiting || ++housekeeping_idle_ < kHousekeepingTail) arm_housekeeping();
 }
 
 void VifQueue::arm_tx_retry(Clock::time_point at) {

@@ -160,6 +160,9 @@ class VifQueue {
   /// Internal switch: packets other vifs sent us, and our zerocopy packets they are done with.
   void drain_switch();
   void arm_housekeeping();
+  /// Work came from outside (an event, the TAP, another queue): the housekeeping timer runs
+  /// again, for kHousekeepingTail passes after the last work or as long as packets wait.
+  void note_work();
   void arm_rx_poll();
   void on_housekeeping(const std::error_code& ec);
   void arm_tx_retry(std::chrono::steady_clock::time_point at);
@@ -218,6 +221,8 @@ class VifQueue {
   bool tap_ring_waiting_ = false;
   bool tap_posted_frames_ = false;  // take_posted queued a frame since the flag was cleared
   LoopTimer housekeeping_;
+  bool housekeeping_armed_ = false;
+  int housekeeping_idle_ = 0;  // passes in a row that found nothing waiting
   LoopTimer tx_retry_;
   LoopTimer rx_poll_;  // RxConfig::poll_interval (no feature-rx-notify)
   bool rx_poll_armed_ = false;

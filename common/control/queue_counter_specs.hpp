@@ -73,7 +73,9 @@
   X(tx_dropped_spoofed, "switch: source MAC not the vif's B:mac (answered OKAY)")                \
   X(tx_stalls, "zerocopy-fallback=0: passes stopped at the pending limit")                       \
   X(events, "event-channel wakeups")                                                             \
-  X(spurious_events, "wakeups that found no work")
+  X(spurious_events, "wakeups that found no work")                                               \
+  X(housekeeping_passes,                                                                         \
+    "100 ms housekeeping passes: while packets wait, and for 2 s after the last work")
 
 namespace unetback::control {
 

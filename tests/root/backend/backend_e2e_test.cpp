@@ -1,6 +1,7 @@
 // The backend end to end: the vif lifecycle and the data paths in both directions, with a
 // real xensim, the backend's xenbus + Vif and the userspace Netfront (see backend_fixture.hpp).
 #include <filesystem>
+#include <thread>
 
 #include "tests/root/backend/backend_fixture.hpp"
 #include "tests/support/figure.hpp"
@@ -154,6 +155,31 @@ TEST_F(TapReads, AHostBurstReachesTheGuestInOrderThroughReadsKeptPosted) {
     ASSERT_TRUE(pkt.has_value()) << "frame " << i;
     EXPECT_EQ(pkt->bytes, frame);
   }
+}
+
+TEST_F(BackendEndToEnd, AnIdleQueueStopsItsTimerAndWakesForTheNextFrame) {
+  bring_up();
+  const auto frame = tcp_frame(200, 12);
+  host_send(frame);
+  ASSERT_TRUE(guest_receive().has_value());
+  // Then nothing: the 100 ms housekeeping pass runs for 2 s after the last work and stops, so
+  // an idle guest costs no wake-up. Waited for as "no pass in 300 ms" (a queue that kept its
+  // timer makes three in that time), then watched for a whole second more.
+  std::uint64_t passes = counter("housekeeping_passes");
+  ASSERT_TRUE(wait_for([&] {
+    const auto before = counter("housekeeping_passes");
+    std::this_thread::sleep_for(300ms);  // an observation window, not a synchronisation
+    passes = counter("housekeeping_passes");
+    return passes == before;
+  })) << "the housekeeping timer never stopped";
+  std::this_thread::sleep_for(1s);  // an observation window: nothing may happen in it
+  EXPECT_EQ(counter("housekeeping_passes"), passes) << "an idle queue woke up on a timer";
+  // New work wakes the queue at once and the timer runs again.
+  host_send(frame);
+  auto pkt = guest_receive();
+  ASSERT_TRUE(pkt.has_value());
+  EXPECT_EQ(pkt->bytes, frame);
+  EXPECT_TRUE(wait_for([&] { return counter("housekeeping_passes") > passes; }));
 }
 
 TEST_F(BackendEndToEnd, HostGsoFrameArrivesAsOnePacketWithAGsoExtra) {

@@ -450,12 +450,13 @@ class Bench:
                 self.server(f"s{n_up}", ns0, "10.203.0.1", 5300 + n_up)
             self.check_alive()
             rss_idle = procfs.rss_kib(w.daemon.pid)
+            idle = self.idle_sample(w.daemon.pid)
             specs = [(f"{w.prefix}-s{i}", "10.203.0.1", 5300 + i) for i in range(1, n + 1)]
             if not self.multi("guests", n, a.seconds, a.seconds + 30, specs):
                 self.broken.append(f"guest scaling with {n} guests: a guest had no traffic")
             self.check_alive()
             self.note({"kind": "rss", "vifs": n, "rss_kib": rss_idle,
-                       "rss_after_traffic_kib": procfs.rss_kib(w.daemon.pid)})
+                       "rss_after_traffic_kib": procfs.rss_kib(w.daemon.pid), **idle})
         self.note({"kind": "rss", "vifs": 0, "rss_kib": rss0})
 
         elapsed = int(time.monotonic() - t_start)
@@ -466,6 +467,21 @@ class Bench:
         for b in self.broken:
             say(f"BROKEN: {b}")
         return 1 if self.broken else 0
+
+    IDLE_SETTLE_S = 3  # past a queue's 2 s housekeeping tail after its last work
+    IDLE_WINDOW_S = 5
+
+    def idle_sample(self, pid):
+        """What unetbackd costs while its guests are idle: wake-ups per second (context
+        switches of all its threads over IDLE_WINDOW_S), PSS and USS, fds, threads."""
+        time.sleep(self.IDLE_SETTLE_S)  # a measurement window, not a synchronisation
+        before = procfs.ctxt_switches(pid)
+        time.sleep(self.IDLE_WINDOW_S)
+        delta = procfs.ctxt_delta(before, procfs.ctxt_switches(pid))
+        mem = procfs.memory_kib(pid)
+        return {"idle_wakeups_per_s": None if delta is None else sum(delta) / self.IDLE_WINDOW_S,
+                "pss_kib": mem["pss"], "uss_kib": mem["uss"], "fds": procfs.fd_count(pid),
+                "threads": procfs.thread_count(pid)}
 
     def meta(self, elapsed):
         a = self.args

@@ -142,6 +142,9 @@ def report(recs, json_out, plot_out, meta, work):
             memory["kib_per_vif_after_traffic"] = (
                 mem[hi]["rss_after_traffic_kib"] - mem[lo]["rss_after_traffic_kib"]) / (hi - lo)
         memory["compared"] = [lo, hi]
+        for key in ("idle_wakeups_per_s", "pss_kib", "uss_kib", "fds", "threads"):
+            if mem[hi].get(key) is not None and mem[lo].get(key) is not None:
+                memory[key + "_per_idle_vif"] = (mem[hi][key] - mem[lo][key]) / (hi - lo)
 
     # Targets (reported, never enforced).
     targets = []
@@ -255,6 +258,17 @@ def report(recs, json_out, plot_out, meta, work):
         if "kib_per_vif_idle" in memory:
             print("  per vif: %.0f KiB idle, %s KiB after traffic" % (
                 memory["kib_per_vif_idle"], fmt(memory.get("kib_per_vif_after_traffic"), "%.0f")))
+        idle = [(k, v) for k, v in sorted(mem.items()) if v.get("idle_wakeups_per_s") is not None]
+        if idle:
+            print("unetbackd with idle guests: " + ", ".join(
+                "%d vif(s) %.1f wake-ups/s, PSS %d KiB, USS %d KiB, %d fds, %d threads" % (
+                    k, v["idle_wakeups_per_s"], v["pss_kib"], v["uss_kib"], v["fds"], v["threads"])
+                for k, v in idle))
+        if "idle_wakeups_per_s_per_idle_vif" in memory:
+            print("  per idle vif: %.2f wake-ups/s, %.0f KiB PSS, %.0f KiB USS, %.1f fds, %.1f threads" % (
+                memory["idle_wakeups_per_s_per_idle_vif"], memory["pss_kib_per_idle_vif"],
+                memory["uss_kib_per_idle_vif"], memory["fds_per_idle_vif"],
+                memory["threads_per_idle_vif"]))
     print()
     print("targets (reported, not enforced):")
     for t in targets:

@@ -11,6 +11,25 @@ def rss_kib(pid):
         return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:"))
 
 
+def memory_kib(pid, rollup_text=None):
+    """{"pss": ..., "uss": ...} in KiB from /proc/PID/smaps_rollup: the proportional set size,
+    and the unique set size (private clean + private dirty: what the process alone holds)."""
+    if rollup_text is None:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            rollup_text = f.read()
+    fields = {}
+    for line in rollup_text.splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[0].endswith(":") and parts[1].isdigit():
+            fields[parts[0][:-1]] = int(parts[1])
+    return {"pss": fields.get("Pss", 0),
+            "uss": fields.get("Private_Clean", 0) + fields.get("Private_Dirty", 0)}
+
+
+def thread_count(pid):
+    return len(os.listdir(f"/proc/{pid}/task"))
+
+
 def fd_count(pid):
     return len(os.listdir(f"/proc/{pid}/fd"))
 

@@ -75,9 +75,19 @@ class ProcfsTest(unittest.TestCase):
     def test_view_pages_count_only_guest_memory_views(self):
         self.assertEqual(procfs.view_pages(0, self.MAPS), 1024 + 1)
 
+    ROLLUP = ("55d0c0000000-7ffc00000000 ---p 00000000 00:00 0 [rollup]\n"
+              "Rss:                2048 kB\nPss:                1500 kB\n"
+              "Shared_Clean:        800 kB\nShared_Dirty:          0 kB\n"
+              "Private_Clean:       200 kB\nPrivate_Dirty:      1048 kB\n")
+
+    def test_memory_is_pss_and_the_private_pages(self):
+        self.assertEqual(procfs.memory_kib(0, self.ROLLUP), {"pss": 1500, "uss": 1248})
+
     def test_our_own_process(self):
         self.assertGreater(procfs.rss_kib(os.getpid()), 0)
         self.assertGreaterEqual(procfs.fd_count(os.getpid()), 3)
+        self.assertGreater(procfs.memory_kib(os.getpid())["uss"], 0)
+        self.assertGreaterEqual(procfs.thread_count(os.getpid()), 1)
 
 
 STATS = {"mapped_grant_pages": 3, "vifs": [
