@@ -146,8 +146,10 @@ class Bench:
     # ---- guests ----------------------------------------------------------------------------
 
     def create_guest(self, name, nsname, host, xl_args=()):
-        """A guest with one vif on the bridge, at 10.203.0.HOST."""
+        """A guest with one vif on the bridge, at 10.203.0.HOST, IPv4 only: with IPv6 its kernel
+        sends router solicitations and MLD reports, and an idle guest would not be idle."""
         ns = self.w.netns(nsname)
+        self.no_ipv6(ns)
         mac = "00:16:3e:bb:%02x:%02x" % (host // 256, host % 256)
         g = self.w.create_guest(name, ns, f"10.203.0.{host}/24", mac, BRIDGE, xl_args=xl_args)
         self.guests[name] = g
@@ -376,6 +378,7 @@ class Bench:
         # Path 3: unetback. xensim, unetbackd in d0 with bridge ubbr0 (10.203.0.1), guests made
         # by unetback-xl with the vif-unetback hotplug script, their shim TAPs in gN.
         ns0 = w.netns("d0")
+        self.no_ipv6(ns0)
         w.start_xensim()
         w.bridge(ns0, BRIDGE, "10.203.0.1/24")
         # If br_netfilter is loaded on this machine, bridged frames would go through netfilter
@@ -467,6 +470,10 @@ class Bench:
         for b in self.broken:
             say(f"BROKEN: {b}")
         return 1 if self.broken else 0
+
+    def no_ipv6(self, ns):
+        for which in ("all", "default"):
+            self.w.run(ns, ["sysctl", "-qw", f"net.ipv6.conf.{which}.disable_ipv6=1"])
 
     IDLE_SETTLE_S = 3  # past a queue's 2 s housekeeping tail after its last work
     IDLE_WINDOW_S = 5
