@@ -14,6 +14,7 @@
 #include "common/hv/sim/sim_hypervisor.hpp"
 #include "tests/integration/xensim/echo_child.hpp"
 #include "tests/integration/xensim/event_wait.hpp"
+#include "tests/integration/xensim/offering_guest.hpp"
 #include "tests/integration/xensim/xensim_process.hpp"
 #include "tests/support/figure.hpp"
 
@@ -199,30 +200,13 @@ class RestrictedBackend : public ::testing::Test {
   void SetUp() override {
     world_ = std::make_unique<XensimProcess>();
     toolstack_ = std::make_unique<hv::SimHypervisor>(world_->dir(), backend_opts());
-    for (auto* g : {&a_, &b_}) {
-      auto id = toolstack_->create_domain(g == &a_ ? "guest-a" : "guest-b");
-      ASSERT_TRUE(id) << id.error().message();
-      hv::HypervisorOptions o;
-      o.role = hv::Role::frontend;
-      o.domid = *id;
-      g->id = *id;
-      g->hv = std::make_unique<hv::SimHypervisor>(world_->dir(), o);
-      g->ch = g->hv->open_event_channel();
-      auto port = g->ch->bind_unbound(kDom0);
-      ASSERT_TRUE(port) << port.error().message();
-      g->offered = *port;
-    }
+    a_ = offering_guest(*toolstack_, world_->dir(), "guest-a");
+    b_ = offering_guest(*toolstack_, world_->dir(), "guest-b");
   }
 
-  struct Guest {
-    DomId id{};
-    std::unique_ptr<hv::SimHypervisor> hv;
-    std::unique_ptr<hv::EventChannel> ch;
-    Port offered{};
-  };
   std::unique_ptr<XensimProcess> world_;
   std::unique_ptr<hv::SimHypervisor> toolstack_;
-  Guest a_, b_;
+  OfferingGuest a_, b_;
 };
 
 TEST_F(RestrictedBackend, BindsOnlyToTheGuestItServes) {
@@ -234,7 +218,7 @@ TEST_F(RestrictedBackend, BindsOnlyToTheGuestItServes) {
   auto bound = ch->bind_interdomain(a_.id, a_.offered);
   ASSERT_TRUE(bound) << bound.error().message();
   ASSERT_FALSE(ch->notify(*bound));
-  EXPECT_EQ(wait_event(*a_.ch, kHangGuard), a_.offered);
+  EXPECT_EQ(wait_event(*a_.channel, kHangGuard), a_.offered);
   // The restriction is the connection's: another dom0 process still binds guest B's port.
   auto other = toolstack_->open_event_channel();
   EXPECT_TRUE(other->bind_interdomain(b_.id, b_.offered));
@@ -290,7 +274,7 @@ TEST_F(RestrictedBackend, ACompromisedClientSpeakingTheProtocolIsHeldByXensim) {
   EXPECT_EQ(raw.call(lift).error(), std::errc::permission_denied);
   // The victim's channel still works.
   ASSERT_FALSE(victim->notify(*victims_port));
-  EXPECT_EQ(wait_event(*b_.ch, kHangGuard), b_.offered);
+  EXPECT_EQ(wait_event(*b_.channel, kHangGuard), b_.offered);
 }
 
 TEST(EventChannelProcesses, PingPongCountsMatchExactly) {

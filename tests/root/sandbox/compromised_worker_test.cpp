@@ -40,6 +40,7 @@
 #include "backend/worker/sandbox.hpp"
 #include "common/hv/sim/sim_hypervisor.hpp"
 #include "tests/integration/xensim/event_wait.hpp"
+#include "tests/integration/xensim/offering_guest.hpp"
 #include "tests/integration/xensim/xensim_process.hpp"
 #include "tests/support/figure.hpp"
 
@@ -103,19 +104,8 @@ class CompromisedWorker : public ::testing::Test {
     hv::HypervisorOptions backend;
     backend.role = hv::Role::backend;
     toolstack_ = std::make_unique<hv::SimHypervisor>(world_->dir(), backend);
-    for (Guest* g : {&a_, &b_}) {
-      auto id = toolstack_->create_domain(g == &a_ ? "guest-a" : "guest-b");
-      ASSERT_TRUE(id) << id.error().message();
-      hv::HypervisorOptions o;
-      o.role = hv::Role::frontend;
-      o.domid = *id;
-      g->id = *id;
-      g->hv = std::make_unique<hv::SimHypervisor>(world_->dir(), o);
-      g->channel = g->hv->open_event_channel();
-      auto port = g->channel->bind_unbound(kDom0);
-      ASSERT_TRUE(port) << port.error().message();
-      g->offered = *port;
-    }
+    a_ = offering_guest(*toolstack_, world_->dir(), "guest-a");
+    b_ = offering_guest(*toolstack_, world_->dir(), "guest-b");
     auto pages = a_.hv->grant_sharer().share(kDom0, 1, hv::Access::read_only);
     ASSERT_TRUE(pages) << pages.error().message();
     a_page_ = std::make_unique<hv::SharedPages>(std::move(*pages));
@@ -208,15 +198,9 @@ class CompromisedWorker : public ::testing::Test {
                 o.killed_by_seccomp ? "killed by the filter (SIGSYS)" : o.report.c_str());
   }
 
-  struct Guest {
-    DomId id{};
-    std::unique_ptr<hv::SimHypervisor> hv;
-    std::unique_ptr<hv::EventChannel> channel;
-    Port offered{};
-  };
   std::unique_ptr<XensimProcess> world_;
   std::unique_ptr<hv::SimHypervisor> toolstack_;
-  Guest a_, b_;
+  OfferingGuest a_, b_;
   std::unique_ptr<hv::SharedPages> a_page_;
 };
 
