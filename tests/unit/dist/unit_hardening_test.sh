@@ -34,5 +34,14 @@ for unit in "$@"; do
       fail=1
     fi
   done
+  # ProtectProc= and ProcSubset= mount a /proc of the unit's own, without the xenfs mount on
+  # /proc/xen: the ExecCondition= then finds no /proc/xen/capabilities and systemd skips the
+  # unit on every Xen host.
+  for banned in 'ProtectProc=' 'ProcSubset='; do
+    if grep -q "^$banned" "$unit"; then
+      echo "FAIL: $name sets $banned, which hides /proc/xen"
+      fail=1
+    fi
+  done
 done
 exit $fail
