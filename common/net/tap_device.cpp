@@ -53,8 +53,8 @@ class TapCategory final : public std::error_category {
 
 // A socket to carry interface ioctls (SIOCSIFFLAGS & co.) in the calling thread's namespace.
 // AF_UNIX: the kernel hands an interface ioctl a family does not know to the device layer
-// whatever the family, and a daemon confined to AF_UNIX and AF_NETLINK (the systemd unit's
-// RestrictAddressFamilies) can open this one.
+// whatever the family, and a process confined to AF_UNIX and AF_NETLINK sockets (systemd's
+// RestrictAddressFamilies=) can still open this one.
 Result<UniqueFd> control_socket() {
   UniqueFd s(::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0));
   if (!s) return last_errno();
