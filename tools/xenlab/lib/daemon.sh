@@ -7,6 +7,7 @@
 #   stop_unetbackd            systemctl stop; checks unetbackd.stop (a clean exit on SIGTERM)
 #   kernel_netback_load       unetbackd.service stopped, xen-netback loaded with modprobe -i
 #   sigkill_restart TAG IP    a SIGKILL of the daemon: systemd restarts it, the guest at IP pings
+#   unit_diagnosis            the unit's status and journal on the console (a start that failed)
 # Uses from lib/common.sh: say, fig, check, wait_for, now, since, unit_prop; from
 # lib/traffic.sh: iperf. Globals read: UNIT, BIN, CTL, DAEMON_ARGS, DAEMON_WRAP, FROM_SHARE,
 # START_ENV (the caller's, may be unset); set: UNETBACKD_PID, READY_US, READY_CHECK_PENDING (the
@@ -41,6 +42,13 @@ set_dropin() { # [ARG...]
   systemctl daemon-reload
 }
 
+# Why the unit is not running, into the console: its status (a skipped condition, an exit
+# status, a namespace setup that failed) and the journal's last lines about it.
+unit_diagnosis() {
+  systemctl status --no-pager --lines=0 "$UNIT" 2>&1 | sed 's/^/XENLAB   unit: /'
+  journalctl --no-pager -b -n 30 -u "$UNIT" 2>&1 | sed 's/^/XENLAB   journal: /'
+}
+
 # The first xl create after unetbackd got ready is checked against its readiness (READY_US).
 READY_CHECK_PENDING=0
 start_unetbackd() { # [ARG...]: added to the command line (the B variant's); env: START_ENV
@@ -64,6 +72,7 @@ start_unetbackd() { # [ARG...]: added to the command line (the B variant's); env
   [ $rc = 0 ] || st=1
   check "unetbackd.start" $st "systemctl start $UNIT rc=$rc, pid ${UNETBACKD_PID:-none}, control socket answers"
   check "systemd.ready_means_serving" $at_once "unetback-ctl list right after systemctl start returned: rc=$at_once"
+  [ $st = 0 ] || unit_diagnosis
   return $st
 }
 

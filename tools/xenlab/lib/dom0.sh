@@ -64,6 +64,7 @@ pkg_install() {
   st=$(systemctl is-active "$UNIT")
   check systemd.unetbackd_active "$([ "$st" = active ] && echo 0 || echo 1)" \
     "after dpkg -i: systemctl is-active $UNIT: $st (Type=$(unit_prop Type), enabled: $(systemctl is-enabled "$UNIT" 2>&1))"
+  [ "$st" = active ] || unit_diagnosis
   READY_US=$(unit_prop ActiveEnterTimestampMonotonic)
   EXEC_US=$(unit_prop ExecMainStartTimestampMonotonic)
   [ "${READY_US:-0}" -gt 0 ] && [ "${EXEC_US:-0}" -gt 0 ] &&
