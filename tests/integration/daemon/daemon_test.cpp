@@ -206,7 +206,7 @@ class DaemonWorld : public ::testing::Test {
   void TearDown() override {
     loop_.reset();
     control_.reset();
-    manager_->shutdown();
+    if (manager_) manager_->shutdown();  // none if SetUp failed before making it
     manager_.reset();
   }
 
