@@ -9,12 +9,12 @@
 #include <optional>
 #include <string>
 #include <system_error>
-#include <thread>
 #include <vector>
 
 #include "common/hv/sim/sim_hypervisor.hpp"
 #include "frontend-shim/netfront.hpp"
 #include "tests/support/packet_socket.hpp"
+#include "tests/support/wait.hpp"
 #include "tools/xl/toolstack.hpp"
 
 namespace unetback::test {
@@ -62,14 +62,15 @@ struct SimGuest {
 
   /// Polls the Netfront until a packet arrives; nullopt once `t` passed without one.
   std::optional<netfront::RxPacket> receive(std::chrono::milliseconds t) {
-    const auto deadline = std::chrono::steady_clock::now() + t;
     std::vector<netfront::RxPacket> got;
-    while (std::chrono::steady_clock::now() < deadline) {
-      netfront->handle_event();
-      if (netfront->poll(got) > 0) return std::move(got.front());
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    }
-    return std::nullopt;
+    const bool arrived = wait_until(
+        [&] {
+          netfront->handle_event();
+          return netfront->poll(got) > 0;
+        },
+        t, std::chrono::milliseconds(1));
+    if (!arrived) return std::nullopt;
+    return std::move(got.front());
   }
 };
 
