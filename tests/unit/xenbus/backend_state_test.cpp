@@ -12,6 +12,8 @@
 #include <tuple>
 #include <vector>
 
+#include "tests/support/param_name.hpp"
+
 namespace unetback::xenbus {
 
 void PrintTo(const Action& a, std::ostream* os) {
@@ -348,11 +350,8 @@ TEST_P(EveryStateEveryEvent, GivesExactlyTheExpectedActions) {
 }
 
 std::string pair_name(const ::testing::TestParamInfo<std::tuple<std::size_t, std::size_t>>& info) {
-  std::string n = named_views()[std::get<0>(info.param)].name + "_" +
-                  describe(all_events()[std::get<1>(info.param)]);
-  for (char& c : n)
-    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
-  return n;
+  return test::gtest_safe_name(named_views()[std::get<0>(info.param)].name + "_" +
+                               describe(all_events()[std::get<1>(info.param)]));
 }
 
 INSTANTIATE_TEST_SUITE_P(BackendState, EveryStateEveryEvent,
