@@ -16,9 +16,12 @@
 
 namespace unetback::xenbus {
 
+// gtest finds these by their name.
+// NOLINTNEXTLINE(readability-identifier-naming)
 void PrintTo(const Action& a, std::ostream* os) {
   *os << describe(a);
 }
+// NOLINTNEXTLINE(readability-identifier-naming)
 void PrintTo(const BackendView& v, std::ostream* os) {
   *os << describe(v);
 }
@@ -30,7 +33,7 @@ using S = XenbusState;
 constexpr int kEinval = 22;
 constexpr int kEperm = 1;
 
-WriteState W(S s) {
+WriteState write(S s) {
   return WriteState{s};
 }
 
@@ -142,9 +145,10 @@ std::map<Key, Expect> build_table() {
                     inval = "FrontendStateInvalid", stop = "DaemonShutdown",
                     adopt4 = "BackendAdopted(Connected)", adopt6 = "BackendAdopted(Closed)",
                     rfail = "ReconfigureFailed(bad headroom)";
-  const Actions removal_from_2 = {W(S::closing), DestroyTap{}, RemoveHotplugStatus{}, W(S::closed)};
-  const Actions removal_from_4 = {Disconnect{}, W(S::closing), DestroyTap{}, RemoveHotplugStatus{},
-                                  W(S::closed)};
+  const Actions removal_from_2 = {write(S::closing), DestroyTap{}, RemoveHotplugStatus{},
+                                  write(S::closed)};
+  const Actions removal_from_4 = {Disconnect{}, write(S::closing), DestroyTap{},
+                                  RemoveHotplugStatus{}, write(S::closed)};
 
   std::map<Key, Expect> t;
   auto at = [&](const std::string& view, const std::string& event, Expect e) {
@@ -153,15 +157,15 @@ std::map<Key, Expect> build_table() {
 
   // Unprobed: the toolstack has not (visibly) created the directory yet.
   at("Unprobed", probe,
-     {{CreateTap{}, AdvertiseFeatures{}, W(S::init_wait)}, S::init_wait, true, R::down});
-  at("Unprobed", t5on, {{W(S::closed)}, S::closed, false, R::down});
-  at("Unprobed", t5off, {{W(S::closed)}, S::closed, false, R::down});
+     {{CreateTap{}, AdvertiseFeatures{}, write(S::init_wait)}, S::init_wait, true, R::down});
+  at("Unprobed", t5on, {{write(S::closed)}, S::closed, false, R::down});
+  at("Unprobed", t5off, {{write(S::closed)}, S::closed, false, R::down});
   at("Unprobed", t6off, {{}, S::closed, false, R::down});
   at("Unprobed", ok, {{Disconnect{}}, S::unknown, false, R::down});
-  at("Unprobed", pfail, {{bad_probe, W(S::closing)}, S::closing, false, R::down});
+  at("Unprobed", pfail, {{bad_probe, write(S::closing)}, S::closing, false, R::down});
   // Adopted after a restart: tell the frontend the old connection is dead, new TAP, script.
   at("Unprobed", adopt4,
-     {{RemoveHotplugStatus{}, W(S::closing), W(S::closed), CreateTap{}, RunHotplugScript{}},
+     {{RemoveHotplugStatus{}, write(S::closing), write(S::closed), CreateTap{}, RunHotplugScript{}},
       S::closed,
       true,
       R::down});
@@ -171,18 +175,18 @@ std::map<Key, Expect> build_table() {
   // The frontend was already Connected when the probe happens: connect right after InitWait.
   const std::string ufc = "UnprobedFrontendConnected";
   at(ufc, probe,
-     {{CreateTap{}, AdvertiseFeatures{}, W(S::init_wait), ReadFrontendAndConnect{}},
+     {{CreateTap{}, AdvertiseFeatures{}, write(S::init_wait), ReadFrontendAndConnect{}},
       S::init_wait,
       true,
       R::connecting});
-  at(ufc, t5on, {{W(S::closed)}, S::closed, false, R::down});
-  at(ufc, t5off, {{W(S::closed)}, S::closed, false, R::down});
+  at(ufc, t5on, {{write(S::closed)}, S::closed, false, R::down});
+  at(ufc, t5off, {{write(S::closed)}, S::closed, false, R::down});
   at(ufc, t6off, {{}, S::closed, false, R::down});
   at(ufc, ok, {{Disconnect{}}, S::unknown, false, R::down});
-  at(ufc, pfail, {{bad_probe, W(S::closing)}, S::closing, false, R::down});
+  at(ufc, pfail, {{bad_probe, write(S::closing)}, S::closing, false, R::down});
   // Its Connected is about the old backend's rings: the same walk, no connect.
   at(ufc, adopt4,
-     {{RemoveHotplugStatus{}, W(S::closing), W(S::closed), CreateTap{}, RunHotplugScript{}},
+     {{RemoveHotplugStatus{}, write(S::closing), write(S::closed), CreateTap{}, RunHotplugScript{}},
       S::closed,
       true,
       R::down});
@@ -193,63 +197,68 @@ std::map<Key, Expect> build_table() {
   const std::string iwi = "InitWaitIdle";
   at(iwi, f0, {removal_from_2, S::closed, false, R::down});
   at(iwi, f4, {{ReadFrontendAndConnect{}}, S::init_wait, true, R::connecting});
-  at(iwi, f5, {{W(S::closing), W(S::closed)}, S::closed, true, R::down});
-  at(iwi, f6, {{W(S::closing), W(S::closed)}, S::closed, true, R::down});
-  at(iwi, inval, {{bad_state, W(S::closing)}, S::closing, true, R::down});
+  at(iwi, f5, {{write(S::closing), write(S::closed)}, S::closed, true, R::down});
+  at(iwi, f6, {{write(S::closing), write(S::closed)}, S::closed, true, R::down});
+  at(iwi, inval, {{bad_state, write(S::closing)}, S::closing, true, R::down});
   at(iwi, off, {removal_from_2, S::closed, false, R::down});
-  at(iwi, t5on, {{W(S::closed)}, S::closed, true, R::down});
-  at(iwi, t5off, {{DestroyTap{}, RemoveHotplugStatus{}, W(S::closed)}, S::closed, false, R::down});
+  at(iwi, t5on, {{write(S::closed)}, S::closed, true, R::down});
+  at(iwi, t5off,
+     {{DestroyTap{}, RemoveHotplugStatus{}, write(S::closed)}, S::closed, false, R::down});
   at(iwi, t6off, {{DestroyTap{}, RemoveHotplugStatus{}}, S::closed, false, R::down});
   at(iwi, gone, {removal_from_2, S::closed, false, R::down});
   at(iwi, ok, {{Disconnect{}}, S::init_wait, true, R::down});
-  at(iwi, tfail, {{no_tap, W(S::closing)}, S::closing, false, R::down});
-  at(iwi, pfail, {{bad_probe, W(S::closing)}, S::closing, true, R::down});
-  at(iwi, stop, {{W(S::closing), DestroyTap{}, W(S::closed)}, S::closed, false, R::down});
+  at(iwi, tfail, {{no_tap, write(S::closing)}, S::closing, false, R::down});
+  at(iwi, pfail, {{bad_probe, write(S::closing)}, S::closing, true, R::down});
+  at(iwi, stop, {{write(S::closing), DestroyTap{}, write(S::closed)}, S::closed, false, R::down});
 
   // InitWait with a connect outstanding, and with the rings up but no hotplug yet: the same
   // teardowns, each starting with Disconnect.
   for (const std::string v : {"InitWaitConnecting", "InitWaitRingsUp"}) {
     at(v, f0, {removal_from_4, S::closed, false, R::down});
     at(v, f1, {{Disconnect{}}, S::init_wait, true, R::down});
-    at(v, f5, {{Disconnect{}, W(S::closing), W(S::closed)}, S::closed, true, R::down});
-    at(v, f6, {{Disconnect{}, W(S::closing), W(S::closed)}, S::closed, true, R::down});
-    at(v, inval, {{bad_state, Disconnect{}, W(S::closing)}, S::closing, true, R::down});
+    at(v, f5, {{Disconnect{}, write(S::closing), write(S::closed)}, S::closed, true, R::down});
+    at(v, f6, {{Disconnect{}, write(S::closing), write(S::closed)}, S::closed, true, R::down});
+    at(v, inval, {{bad_state, Disconnect{}, write(S::closing)}, S::closing, true, R::down});
     at(v, off, {removal_from_4, S::closed, false, R::down});
-    at(v, t5on, {{Disconnect{}, W(S::closed)}, S::closed, true, R::down});
+    at(v, t5on, {{Disconnect{}, write(S::closed)}, S::closed, true, R::down});
     at(v, t5off,
-       {{Disconnect{}, DestroyTap{}, RemoveHotplugStatus{}, W(S::closed)},
+       {{Disconnect{}, DestroyTap{}, RemoveHotplugStatus{}, write(S::closed)},
         S::closed,
         false,
         R::down});
     at(v, t6off, {{Disconnect{}, DestroyTap{}, RemoveHotplugStatus{}}, S::closed, false, R::down});
     at(v, gone, {removal_from_4, S::closed, false, R::down});
-    at(v, tfail, {{no_tap, Disconnect{}, W(S::closing)}, S::closing, false, R::down});
-    at(v, pfail, {{bad_probe, Disconnect{}, W(S::closing)}, S::closing, true, R::down});
+    at(v, tfail, {{no_tap, Disconnect{}, write(S::closing)}, S::closing, false, R::down});
+    at(v, pfail, {{bad_probe, Disconnect{}, write(S::closing)}, S::closing, true, R::down});
     at(v, stop,
-       {{Disconnect{}, W(S::closing), DestroyTap{}, W(S::closed)}, S::closed, false, R::down});
+       {{Disconnect{}, write(S::closing), DestroyTap{}, write(S::closed)},
+        S::closed,
+        false,
+        R::down});
   }
   // Rings up, hotplug not yet connected: connect result arrives -> wait for hotplug.
   at("InitWaitConnecting", ok, {{}, S::init_wait, true, R::up});
-  at("InitWaitConnecting", cfail, {{bad_key, W(S::closing)}, S::closing, true, R::down});
+  at("InitWaitConnecting", cfail, {{bad_key, write(S::closing)}, S::closing, true, R::down});
   // Rings up, then hotplug-status=connected: the last condition -> Connected.
-  at("InitWaitRingsUp", hp, {{W(S::connected)}, S::connected, true, R::up});
+  at("InitWaitRingsUp", hp, {{write(S::connected)}, S::connected, true, R::up});
 
   // InitWait, the hotplug script done, the frontend not yet Connected.
   const std::string iwh = "InitWaitHotplugReady";
   at(iwh, f0, {removal_from_2, S::closed, false, R::down});
   at(iwh, f4, {{ReadFrontendAndConnect{}}, S::init_wait, true, R::connecting});
-  at(iwh, f5, {{W(S::closing), W(S::closed)}, S::closed, true, R::down});
-  at(iwh, f6, {{W(S::closing), W(S::closed)}, S::closed, true, R::down});
-  at(iwh, inval, {{bad_state, W(S::closing)}, S::closing, true, R::down});
+  at(iwh, f5, {{write(S::closing), write(S::closed)}, S::closed, true, R::down});
+  at(iwh, f6, {{write(S::closing), write(S::closed)}, S::closed, true, R::down});
+  at(iwh, inval, {{bad_state, write(S::closing)}, S::closing, true, R::down});
   at(iwh, off, {removal_from_2, S::closed, false, R::down});
-  at(iwh, t5on, {{W(S::closed)}, S::closed, true, R::down});
-  at(iwh, t5off, {{DestroyTap{}, RemoveHotplugStatus{}, W(S::closed)}, S::closed, false, R::down});
+  at(iwh, t5on, {{write(S::closed)}, S::closed, true, R::down});
+  at(iwh, t5off,
+     {{DestroyTap{}, RemoveHotplugStatus{}, write(S::closed)}, S::closed, false, R::down});
   at(iwh, t6off, {{DestroyTap{}, RemoveHotplugStatus{}}, S::closed, false, R::down});
   at(iwh, gone, {removal_from_2, S::closed, false, R::down});
   at(iwh, ok, {{Disconnect{}}, S::init_wait, true, R::down});
-  at(iwh, tfail, {{no_tap, W(S::closing)}, S::closing, false, R::down});
-  at(iwh, pfail, {{bad_probe, W(S::closing)}, S::closing, true, R::down});
-  at(iwh, stop, {{W(S::closing), DestroyTap{}, W(S::closed)}, S::closed, false, R::down});
+  at(iwh, tfail, {{no_tap, write(S::closing)}, S::closing, false, R::down});
+  at(iwh, pfail, {{bad_probe, write(S::closing)}, S::closing, true, R::down});
+  at(iwh, stop, {{write(S::closing), DestroyTap{}, write(S::closed)}, S::closed, false, R::down});
 
   // Connected, and Reconfigured (8: the frontend is changing its xdp-headroom): the same
   // teardowns, the rings up in both.
@@ -258,52 +267,62 @@ std::map<Key, Expect> build_table() {
     at(v, f0, {removal_from_4, S::closed, false, R::down});
     // A frontend starting over without closing: walk 4 -> 5 -> 6 -> 2, as set_backend_state.
     at(v, f1,
-       {{Disconnect{}, W(S::closing), W(S::closed), W(S::init_wait)}, S::init_wait, true, R::down});
-    at(v, f5, {{Disconnect{}, W(S::closing), W(S::closed)}, S::closed, true, R::down});
-    at(v, f6, {{Disconnect{}, W(S::closing), W(S::closed)}, S::closed, true, R::down});
-    at(v, inval, {{bad_state, Disconnect{}, W(S::closing)}, S::closing, true, R::down});
+       {{Disconnect{}, write(S::closing), write(S::closed), write(S::init_wait)},
+        S::init_wait,
+        true,
+        R::down});
+    at(v, f5, {{Disconnect{}, write(S::closing), write(S::closed)}, S::closed, true, R::down});
+    at(v, f6, {{Disconnect{}, write(S::closing), write(S::closed)}, S::closed, true, R::down});
+    at(v, inval, {{bad_state, Disconnect{}, write(S::closing)}, S::closing, true, R::down});
     at(v, off, {removal_from_4, S::closed, false, R::down});
-    at(v, t5on, {{Disconnect{}, W(S::closed)}, S::closed, true, R::down});
+    at(v, t5on, {{Disconnect{}, write(S::closed)}, S::closed, true, R::down});
     at(v, t5off,
-       {{Disconnect{}, DestroyTap{}, RemoveHotplugStatus{}, W(S::closed)},
+       {{Disconnect{}, DestroyTap{}, RemoveHotplugStatus{}, write(S::closed)},
         S::closed,
         false,
         R::down});
     at(v, t6off, {{Disconnect{}, DestroyTap{}, RemoveHotplugStatus{}}, S::closed, false, R::down});
     at(v, gone, {removal_from_4, S::closed, false, R::down});
     at(v, stop,
-       {{Disconnect{}, W(S::closing), DestroyTap{}, W(S::closed)}, S::closed, false, R::down});
+       {{Disconnect{}, write(S::closing), DestroyTap{}, write(S::closed)},
+        S::closed,
+        false,
+        R::down});
     // A headroom we cannot honour: the frontend's error, as a bad key at connect.
-    at(v, rfail, {{bad_headroom, Disconnect{}, W(S::closing)}, S::closing, true, R::down});
+    at(v, rfail, {{bad_headroom, Disconnect{}, write(S::closing)}, S::closing, true, R::down});
   }
   // XDP headroom: netfront's 7 re-reads the key and is answered with 8, the rings stay up;
   // its 4 afterwards reads the key once more (Linux netfront writes it after its 7) and is
   // followed back to Connected.
-  at(con, f7, {{ApplyXdpHeadroom{}, W(S::reconfigured)}, S::reconfigured, true, R::up});
-  at(rec, f4, {{ApplyXdpHeadroom{}, W(S::connected)}, S::connected, true, R::up});
+  at(con, f7, {{ApplyXdpHeadroom{}, write(S::reconfigured)}, S::reconfigured, true, R::up});
+  at(rec, f4, {{ApplyXdpHeadroom{}, write(S::connected)}, S::connected, true, R::up});
 
   // Closing after a fatal error, the frontend not yet reacting.
   const std::string caf = "ClosingAfterFatal";
-  at(caf, f0, {{DestroyTap{}, RemoveHotplugStatus{}, W(S::closed)}, S::closed, false, R::down});
+  at(caf, f0, {{DestroyTap{}, RemoveHotplugStatus{}, write(S::closed)}, S::closed, false, R::down});
   // F=1/F=4 are ignored here: a frontend must acknowledge our Closing with Closed before it
   // starts over, or a frontend that never saw our Closing would loop through fatal errors.
-  at(caf, f5, {{W(S::closed)}, S::closed, true, R::down});
-  at(caf, f6, {{W(S::closed)}, S::closed, true, R::down});
-  at(caf, off, {{DestroyTap{}, RemoveHotplugStatus{}, W(S::closed)}, S::closed, false, R::down});
-  at(caf, t5off, {{DestroyTap{}, RemoveHotplugStatus{}, W(S::closed)}, S::closed, false, R::down});
+  at(caf, f5, {{write(S::closed)}, S::closed, true, R::down});
+  at(caf, f6, {{write(S::closed)}, S::closed, true, R::down});
+  at(caf, off,
+     {{DestroyTap{}, RemoveHotplugStatus{}, write(S::closed)}, S::closed, false, R::down});
+  at(caf, t5off,
+     {{DestroyTap{}, RemoveHotplugStatus{}, write(S::closed)}, S::closed, false, R::down});
   at(caf, t6off, {{DestroyTap{}, RemoveHotplugStatus{}}, S::closed, false, R::down});
-  at(caf, gone, {{DestroyTap{}, RemoveHotplugStatus{}, W(S::closed)}, S::closed, false, R::down});
+  at(caf, gone,
+     {{DestroyTap{}, RemoveHotplugStatus{}, write(S::closed)}, S::closed, false, R::down});
   at(caf, ok, {{Disconnect{}}, S::closing, true, R::down});
-  at(caf, stop, {{DestroyTap{}, W(S::closed)}, S::closed, false, R::down});
+  at(caf, stop, {{DestroyTap{}, write(S::closed)}, S::closed, false, R::down});
 
   // Closed after the frontend closed, TAP kept for a reconnect.
   const std::string ctk = "ClosedTapKept";
   at(ctk, f0, {{DestroyTap{}, RemoveHotplugStatus{}}, S::closed, false, R::down});
-  at(ctk, f1, {{W(S::init_wait)}, S::init_wait, true, R::down});
-  at(ctk, f4, {{W(S::init_wait), ReadFrontendAndConnect{}}, S::init_wait, true, R::connecting});
+  at(ctk, f1, {{write(S::init_wait)}, S::init_wait, true, R::down});
+  at(ctk, f4, {{write(S::init_wait), ReadFrontendAndConnect{}}, S::init_wait, true, R::connecting});
   at(ctk, off, {{DestroyTap{}, RemoveHotplugStatus{}}, S::closed, false, R::down});
-  at(ctk, t5on, {{W(S::closed)}, S::closed, true, R::down});
-  at(ctk, t5off, {{DestroyTap{}, RemoveHotplugStatus{}, W(S::closed)}, S::closed, false, R::down});
+  at(ctk, t5on, {{write(S::closed)}, S::closed, true, R::down});
+  at(ctk, t5off,
+     {{DestroyTap{}, RemoveHotplugStatus{}, write(S::closed)}, S::closed, false, R::down});
   at(ctk, t6off, {{DestroyTap{}, RemoveHotplugStatus{}}, S::closed, false, R::down});
   at(ctk, gone, {{DestroyTap{}, RemoveHotplugStatus{}}, S::closed, false, R::down});
   at(ctk, ok, {{Disconnect{}}, S::closed, true, R::down});
@@ -313,9 +332,9 @@ std::map<Key, Expect> build_table() {
 
   // Removed: only a fresh probe (or libxl rewriting 5 over our 6) does anything.
   at("Removed", probe,
-     {{CreateTap{}, AdvertiseFeatures{}, W(S::init_wait)}, S::init_wait, true, R::down});
-  at("Removed", t5on, {{W(S::closed)}, S::closed, false, R::down});
-  at("Removed", t5off, {{W(S::closed)}, S::closed, false, R::down});
+     {{CreateTap{}, AdvertiseFeatures{}, write(S::init_wait)}, S::init_wait, true, R::down});
+  at("Removed", t5on, {{write(S::closed)}, S::closed, false, R::down});
+  at("Removed", t5off, {{write(S::closed)}, S::closed, false, R::down});
   at("Removed", ok, {{Disconnect{}}, S::closed, false, R::down});
 
   // ShutDown: nothing at all.
@@ -542,10 +561,10 @@ TEST(BackendState, EveryReachableViewAndEventKeepsTheInvariants) {
 
 TEST(BackendState, EveryPossibleViewAndEventWritesOnlyLegalStates) {
   std::size_t n = 0;
-  for (std::uint8_t b = 0; b < kXenbusStateCount; ++b)
-    for (int f = -1; f < kXenbusStateCount; ++f)
-      for (int bits = 0; bits < 32; ++bits)
-        for (int r = 0; r < 3; ++r)
+  for (std::uint8_t b = 0; b < kXenbusStateCount; ++b) {
+    for (int f = -1; f < kXenbusStateCount; ++f) {
+      for (int bits = 0; bits < 32; ++bits) {
+        for (int r = 0; r < 3; ++r) {
           for (int h = 0; h < 3; ++h) {
             BackendView v;
             v.backend = static_cast<S>(b);
@@ -562,6 +581,10 @@ TEST(BackendState, EveryPossibleViewAndEventWritesOnlyLegalStates) {
               ++n;
             }
           }
+        }
+      }
+    }
+  }
   EXPECT_EQ(n, 9U * 10 * 32 * 3 * 3 * 30);
 }
 
@@ -581,15 +604,15 @@ TEST(BackendState, LibxlAndNetfrontHappyPath) {
   EXPECT_TRUE(m.feed(OnlineChanged{true}).empty());
   EXPECT_TRUE(m.feed(FrontendStateChanged{S::initialising}).empty());
   EXPECT_EQ(m.feed(BackendDirAppeared{}),
-            (Actions{CreateTap{}, AdvertiseFeatures{}, W(S::init_wait)}));
+            (Actions{CreateTap{}, AdvertiseFeatures{}, write(S::init_wait)}));
   // netfront sees InitWait, writes its keys and goes straight to 4.
   EXPECT_EQ(m.feed(FrontendStateChanged{S::connected}), (Actions{ReadFrontendAndConnect{}}));
   EXPECT_TRUE(m.feed(ConnectSucceeded{}).empty()) << "no Connected before hotplug-status";
-  EXPECT_EQ(m.feed(HotplugStatusChanged{HotplugStatus::connected}), (Actions{W(S::connected)}));
+  EXPECT_EQ(m.feed(HotplugStatusChanged{HotplugStatus::connected}), (Actions{write(S::connected)}));
   EXPECT_EQ(m.view.backend, S::connected);
   // libxl's removal: online=0 and state=5 in one transaction.
   EXPECT_EQ(m.feed(ToolstackSetBackendState{S::closing, false}),
-            (Actions{Disconnect{}, DestroyTap{}, RemoveHotplugStatus{}, W(S::closed)}));
+            (Actions{Disconnect{}, DestroyTap{}, RemoveHotplugStatus{}, write(S::closed)}));
   EXPECT_TRUE(m.feed(OnlineChanged{false}).empty());
   EXPECT_TRUE(m.view.removed);
 }
@@ -601,16 +624,16 @@ TEST(BackendState, NetfrontChangingItsXdpHeadroomPassesReconfiguredAndKeepsItsRi
   (void)m.feed(BackendDirAppeared{});
   (void)m.feed(FrontendStateChanged{S::connected});
   (void)m.feed(ConnectSucceeded{});
-  ASSERT_EQ(m.feed(HotplugStatusChanged{HotplugStatus::connected}), (Actions{W(S::connected)}));
+  ASSERT_EQ(m.feed(HotplugStatusChanged{HotplugStatus::connected}), (Actions{write(S::connected)}));
   for (int round = 0; round < 2; ++round) {
     EXPECT_EQ(m.feed(FrontendStateChanged{S::reconfiguring}),
-              (Actions{ApplyXdpHeadroom{}, W(S::reconfigured)}))
+              (Actions{ApplyXdpHeadroom{}, write(S::reconfigured)}))
         << "round " << round;
     EXPECT_EQ(m.view.rings, RingsState::up);
     // A hotplug-status rewrite meanwhile changes nothing (the script ran at connect).
     EXPECT_TRUE(m.feed(HotplugStatusChanged{HotplugStatus::other}).empty());
     EXPECT_EQ(m.feed(FrontendStateChanged{S::connected}),
-              (Actions{ApplyXdpHeadroom{}, W(S::connected)}))
+              (Actions{ApplyXdpHeadroom{}, write(S::connected)}))
         << "round " << round;
     EXPECT_EQ(m.view.rings, RingsState::up);
   }
@@ -628,30 +651,30 @@ TEST(BackendState, AHeadroomRefusedWhileReconfiguringIsFatalAndTheFrontendMaySta
   (void)m.feed(ConnectSucceeded{});
   (void)m.feed(HotplugStatusChanged{HotplugStatus::connected});
   (void)m.feed(FrontendStateChanged{S::reconfiguring});
-  EXPECT_EQ(
-      m.feed(ReconfigureFailed{kEinval, "xdp-headroom: above 0x7FFF"}),
-      (Actions{ReportFatal{kEinval, "xdp-headroom: above 0x7FFF"}, Disconnect{}, W(S::closing)}));
+  EXPECT_EQ(m.feed(ReconfigureFailed{kEinval, "xdp-headroom: above 0x7FFF"}),
+            (Actions{ReportFatal{kEinval, "xdp-headroom: above 0x7FFF"}, Disconnect{},
+                     write(S::closing)}));
   EXPECT_TRUE(m.view.tap) << "a frontend error keeps the TAP";
   // A stale result after the teardown is ignored.
   EXPECT_TRUE(m.feed(ReconfigureFailed{kEinval, "again"}).empty());
-  EXPECT_EQ(m.feed(FrontendStateChanged{S::closed}), (Actions{W(S::closed)}));
-  EXPECT_EQ(m.feed(FrontendStateChanged{S::initialising}), (Actions{W(S::init_wait)}));
+  EXPECT_EQ(m.feed(FrontendStateChanged{S::closed}), (Actions{write(S::closed)}));
+  EXPECT_EQ(m.feed(FrontendStateChanged{S::initialising}), (Actions{write(S::init_wait)}));
 }
 
 TEST(BackendState, AdoptedAfterACrashIgnoresTheStaleConnectedUntilTheFrontendStartsOver) {
   Machine m;
   // The old daemon died with B=4; the frontend still says 4 about rings nobody serves.
   EXPECT_EQ(m.feed(BackendAdopted{S::connected}),
-            (Actions{RemoveHotplugStatus{}, W(S::closing), W(S::closed), CreateTap{},
+            (Actions{RemoveHotplugStatus{}, write(S::closing), write(S::closed), CreateTap{},
                      RunHotplugScript{}}));
   EXPECT_TRUE(m.feed(FrontendStateChanged{S::connected}).empty()) << "stale: no connect";
   EXPECT_TRUE(m.feed(HotplugStatusChanged{HotplugStatus::connected}).empty());
   // The frontend saw Closing: it closes, then starts over.
   EXPECT_TRUE(m.feed(FrontendStateChanged{S::closing}).empty());
   EXPECT_TRUE(m.feed(FrontendStateChanged{S::closed}).empty());
-  EXPECT_EQ(m.feed(FrontendStateChanged{S::initialising}), (Actions{W(S::init_wait)}));
+  EXPECT_EQ(m.feed(FrontendStateChanged{S::initialising}), (Actions{write(S::init_wait)}));
   EXPECT_EQ(m.feed(FrontendStateChanged{S::connected}), (Actions{ReadFrontendAndConnect{}}));
-  EXPECT_EQ(m.feed(ConnectSucceeded{}), (Actions{W(S::connected)}));
+  EXPECT_EQ(m.feed(ConnectSucceeded{}), (Actions{write(S::connected)}));
 }
 
 TEST(BackendState, AdoptedAfterAnOrderlyExitWithTheFrontendWaitingGoesToInitWait) {
@@ -659,10 +682,10 @@ TEST(BackendState, AdoptedAfterAnOrderlyExitWithTheFrontendWaitingGoesToInitWait
   // An orderly exit wrote 6; the frontend acknowledged and said 1 before the new daemon came.
   m.feed(FrontendStateChanged{S::initialising});
   EXPECT_EQ(m.feed(BackendAdopted{S::closed}),
-            (Actions{RemoveHotplugStatus{}, CreateTap{}, RunHotplugScript{}, W(S::init_wait)}));
+            (Actions{RemoveHotplugStatus{}, CreateTap{}, RunHotplugScript{}, write(S::init_wait)}));
   EXPECT_EQ(m.feed(FrontendStateChanged{S::connected}), (Actions{ReadFrontendAndConnect{}}));
   EXPECT_TRUE(m.feed(ConnectSucceeded{}).empty()) << "the script has not reported yet";
-  EXPECT_EQ(m.feed(HotplugStatusChanged{HotplugStatus::connected}), (Actions{W(S::connected)}));
+  EXPECT_EQ(m.feed(HotplugStatusChanged{HotplugStatus::connected}), (Actions{write(S::connected)}));
 }
 
 TEST(BackendState, AdoptionFailingToCreateTheTapIsFatal) {
@@ -672,7 +695,8 @@ TEST(BackendState, AdoptionFailingToCreateTheTapIsFatal) {
   EXPECT_FALSE(m.view.tap);
   // A frontend starting over asks for it again.
   m.feed(FrontendStateChanged{S::closed});
-  EXPECT_EQ(m.feed(FrontendStateChanged{S::initialising}), (Actions{CreateTap{}, W(S::init_wait)}));
+  EXPECT_EQ(m.feed(FrontendStateChanged{S::initialising}),
+            (Actions{CreateTap{}, write(S::init_wait)}));
 }
 
 TEST(BackendState, RemovalSeenThroughOnlineFirstReleasesEverythingBeforeClosed) {
@@ -682,8 +706,8 @@ TEST(BackendState, RemovalSeenThroughOnlineFirstReleasesEverythingBeforeClosed) 
   m.feed(FrontendStateChanged{S::connected});
   m.feed(ConnectSucceeded{});
   ASSERT_EQ(m.view.backend, S::connected);
-  EXPECT_EQ(m.feed(OnlineChanged{false}), (Actions{Disconnect{}, W(S::closing), DestroyTap{},
-                                                   RemoveHotplugStatus{}, W(S::closed)}));
+  EXPECT_EQ(m.feed(OnlineChanged{false}), (Actions{Disconnect{}, write(S::closing), DestroyTap{},
+                                                   RemoveHotplugStatus{}, write(S::closed)}));
   EXPECT_TRUE(m.feed(ToolstackSetBackendState{S::closed, false}).empty());
 }
 
@@ -692,14 +716,14 @@ TEST(BackendState, HotplugBeforeFrontendConnects) {
   m.feed(BackendDirAppeared{});
   EXPECT_TRUE(m.feed(HotplugStatusChanged{HotplugStatus::connected}).empty());
   EXPECT_EQ(m.feed(FrontendStateChanged{S::connected}), (Actions{ReadFrontendAndConnect{}}));
-  EXPECT_EQ(m.feed(ConnectSucceeded{}), (Actions{W(S::connected)}));
+  EXPECT_EQ(m.feed(ConnectSucceeded{}), (Actions{write(S::connected)}));
 }
 
 TEST(BackendState, FrontendConnectedBeforeProbeConnectsRightAfterInitWait) {
   Machine m;
   m.feed(FrontendStateChanged{S::connected});
-  EXPECT_EQ(m.feed(BackendDirAppeared{}),
-            (Actions{CreateTap{}, AdvertiseFeatures{}, W(S::init_wait), ReadFrontendAndConnect{}}));
+  EXPECT_EQ(m.feed(BackendDirAppeared{}), (Actions{CreateTap{}, AdvertiseFeatures{},
+                                                   write(S::init_wait), ReadFrontendAndConnect{}}));
 }
 
 TEST(BackendState, FrontendReconnectsAfterCloseWithoutRecreatingTheTap) {
@@ -710,12 +734,12 @@ TEST(BackendState, FrontendReconnectsAfterCloseWithoutRecreatingTheTap) {
   m.feed(HotplugStatusChanged{HotplugStatus::connected});
   ASSERT_EQ(m.view.backend, S::connected);
   EXPECT_EQ(m.feed(FrontendStateChanged{S::closing}),
-            (Actions{Disconnect{}, W(S::closing), W(S::closed)}));
+            (Actions{Disconnect{}, write(S::closing), write(S::closed)}));
   EXPECT_TRUE(m.feed(FrontendStateChanged{S::closed}).empty());
-  EXPECT_EQ(m.feed(FrontendStateChanged{S::initialising}), (Actions{W(S::init_wait)}));
+  EXPECT_EQ(m.feed(FrontendStateChanged{S::initialising}), (Actions{write(S::init_wait)}));
   EXPECT_EQ(m.feed(FrontendStateChanged{S::connected}), (Actions{ReadFrontendAndConnect{}}));
   // The hotplug script ran once; its "connected" still stands.
-  EXPECT_EQ(m.feed(ConnectSucceeded{}), (Actions{W(S::connected)}));
+  EXPECT_EQ(m.feed(ConnectSucceeded{}), (Actions{write(S::connected)}));
 }
 
 TEST(BackendState, CoalescedRestartSeenAsClosedThenConnectedStillReconnects) {
@@ -726,7 +750,7 @@ TEST(BackendState, CoalescedRestartSeenAsClosedThenConnectedStillReconnects) {
   m.feed(HotplugStatusChanged{HotplugStatus::connected});
   m.feed(FrontendStateChanged{S::closed});
   EXPECT_EQ(m.feed(FrontendStateChanged{S::connected}),
-            (Actions{W(S::init_wait), ReadFrontendAndConnect{}}));
+            (Actions{write(S::init_wait), ReadFrontendAndConnect{}}));
 }
 
 TEST(BackendState, FatalConnectErrorClosesAndAllowsARetry) {
@@ -734,11 +758,11 @@ TEST(BackendState, FatalConnectErrorClosesAndAllowsARetry) {
   m.feed(BackendDirAppeared{});
   m.feed(FrontendStateChanged{S::connected});
   EXPECT_EQ(m.feed(ConnectFailed{kEinval, "reading multi-queue-num-queues"}),
-            (Actions{ReportFatal{kEinval, "reading multi-queue-num-queues"}, W(S::closing)}));
+            (Actions{ReportFatal{kEinval, "reading multi-queue-num-queues"}, write(S::closing)}));
   // netfront answers Closing with Closed.
-  EXPECT_EQ(m.feed(FrontendStateChanged{S::closed}), (Actions{W(S::closed)}));
+  EXPECT_EQ(m.feed(FrontendStateChanged{S::closed}), (Actions{write(S::closed)}));
   EXPECT_TRUE(m.view.tap);
-  EXPECT_EQ(m.feed(FrontendStateChanged{S::initialising}), (Actions{W(S::init_wait)}));
+  EXPECT_EQ(m.feed(FrontendStateChanged{S::initialising}), (Actions{write(S::init_wait)}));
 }
 
 TEST(BackendState, TapFailureAtProbeNeverReachesInitWait) {
@@ -747,14 +771,14 @@ TEST(BackendState, TapFailureAtProbeNeverReachesInitWait) {
   ASSERT_EQ(probe.front(), Action{CreateTap{}});
   // The adapter stops the list at the failed CreateTap.
   EXPECT_EQ(m.feed(TapCreateFailed{kEperm, "creating vif5.0"}),
-            (Actions{ReportFatal{kEperm, "creating vif5.0"}, W(S::closing)}));
+            (Actions{ReportFatal{kEperm, "creating vif5.0"}, write(S::closing)}));
   EXPECT_FALSE(m.view.tap);
   // The frontend's first state (1, written by libxl) is not a restart.
   EXPECT_TRUE(m.feed(FrontendStateChanged{S::initialising}).empty());
   // libxl times out and removes the device: the toolstack's 5 equals ours, online=0 is news;
   // there is no TAP to destroy.
   EXPECT_EQ(m.feed(ToolstackSetBackendState{S::closing, false}),
-            (Actions{RemoveHotplugStatus{}, W(S::closed)}));
+            (Actions{RemoveHotplugStatus{}, write(S::closed)}));
   EXPECT_TRUE(m.feed(OnlineChanged{false}).empty());
 }
 
