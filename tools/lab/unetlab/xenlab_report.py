@@ -17,6 +17,10 @@ USAGE = ("usage: python3 -m unetlab xenlab-report RESULTS JSON QUICK ELAPSED TIM
          "HOST_HOG LOAD0 PRIORITY STALLED")
 
 
+# The per-frame figures of both sides (tools/xenlab/lib/traffic.sh side_costs: TAG.DIRECTION.pp.NAME).
+SIDE_COSTS = ("dom0_irqs", "domU_irqs", "dom0_cpu_us", "domU_cpu_us", "domU_busy_pct")
+
+
 def read_lines(path):
     with open(path, errors="replace") as f:
         return f.read().splitlines()
@@ -232,6 +236,24 @@ def main(argv):
                 per_packet.setdefault(be, {})[key] = e
     methods = sorted({v for k, v in figs.items() if k.endswith(".syscalls_method")})
 
+    # Both sides of every iperf3 run, per frame of the first domU's eth0 (tools/xenlab/lib/traffic.sh
+    # side_costs, any backend): the backend's event-channel interrupts in dom0, the domUs'
+    # netfront interrupts, dom0's and the domUs' busy CPU (µs), means over the rounds. Where the
+    # kernel netback and unetbackd differ here is where a domU -> domU gap comes from.
+    side_costs = {}
+    for key, dirs, bes in (("guest_tx", ("guest_tx",), ("kernel", "unetbackd", "unetbackd_b")),
+                           ("guest_rx", ("guest_rx",), ("kernel", "unetbackd", "unetbackd_b")),
+                           ("domu_to_domu", ("domu_to_domu", "domu_to_domu_reverse"),
+                            ("kernel", "unetbackd", "unetbackd_b", "unetbackd_sw"))):
+        for be in bes:
+            e = {}
+            for what in SIDE_COSTS:
+                xs = [v for d in dirs for v in series(be + r"\.r\d+", d, r"pp\." + what)]
+                if xs:
+                    e[what] = round(mean(xs), 3)
+            if e:
+                side_costs.setdefault(key, {})[be] = e
+
     lifecycle = lifecycle_summary(figs)
     adoption = adoption_summary(figs)
     migrations = migration_summary(checks)
@@ -260,6 +282,15 @@ def main(argv):
             for key, e in d.items():
                 f = lambda x: "-" if x is None else "%.3f" % x
                 print(f"  {(key if be == 'unetbackd' else key + ' (b)'):34} {f(e.get('syscalls_per_packet')):>9} {f(e.get('wakeups_per_packet')):>9}")
+    if side_costs:
+        print(f"both sides, per frame of the domU's eth0: {'dom0 irqs':>9} {'domU irqs':>9} {'dom0 us':>8} "
+              f"{'domU us':>8} {'domU busy%':>10}")
+        for key, per_be in side_costs.items():
+            for be, e in per_be.items():
+                f = lambda x: "-" if x is None else "%.3f" % x
+                g = lambda x: "-" if x is None else "%.1f" % x
+                print(f"  {key + ', ' + be:38} {f(e.get('dom0_irqs')):>9} {f(e.get('domU_irqs')):>9} "
+                      f"{g(e.get('dom0_cpu_us')):>8} {g(e.get('domU_cpu_us')):>8} {g(e.get('domU_busy_pct')):>10}")
     if lifecycle:
         print(f"{'guest lifecycle, ms':38} {'kernel netback':>22} {'unetbackd':>22}")
         for step, per_be in lifecycle.items():
@@ -276,7 +307,7 @@ def main(argv):
             print(f"  grants, {be} in labdd: " + ", ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}"
                                                         for k, v in sorted(g.items())))
     shown = re.compile(r"(kernel|unetbackd|unetbackd_b|unetbackd_sw)\.(r\d+|mq)\.(guest_tx|guest_rx|domu_to_domu|domu_to_domu_reverse)\."
-                       r"(mbps|syscalls_per_packet|wakeups_per_packet)|(shim|driverdomain)\.(kernel|unetbackd)\.(guest_tx|guest_rx)\.mbps")
+                       r"(mbps|syscalls_per_packet|wakeups_per_packet|pp\.\w+)|(shim|driverdomain)\.(kernel|unetbackd)\.(guest_tx|guest_rx)\.mbps")
     for key in sorted(figs):
         if not shown.fullmatch(key):
             print(f"  {key:44} {figs[key]}")
@@ -310,7 +341,8 @@ def main(argv):
                        "passed": not failed, "environment_fault": env_fault, "memory_errors": crashes,
                        "guest_triple_faults": triple_faults,
                        "figures": figs, "means_mbps": means, "ratios": ratios,
-                       "unetbackd_per_packet": per_packet, "lifecycle_ms": lifecycle,
+                       "unetbackd_per_packet": per_packet, "side_costs_per_frame": side_costs,
+                       "lifecycle_ms": lifecycle,
                        "adoption": adoption,
                        "migrations": migrations,
                        "syscalls_method": methods,

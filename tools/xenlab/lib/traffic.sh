@@ -9,8 +9,11 @@
 #   syscall_window TAG DIRECTION CMD... TAG.DIRECTION.syscalls_per_packet (perf stat or strace)
 #   profile_window, profile_d2d, profiled  the daemon under perf record (PROFILE=1 only)
 #   ub_counter NAME, ub_packets, ub_switches, ub_ticks, per_packet   the daemon's counters
+#   domu_stat IP, dom0_stat, side_costs   both sides' interrupts and CPU around every iperf3
+#                                   run, per frame of the first domU's eth0 (any backend)
 # Uses from lib/common.sh: say, fig, check, up. Globals read: CTL, OUT, SECS, PROFILE,
-# UNETBACKD_PID (empty: no daemon figures); set: SYSCALL_NAMES, SYSCALL_METHOD.
+# UNETBACKD_PID (empty: no daemon figures), STAT_DOMUS (the domUs a run involves, first the one
+# whose frames count; iperf and iperf_d2d set it); set: SYSCALL_NAMES, SYSCALL_METHOD.
 
 # ping_rtt TAG IP: average RTT of 10 pings, ms
 ping_rtt() {
@@ -35,21 +38,80 @@ per_packet() { awk -v a="$1" -v p="$2" 'BEGIN{if (p > 0) printf "%.3f", a / p}';
 # unetbackd's CPU time so far (user + system, clock ticks, all threads: /proc/PID/stat 14, 15).
 ub_ticks() { awk '{print $14 + $15}' /proc/"$UNETBACKD_PID"/stat 2>/dev/null || echo 0; }
 
+# Where a transfer's time goes on each side, whatever the backend: domu_stat IP prints the domU's
+# lab-stat line (tools/xenlab/domU-init: eth0's RX and TX frames, its event channels'
+# interrupts, its busy and idle CPU ticks); dom0_stat prints dom0's in the same form: the
+# interrupts of the backends' event channels (the kernel netback's vifD.N-qQ-tx/-rx, a
+# userspace backend's evtchn:unetbackd) and dom0's busy and idle ticks, all vCPUs.
+domu_stat() {
+  (
+    exec 3<>"/dev/tcp/$1/5395" || exit 1
+    timeout 5 cat <&3
+  ) 2>/dev/null | grep '^eth0 ' || echo "eth0 0 0 irqs 0 busy 0 idle 0"
+}
+dom0_stat() {
+  local irqs cpu
+  irqs=$(awk '$NF ~ /^vif[0-9]+\.[0-9]+/ || $NF ~ /^evtchn:unetbackd/ {for (i = 2; i <= NF; i++) if ($i ~ /^[0-9]+$/) s += $i} END {print s + 0}' /proc/interrupts)
+  cpu=$(awk '$1 == "cpu" {print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6}' /proc/stat)
+  echo "dom0 0 0 irqs $irqs busy ${cpu% *} idle ${cpu#* }"
+}
+# side_costs TAG DIRECTION BEFORE AFTER: from two snapshots (lines "dom0 ...;IP eth0 ...;...",
+# dom0 first, then each of STAT_DOMUS) the figures per frame of the first domU's eth0 (RX + TX:
+# every frame of a guest_tx, guest_rx or domU -> domU run passes it once): TAG.DIRECTION.pp.
+# dom0_irqs, domU_irqs (every domU of the run), dom0_cpu_us, domU_cpu_us (busy time, USER_HZ
+# 100), and the domUs' busy share of their vCPUs' time (domU_busy_pct).
+side_costs() {
+  local tag=$1 dir=$2 v
+  v=$(awk -v b="$3" -v a="$4" '
+    function parse(s, out,   n, parts, i, f) {
+      n = split(s, parts, ";")
+      for (i = 1; i <= n; i++) { split(parts[i], f, " "); out[i, "rx"] = f[2]; out[i, "tx"] = f[3]; out[i, "irq"] = f[5]; out[i, "busy"] = f[7]; out[i, "idle"] = f[9] }
+      return n
+    }
+    BEGIN {
+      n = parse(b, B); parse(a, A)
+      frames = (A[2, "rx"] - B[2, "rx"]) + (A[2, "tx"] - B[2, "tx"])
+      if (n < 2 || frames <= 0) exit
+      for (i = 2; i <= n; i++) { irq += A[i, "irq"] - B[i, "irq"]; busy += A[i, "busy"] - B[i, "busy"]; all += A[i, "busy"] - B[i, "busy"] + A[i, "idle"] - B[i, "idle"] }
+      printf "%d %.3f %.3f %.2f %.2f %.1f\n", frames, (A[1, "irq"] - B[1, "irq"]) / frames, irq / frames,
+        (A[1, "busy"] - B[1, "busy"]) * 10000 / frames, busy * 10000 / frames, (all > 0 ? 100 * busy / all : 0)
+    }')
+  [ -n "$v" ] || return 0
+  local frames dom0_irqs domu_irqs dom0_us domu_us domu_pct
+  read -r frames dom0_irqs domu_irqs dom0_us domu_us domu_pct <<<"$v"
+  fig "$tag.$dir.pp.frames" "$frames"
+  fig "$tag.$dir.pp.dom0_irqs" "$dom0_irqs"
+  fig "$tag.$dir.pp.domU_irqs" "$domu_irqs"
+  fig "$tag.$dir.pp.dom0_cpu_us" "$dom0_us"
+  fig "$tag.$dir.pp.domU_cpu_us" "$domu_us"
+  fig "$tag.$dir.pp.domU_busy_pct" "$domu_pct"
+}
+# snapshot: dom0_stat, then domu_stat of each of STAT_DOMUS, joined by ";".
+side_snapshot() {
+  local ip line
+  line=$(dom0_stat)
+  for ip in ${STAT_DOMUS:-}; do line+=";$(domu_stat "$ip")"; done
+  echo "$line"
+}
+
 # iperf_once TAG DIRECTION -- COMMAND...: runs one iperf3 client command (which must time out
 # by itself), logs it, records
 # TAG.DIRECTION.mbps (the receiver's figure) and its check; with unetbackd running also
 # unetbackd's wake-ups per packet moved over the run (TAG.DIRECTION.wakeups_per_packet).
 iperf_once() {
-  local tag=$1 dir=$2 out mbps p0 s0 p1 s1 c0 c1 t0 t1
+  local tag=$1 dir=$2 out mbps p0 s0 p1 s1 c0 c1 t0 t1 side0 side1
   shift 3
+  side0=$(side_snapshot)
   if [ -n "$UNETBACKD_PID" ]; then p0=$(ub_packets); s0=$(ub_switches); c0=$(ub_ticks); t0=$(up); fi
   out=$("$@" 2>&1)
   if [ -n "$UNETBACKD_PID" ]; then p1=$(ub_packets); s1=$(ub_switches); c1=$(ub_ticks); t1=$(up); fi
+  side1=$(side_snapshot)
   echo "$out" >>"$OUT/iperf3-$tag.log"
   mbps=$(echo "$out" | awk '/receiver/{for(i=1;i<=NF;i++) if($i=="Mbits/sec") v=$(i-1)} END{print v}')
   if [ -n "$mbps" ]; then
     fig "$tag.$dir.mbps" "$mbps"
     check "$tag.iperf3.$dir" 0 "$mbps Mbit/s"
+    side_costs "$tag" "$dir" "$side0" "$side1"
     if [ -n "$UNETBACKD_PID" ] && [ $((p1 - p0)) -gt 0 ]; then
       fig "$tag.$dir.packets" $((p1 - p0))
       fig "$tag.$dir.wakeups_per_packet" "$(per_packet $((s1 - s0)) $((p1 - p0)))"
@@ -69,7 +131,7 @@ iperf_once() {
 # iperf TAG IP DIRECTION(guest_tx|guest_rx) [extra args]: iperf3 between dom0 and the domU at
 # IP; guest_rx = dom0 -> domU, guest_tx = domU -> dom0 (-R: the domU sends).
 iperf() {
-  local tag=$1 ip=$2 dir=$3 args=(-c "$2" -f m -t "$SECS")
+  local tag=$1 ip=$2 dir=$3 args=(-c "$2" -f m -t "$SECS") STAT_DOMUS=$2
   shift 3
   [ "$dir" = guest_tx ] && args+=(-R)
   iperf_once "$tag" "$dir" -- timeout $((SECS + 40)) iperf3 "${args[@]}" "$@"
@@ -88,7 +150,7 @@ in_domu() {
 }
 # iperf_d2d TAG: labu (10.99.0.2) -> labu2 (10.99.0.5) and back (-R), iperf3 run in labu.
 iperf_d2d() {
-  local tag=$1
+  local tag=$1 STAT_DOMUS="10.99.0.2 10.99.0.5"
   iperf_once "$tag" domu_to_domu -- in_domu 10.99.0.2 -c 10.99.0.5 -f m -t "$SECS"
   iperf_once "$tag" domu_to_domu_reverse -- in_domu 10.99.0.2 -c 10.99.0.5 -f m -t "$SECS" -R
 }

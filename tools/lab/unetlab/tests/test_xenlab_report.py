@@ -74,6 +74,29 @@ class XenlabReportTest(unittest.TestCase):
         self.assertIn("domU -> domU, ub switch", text)
         self.assertNotIn("unetbackd_sw.r1.domu_to_domu.mbps", text)  # shown in its row only
 
+    def test_both_sides_costs_per_frame_are_averaged_per_backend_and_direction(self):
+        # side_costs of two rounds of the kernel's domU -> domU (both ways pooled) and one of
+        # unetbackd's guest RX: means per backend and scenario, shown in the table.
+        with open(self.results, "a") as f:
+            f.write("FIG kernel.r1.domu_to_domu.pp.dom0_irqs 0.5\n"
+                    "FIG kernel.r1.domu_to_domu_reverse.pp.dom0_irqs 0.7\n"
+                    "FIG kernel.r2.domu_to_domu.pp.dom0_irqs 0.6\n"
+                    "FIG kernel.r1.domu_to_domu.pp.domU_cpu_us 12.5\n"
+                    "FIG unetbackd.r1.domu_to_domu.pp.dom0_irqs 0.2\n"
+                    "FIG unetbackd.r1.guest_rx.pp.domU_irqs 0.04\n"
+                    "FIG unetbackd.r1.guest_rx.pp.dom0_cpu_us 9.25\n")
+        rc, d, text = self.report()
+        self.assertEqual(rc, 0)
+        costs = d["side_costs_per_frame"]
+        self.assertAlmostEqual(costs["domu_to_domu"]["kernel"]["dom0_irqs"], 0.6, places=3)
+        self.assertEqual(costs["domu_to_domu"]["kernel"]["domU_cpu_us"], 12.5)
+        self.assertEqual(costs["domu_to_domu"]["unetbackd"], {"dom0_irqs": 0.2})
+        self.assertEqual(costs["guest_rx"]["unetbackd"], {"domU_irqs": 0.04, "dom0_cpu_us": 9.25})
+        self.assertNotIn("guest_tx", costs)
+        self.assertIn("both sides, per frame of the domU's eth0", text)
+        self.assertRegex(text, r"domu_to_domu, kernel +0\.600 +- +- +12\.5")
+        self.assertNotIn("kernel.r1.domu_to_domu.pp.dom0_irqs", text)  # shown in its row only
+
     def test_a_restart_under_a_running_guest_is_summed_up_per_kind(self):
         with open(self.results, "a") as f:
             f.write("FIG adopt.unetbackd.crash.outage_ms 850\n"
