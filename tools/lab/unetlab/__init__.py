@@ -9,6 +9,8 @@ and the measurements taken in it, shared by the lab's commands (`tools/lab.sh de
   counters  unetbackd's per-queue counters (unetback-ctl --json stats), summed, and their ratios
   perfstat  syscalls of a process counted by perf stat (raw_syscalls:sys_enter)
   stats     medians, per-round ratios, Jain's fairness index
-  commands: demo, soak, experiments, bench (with bench_report: its figures, table, JSON, plot),
-            xenlab-report (the real-Xen lab's report, run by tools/lab/xenlab.sh)
+  commands: demo, soak, experiments, bench (with bench_run: one measured run of a path;
+            bench_scaling: queue and guest scaling, memory per vif; bench_report: its figures,
+            table, JSON, plot), xenlab-report (the real-Xen lab's report, run by
+            tools/lab/xenlab.sh)
 """

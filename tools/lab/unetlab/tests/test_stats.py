@@ -7,7 +7,7 @@ import tempfile
 import unittest
 from contextlib import redirect_stdout
 
-from unetlab import bench, bench_report, perfstat, procfs, stats
+from unetlab import bench, bench_report, bench_run, perfstat, procfs, stats
 
 
 class StatsTest(unittest.TestCase):
@@ -120,9 +120,9 @@ class ReportTest(unittest.TestCase):
 
 class TestArgsTest(unittest.TestCase):
     def test_iperf3_arguments_of_each_kind_of_test(self):
-        self.assertEqual(bench.test_args("tcp1-host-to-guest", 5, ["-O", "1"]), ["-t", "5", "-R", "-O", "1"])
-        self.assertEqual(bench.test_args("tcp4-guest-to-host", 2, []), ["-t", "2", "-P", "4"])
-        self.assertEqual(bench.test_args("udp64-guest-to-guest", 2, []), ["-t", "2", "-u", "-b", "0", "-l", "18"])
+        self.assertEqual(bench_run.test_args("tcp1-host-to-guest", 5, ["-O", "1"]), ["-t", "5", "-R", "-O", "1"])
+        self.assertEqual(bench_run.test_args("tcp4-guest-to-host", 2, []), ["-t", "2", "-P", "4"])
+        self.assertEqual(bench_run.test_args("udp64-guest-to-guest", 2, []), ["-t", "2", "-u", "-b", "0", "-l", "18"])
 
     def test_unetbackd_args_may_start_with_dashes(self):
         a = bench.parse_args(["b", "--quick", "--unetbackd-arg", "--goodcopy-len", "--unetbackd-arg", "65535"])
