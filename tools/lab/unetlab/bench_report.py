@@ -325,7 +325,3 @@ unset multiplot
         print("[bench] gnuplot failed: " + r.stderr[-400:], file=sys.stderr)
     else:
         print("[bench] plot written to %s" % plot_out, file=sys.stderr)
-
-if __name__ == "__main__":
-    cmd = sys.argv[1]
-    sys.exit({"run": cmd_run, "multi": cmd_multi, "note": cmd_note, "report": cmd_report}[cmd](sys.argv[2:]))
