@@ -38,8 +38,8 @@
 #include "backend/daemon/manager_loop.hpp"
 #include "backend/daemon/service_notifier.hpp"
 #include "backend/daemon/tunables.hpp"
-#include "backend/vif/event_loop_pool.hpp"
 #include "backend/vif/vif.hpp"
+#include "common/event/event_loop_pool.hpp"
 #include "common/hv/hypervisor.hpp"
 #include "common/util/fd_reserve.hpp"
 #include "common/util/strong_id.hpp"
@@ -106,7 +106,7 @@ class Daemon {
   std::unique_ptr<hv::XenStore> xs_;
   boost::asio::io_context io_;
   std::optional<TunableStore> tunables_;
-  std::optional<vif::EventLoopPool> loops_;
+  std::optional<event::EventLoopPool> loops_;
   std::optional<InstanceLock> lock_;
 
   // adopt

@@ -2,7 +2,7 @@
 
 #include <thread>
 
-#include "backend/vif/loop_handler.hpp"
+#include "common/event/loop_handler.hpp"
 #include "common/util/log.hpp"
 
 namespace unetback::vif {
@@ -16,13 +16,15 @@ void bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) {
 
 template <typename F>
 void CtrlRing::guarded(F&& f) noexcept {
-  run_guarded(std::forward<F>(f), [this](const char* what) noexcept { handler_threw(what); });
+  event::run_guarded(std::forward<F>(f),
+                     [this](const char* what) noexcept { handler_threw(what); });
 }
 
 template <typename F>
 void CtrlRing::post(F&& f) {
-  loop_.post(
-      [this, t = HandlerToken(outstanding_), f = std::forward<F>(f)]() mutable { guarded(f); });
+  loop_.post([this, t = event::HandlerToken(outstanding_), f = std::forward<F>(f)]() mutable {
+    guarded(f);
+  });
 }
 
 void CtrlRing::handler_threw(const char* what) noexcept {
@@ -35,7 +37,7 @@ void CtrlRing::handler_threw(const char* what) noexcept {
   }
 }
 
-CtrlRing::CtrlRing(EventLoop& loop, std::string log_prefix,
+CtrlRing::CtrlRing(event::EventLoop& loop, std::string log_prefix,
                    std::function<void(std::string)> on_fatal)
     : loop_(loop), prefix_(std::move(log_prefix)), on_fatal_(std::move(on_fatal)), sd_(loop) {}
 
@@ -45,7 +47,7 @@ CtrlRing::~CtrlRing() {
   page_.reset();
 }
 
-Result<std::unique_ptr<CtrlRing>> CtrlRing::open(EventLoop& loop, hv::Hypervisor& hv,
+Result<std::unique_ptr<CtrlRing>> CtrlRing::open(event::EventLoop& loop, hv::Hypervisor& hv,
                                                  DomId frontend, GrantRef ring_ref, Port evtchn,
                                                  std::uint32_t num_queues,
                                                  std::shared_ptr<SharedHashSettings> publish,
@@ -86,7 +88,7 @@ void CtrlRing::stop() {
 }
 
 void CtrlRing::do_wait() {
-  sd_.async_wait([this, t = HandlerToken(outstanding_)](const std::error_code& ec) {
+  sd_.async_wait([this, t = event::HandlerToken(outstanding_)](const std::error_code& ec) {
     guarded([&] { on_event(ec); });
   });
 }

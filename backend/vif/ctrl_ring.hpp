@@ -18,8 +18,8 @@
 #include <string>
 #include <utility>
 
-#include "backend/vif/event_loop.hpp"
 #include "backend/vif/hash_control.hpp"
+#include "common/event/event_loop.hpp"
 #include "common/hv/event_channel.hpp"
 #include "common/hv/hypervisor.hpp"
 #include "common/ring/shared_ring.hpp"
@@ -40,8 +40,8 @@ class CtrlRing {
   /// Maps the ring (read-write), binds the port and builds the handler. Errors (a bad ref, a
   /// ring already overflowing, a port that does not bind) are this connect's failure. Throws
   /// SetupError only when a handle cannot be opened (EMFILE, ENOMEM).
-  static Result<std::unique_ptr<CtrlRing>> open(EventLoop& loop, hv::Hypervisor& hv, DomId frontend,
-                                                GrantRef ring_ref, Port evtchn,
+  static Result<std::unique_ptr<CtrlRing>> open(event::EventLoop& loop, hv::Hypervisor& hv,
+                                                DomId frontend, GrantRef ring_ref, Port evtchn,
                                                 std::uint32_t num_queues,
                                                 std::shared_ptr<SharedHashSettings> publish,
                                                 std::string log_prefix,
@@ -57,7 +57,8 @@ class CtrlRing {
   [[nodiscard]] const Counters& counters() const { return counters_; }
 
  private:
-  CtrlRing(EventLoop& loop, std::string log_prefix, std::function<void(std::string)> on_fatal);
+  CtrlRing(event::EventLoop& loop, std::string log_prefix,
+           std::function<void(std::string)> on_fatal);
   void do_wait();
   void on_event(const std::error_code& ec);
   /// Answers up to kRequestsPerPass requests; posts itself again while work is left.
@@ -69,7 +70,7 @@ class CtrlRing {
   void post(F&& f);
   void handler_threw(const char* what) noexcept;
 
-  EventLoop& loop_;
+  event::EventLoop& loop_;
   std::string prefix_;
   std::function<void(std::string)> on_fatal_;
   std::unique_ptr<hv::GrantTable> table_;
@@ -78,7 +79,7 @@ class CtrlRing {
   std::unique_ptr<hv::EventChannel> evtchn_;
   hv::BoundPort port_;
   std::optional<HashControl> handler_;
-  LoopWatch sd_;
+  event::LoopWatch sd_;
   Counters counters_;
   bool stopped_ = false;
   bool run_posted_ = false;

@@ -18,13 +18,13 @@
 #include <vector>
 
 #include "backend/vif/ctrl_ring.hpp"
-#include "backend/vif/event_loop_pool.hpp"
 #include "backend/vif/hash.hpp"
 #include "backend/vif/switch_registry.hpp"
 #include "backend/vif/tap_keeper.hpp"
 #include "backend/vif/vif_handle.hpp"
 #include "backend/vif/vif_queue.hpp"
 #include "backend/vif/vif_record.hpp"
+#include "common/event/event_loop_pool.hpp"
 #include "common/hv/hypervisor.hpp"
 #include "common/net/tap_device.hpp"
 #include "common/util/fd_reserve.hpp"
@@ -35,6 +35,10 @@ namespace unetback::vif {
 /// The ifalias of a vif's TAP: "unetbackd <backend path>". vif-unetback (tools/hotplug)
 /// compares it with its own B before it renames, unbridges or downs a device.
 [[nodiscard]] std::string tap_alias(const std::string& backend_path);
+
+/// Whether the interface at `ifindex` is the TAP a daemon made for the vif at `backend_path`:
+/// its ifalias says so (set at creation; vif-unetback checks the same).
+[[nodiscard]] bool is_vifs_tap(int ifindex, const std::string& backend_path);
 
 class Vif final : public VifHandle {
  public:
@@ -48,8 +52,8 @@ class Vif final : public VifHandle {
   /// `tap_keeper`: who holds the TAP's queues open from the first adoptable connect until the
   /// TAP is removed (tap_keeper.hpp; nullptr: nobody, the TAP loses its carrier while no
   /// daemon runs).
-  Vif(hv::Hypervisor& hv, EventLoopPool& loops, DomId frontend, DevId devid, Tunables tunables,
-      std::function<void()> on_disabled, SwitchRegistry* switches = nullptr,
+  Vif(hv::Hypervisor& hv, event::EventLoopPool& loops, DomId frontend, DevId devid,
+      Tunables tunables, std::function<void()> on_disabled, SwitchRegistry* switches = nullptr,
       const FdReserve* fd_reserve = nullptr, std::filesystem::path state_dir = {},
       TapKeeper* tap_keeper = nullptr);
   ~Vif() override;
@@ -123,7 +127,7 @@ class Vif final : public VifHandle {
   void report_fatal(const std::string& why);
 
   hv::Hypervisor& hv_;
-  EventLoopPool& loops_;
+  event::EventLoopPool& loops_;
   DomId frontend_;
   DevId devid_;
   Tunables tunables_;
@@ -175,7 +179,7 @@ class VifFactoryImpl final : public VifFactory {
   /// the others are made when a vif first names them.
   /// `fd_reserve`: what every vif's connect must leave free (nullptr: no check).
   /// `state_dir`: the vifs' records (empty: no adoption after a restart).
-  VifFactoryImpl(hv::Hypervisor& hv, EventLoopPool& loops, std::function<void()> on_disabled,
+  VifFactoryImpl(hv::Hypervisor& hv, event::EventLoopPool& loops, std::function<void()> on_disabled,
                  const std::map<std::string, std::string>& switch_uplinks = {},
                  const FdReserve* fd_reserve = nullptr, std::filesystem::path state_dir = {},
                  TapKeeper* tap_keeper = nullptr)
@@ -194,7 +198,7 @@ class VifFactoryImpl final : public VifFactory {
 
  private:
   hv::Hypervisor& hv_;
-  EventLoopPool& loops_;
+  event::EventLoopPool& loops_;
   std::function<void()> on_disabled_;
   SwitchRegistry switches_;
   const FdReserve* fd_reserve_;

@@ -16,8 +16,6 @@
 #include <system_error>
 #include <utility>
 
-#include "backend/vif/event_loop.hpp"
-#include "backend/vif/loop_handler.hpp"
 #include "backend/vif/packet_pool.hpp"
 #include "backend/vif/packet_sink.hpp"
 #include "backend/vif/queue_counters.hpp"
@@ -26,6 +24,8 @@
 #include "backend/vif/switch_buffers.hpp"
 #include "backend/vif/tx_path.hpp"
 #include "backend/vif/vif_handle.hpp"
+#include "common/event/event_loop.hpp"
+#include "common/event/loop_handler.hpp"
 #include "common/hv/event_channel.hpp"
 #include "common/net/frame_batch_reader.hpp"
 #include "common/net/frame_batch_writer.hpp"
@@ -64,7 +64,7 @@ class VifQueue {
   /// Throws SetupError (code(): the errno) when a descriptor, the packet pools' memory or the
   /// loop's epoll registration cannot be had; everything taken, `res` included, is then
   /// released. Vif::connect turns that into the vif's connect failure.
-  VifQueue(EventLoop& loop, QueueResources res, std::string log_prefix,
+  VifQueue(event::EventLoop& loop, QueueResources res, std::string log_prefix,
            std::function<void(std::string)> on_fatal, std::function<void(bool)> on_carrier);
   ~VifQueue();  // requires stop() first
   VifQueue(const VifQueue&) = delete;
@@ -169,14 +169,15 @@ class VifQueue {
   /// Stops every wait of this queue (their handlers then see stopped_ and return).
   void cancel_all();
 
-  HandlerToken op() { return HandlerToken(outstanding_); }
+  event::HandlerToken op() { return event::HandlerToken(outstanding_); }
   /// Runs a handler of this queue: what it throws fails the vif (loop_handler.hpp). Then the
   /// values report() gives out are published. The outermost handler's start and end move
   /// handler_seq_ (odd while one runs), so that report() can wait for the one in progress.
   template <typename F>
   void guarded(F&& f) noexcept {
     if (handler_depth_++ == 0) handler_seq_.fetch_add(1, std::memory_order_acq_rel);
-    run_guarded(std::forward<F>(f), [this](const char* what) noexcept { handler_threw(what); });
+    event::run_guarded(std::forward<F>(f),
+                       [this](const char* what) noexcept { handler_threw(what); });
     if (--handler_depth_ == 0) {
       publish();
       handler_seq_.fetch_add(1, std::memory_order_acq_rel);
@@ -192,7 +193,7 @@ class VifQueue {
   void fail(const std::string& why);
   void handler_threw(const char* what) noexcept;
 
-  EventLoop& loop_;
+  event::EventLoop& loop_;
   QueueResources res_;
   std::string prefix_;
   std::function<void(std::string)> on_fatal_;
@@ -215,16 +216,16 @@ class VifQueue {
   std::optional<TxPath> tx_;
   std::optional<RxPath> rx_;
   PacketPool rx_pool_;
-  LoopWatch evtchn_sd_;
-  LoopWatch tap_sd_;
-  LoopWatch tap_ring_sd_;  // tap_posted_'s ring
+  event::LoopWatch evtchn_sd_;
+  event::LoopWatch tap_sd_;
+  event::LoopWatch tap_ring_sd_;  // tap_posted_'s ring
   bool tap_ring_waiting_ = false;
   bool tap_posted_frames_ = false;  // take_posted queued a frame since the flag was cleared
-  LoopTimer housekeeping_;
+  event::LoopTimer housekeeping_;
   bool housekeeping_armed_ = false;
   int housekeeping_idle_ = 0;  // passes in a row that found nothing waiting
-  LoopTimer tx_retry_;
-  LoopTimer rx_poll_;  // RxConfig::poll_interval (no feature-rx-notify)
+  event::LoopTimer tx_retry_;
+  event::LoopTimer rx_poll_;  // RxConfig::poll_interval (no feature-rx-notify)
   bool rx_poll_armed_ = false;
   bool tap_waiting_ = false;
   bool tx_retry_armed_ = false;

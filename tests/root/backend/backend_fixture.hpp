@@ -50,7 +50,7 @@ class BackendEndToEnd : public ::testing::Test {
     dom0_ = test::open_backend_dom0(world_->dir());
     toolstack_xs_ = dom0_->open_xenstore();
     backend_xs_ = dom0_->open_xenstore();
-    loops_ = std::make_unique<vif::EventLoopPool>(2);
+    loops_ = std::make_unique<event::EventLoopPool>(2);
     new_guest();
     start_pump();
   }
@@ -233,7 +233,7 @@ class BackendEndToEnd : public ::testing::Test {
   std::unique_ptr<XensimProcess> world_;
   std::unique_ptr<hv::SimHypervisor> dom0_;
   std::unique_ptr<hv::XenStore> toolstack_xs_, backend_xs_;
-  std::unique_ptr<vif::EventLoopPool> loops_;
+  std::unique_ptr<event::EventLoopPool> loops_;
   std::mutex mu_;  // guests_ and their xenbus objects, against the pump thread
   std::vector<std::unique_ptr<Guest>> guests_;
   std::unique_ptr<WatchPump> pump_;

@@ -108,7 +108,7 @@ class HostileTest : public ::testing::Test {
     toolstack_xs_ = dom0_->open_xenstore();
     backend_xs_ = dom0_->open_xenstore();
     const auto t = tunables();
-    loops_ = std::make_unique<vif::EventLoopPool>(t.threads);
+    loops_ = std::make_unique<event::EventLoopPool>(t.threads);
     tunable_store_ = std::make_unique<daemon::TunableStore>(*backend_xs_, kDom0, t);
     if (const auto floor = fd_floor()) fd_reserve_ = std::make_unique<FdReserve>(2, *floor);
     factory_ = std::make_unique<vif::VifFactoryImpl>(
@@ -469,7 +469,7 @@ class HostileTest : public ::testing::Test {
   std::unique_ptr<XensimProcess> world_;
   std::unique_ptr<hv::SimHypervisor> dom0_;
   std::unique_ptr<hv::XenStore> toolstack_xs_, backend_xs_;
-  std::unique_ptr<vif::EventLoopPool> loops_;
+  std::unique_ptr<event::EventLoopPool> loops_;
   std::unique_ptr<daemon::TunableStore> tunable_store_;
   std::unique_ptr<FdReserve> fd_reserve_;
   std::unique_ptr<vif::VifFactoryImpl> factory_;

@@ -36,8 +36,8 @@
 #include <thread>
 #include <unistd.h>
 
-#include "backend/vif/event_loop.hpp"
 #include "backend/worker/sandbox.hpp"
+#include "common/event/event_loop.hpp"
 #include "common/hv/sim/sim_hypervisor.hpp"
 #include "tests/integration/xensim/event_wait.hpp"
 #include "tests/integration/xensim/offering_guest.hpp"
@@ -213,9 +213,9 @@ TEST_F(CompromisedWorker, StillServesItsGuestInsideTheSandbox) {
     // An event-loop thread with a posted task and a timer: epoll, eventfd, timerfd, a thread.
     int ran = 0;
     {
-      vif::EventLoop loop("sandboxed");
+      event::EventLoop loop("sandboxed");
       std::thread t([&] { loop.run(); });
-      vif::LoopTimer timer(loop);
+      event::LoopTimer timer(loop);
       loop.post([&] {
         ++ran;
         timer.expires_after(1ms);

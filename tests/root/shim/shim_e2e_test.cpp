@@ -97,7 +97,7 @@ class ShimEndToEnd : public ::testing::Test {
     fe_dom_ = *dom;
     toolstack_xs_ = dom0_->open_xenstore();
     backend_xs_ = dom0_->open_xenstore();
-    loops_ = std::make_unique<vif::EventLoopPool>(2);
+    loops_ = std::make_unique<event::EventLoopPool>(2);
 
     // The toolstack adds the vif; the backend probes it (TAP, features, InitWait).
     toolstack::VifSpec spec;
@@ -186,7 +186,7 @@ class ShimEndToEnd : public ::testing::Test {
   std::unique_ptr<hv::SimHypervisor> dom0_;
   DomId fe_dom_{};
   std::unique_ptr<hv::XenStore> toolstack_xs_, backend_xs_;
-  std::unique_ptr<vif::EventLoopPool> loops_;
+  std::unique_ptr<event::EventLoopPool> loops_;
   std::unique_ptr<vif::Vif> vif_;
   std::unique_ptr<xenbus::BackendXenbus> xenbus_;
   std::unique_ptr<test::WatchPump> pump_;

@@ -14,11 +14,11 @@
 #include <unistd.h>
 #include <vector>
 
-#include "backend/vif/event_loop.hpp"
 #include "backend/vif/hash.hpp"
 #include "backend/vif/packet_pool.hpp"
 #include "backend/vif/rx_path.hpp"
 #include "backend/vif/tx_path.hpp"
+#include "common/event/event_loop.hpp"
 #include "common/net/frame_builder.hpp"
 #include "common/wire/grant.hpp"
 #include "tests/support/counting_allocator.hpp"
@@ -515,21 +515,21 @@ TEST(SwitchFatal, PacketsBeforeAFatalRequestGoThroughTheSwitchNotTheTap) {
 // thread posts to it, as the switch does) runs 5000 times with the counting operator new on
 // for every thread, after a warm-up that grew the loop's vectors.
 TEST(DatapathAllocations, TheEventLoopAllocatesNothingPerWakeUpPostOrTimer) {
-  EventLoop loop("alloc-loop");
+  event::EventLoop loop("alloc-loop");
   std::thread th([&] { loop.run(); });
   int fds[2];
   ASSERT_EQ(::pipe2(fds, O_NONBLOCK | O_CLOEXEC), 0);
-  LoopWatch watch(loop);
+  event::LoopWatch watch(loop);
   watch.watch(fds[0]);
-  LoopTimer timer(loop);
+  event::LoopTimer timer(loop);
   std::atomic<int> cycles{0};
   std::atomic<int> remote_posts{0};
   std::promise<void> done;
   int target = 0;
   struct Cycle {
-    EventLoop* loop;
-    LoopWatch* watch;
-    LoopTimer* timer;
+    event::EventLoop* loop;
+    event::LoopWatch* watch;
+    event::LoopTimer* timer;
     int fd;
     std::atomic<int>* cycles;
     void arm() {

@@ -16,8 +16,8 @@
 #include <thread>
 #include <unistd.h>
 
-#include "backend/vif/event_loop_pool.hpp"
 #include "backend/vif/vif_queue.hpp"
+#include "common/event/event_loop_pool.hpp"
 #include "common/util/unique_fd.hpp"
 #include "tests/support/in_memory_grant_table.hpp"
 
@@ -54,7 +54,7 @@ class ThrowingEventChannel final : public hv::EventChannel {
 
 /// One queue over in-memory rings, a socketpair for its TAP and a ThrowingEventChannel.
 struct QueueBench {
-  EventLoopPool loops{1};
+  event::EventLoopPool loops{1};
   test::Page tx_page{}, rx_page{};
   ring::TxFrontRing tx_front = ring::TxFrontRing::init(tx_page.bytes);
   ring::RxFrontRing rx_front = ring::RxFrontRing::init(rx_page.bytes);

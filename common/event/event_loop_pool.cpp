@@ -1,4 +1,4 @@
-#include "backend/vif/event_loop_pool.hpp"
+#include "common/event/event_loop_pool.hpp"
 
 #include <algorithm>
 #include <string>
@@ -6,7 +6,7 @@
 #include "common/util/log.hpp"
 #include "common/util/result.hpp"
 
-namespace unetback::vif {
+namespace unetback::event {
 
 EventLoopPool::EventLoopPool(unsigned threads) {
   if (threads == 0) throw SetupError("threads must be at least 1");
@@ -54,4 +54,4 @@ unsigned EventLoopPool::size() const {
   return static_cast<unsigned>(loops_.size());
 }
 
-}  // namespace unetback::vif
+}  // namespace unetback::event

@@ -9,7 +9,7 @@
 #include <type_traits>
 #include <utility>
 
-namespace unetback::vif {
+namespace unetback::event {
 
 template <typename Signature, std::size_t N>
 class InlineFunction;
@@ -89,4 +89,4 @@ class InlineFunction<R(Args...), N> {
   const Ops* ops_ = nullptr;
 };
 
-}  // namespace unetback::vif
+}  // namespace unetback::event

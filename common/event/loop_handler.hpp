@@ -15,7 +15,7 @@
 #include <exception>
 #include <utility>
 
-namespace unetback::vif {
+namespace unetback::event {
 
 class HandlerToken {
  public:
@@ -45,4 +45,4 @@ void run_guarded(F&& handler, Failed&& failed) noexcept {
   }
 }
 
-}  // namespace unetback::vif
+}  // namespace unetback::event

@@ -29,10 +29,10 @@
 #include <system_error>
 #include <vector>
 
-#include "backend/vif/inline_function.hpp"
+#include "common/event/inline_function.hpp"
 #include "common/util/unique_fd.hpp"
 
-namespace unetback::vif {
+namespace unetback::event {
 
 class LoopWatch;
 class LoopTimer;
@@ -175,4 +175,4 @@ class LoopTimer {
   bool armed_ = false;
 };
 
-}  // namespace unetback::vif
+}  // namespace unetback::event

@@ -1,4 +1,4 @@
-#include "backend/vif/event_loop.hpp"
+#include "common/event/event_loop.hpp"
 
 #include <algorithm>
 #include <cerrno>
@@ -12,7 +12,7 @@
 #include "common/util/log.hpp"
 #include "common/util/result.hpp"
 
-namespace unetback::vif {
+namespace unetback::event {
 namespace {
 
 thread_local const EventLoop* tl_current = nullptr;
@@ -331,4 +331,4 @@ std::size_t LoopTimer::cancel() noexcept {
   return 1;
 }
 
-}  // namespace unetback::vif
+}  // namespace unetback::event

@@ -11,9 +11,9 @@
 #include <thread>
 #include <vector>
 
-#include "backend/vif/event_loop.hpp"
+#include "common/event/event_loop.hpp"
 
-namespace unetback::vif {
+namespace unetback::event {
 
 class EventLoopPool {
  public:
@@ -43,4 +43,4 @@ class EventLoopPool {
   unsigned next_ = 0;
 };
 
-}  // namespace unetback::vif
+}  // namespace unetback::event

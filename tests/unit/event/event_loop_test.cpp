@@ -2,7 +2,7 @@
 // its readiness kept in user space until the reader says it drained it, so a reader that
 // stops early is called again at its next wait with no new edge; timers share one timerfd;
 // posts from other threads wake a sleeping loop.
-#include "backend/vif/event_loop.hpp"
+#include "common/event/event_loop.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -19,7 +19,7 @@
 #include "common/util/result.hpp"
 #include "common/util/unique_fd.hpp"
 
-namespace unetback::vif {
+namespace unetback::event {
 namespace {
 
 using namespace std::chrono_literals;
@@ -332,4 +332,4 @@ TEST(EventLoop, AWatchThatCannotRegisterThrowsSetupError) {
 }
 
 }  // namespace
-}  // namespace unetback::vif
+}  // namespace unetback::event

@@ -1,6 +1,6 @@
 // EventLoopPool: queues placed round-robin over the loops the `threads` tunable asks for, and
 // a later change of the tunable applies to the queues placed after it (issue 15 #14).
-#include "backend/vif/event_loop_pool.hpp"
+#include "common/event/event_loop_pool.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -8,7 +8,7 @@
 #include <set>
 #include <thread>
 
-namespace unetback::vif {
+namespace unetback::event {
 namespace {
 
 TEST(EventLoopPool, PlacesQueuesRoundRobinOverTheActiveLoops) {
@@ -43,4 +43,4 @@ TEST(EventLoopPool, FewerThreadsLaterUsesOnlyTheFirstLoops) {
 }
 
 }  // namespace
-}  // namespace unetback::vif
+}  // namespace unetback::event
