@@ -331,12 +331,15 @@ TEST_F(EndToEnd, AMiniOsGuestGetsGuestRxAlthoughItNeverKicksOnRefill) {
       static_cast<double>(sum_counter(s, "rx_poll_packets")) /
           static_cast<double>(std::max<std::uint64_t>(sum_counter(s, "rx_packets"), 1)),
       "share");
-  // What does not depend on it: the ring ran out of posted buffers, and each time the backend
-  // armed its ring poll, which ran 30 ms later. That the poll alone delivers what waits when
-  // nothing else comes is BackendEndToEnd.FrontendWithoutRxNotifyGetsABurstLargerThanItsRing-
-  // ByPolling, where the test is the guest and decides when it refills.
-  EXPECT_GT(sum_counter(s, "rx_waits_for_slots"), 0U) << s;
-  EXPECT_TRUE(wait_vif_counter_above(*g, "rx_polls", 0)) << stats();
+  // Whether the ring ran out of posted buffers at all depends on the machine too: on a loaded
+  // one the stream is slower than the guest's refills (a CI run saw 116 255 packets and no
+  // wait). What does not: each time a packet waited for buffers, the backend armed its ring
+  // poll, which ran 30 ms later. That the poll alone delivers what waits when nothing else
+  // comes is BackendEndToEnd.FrontendWithoutRxNotifyGetsABurstLargerThanItsRingByPolling,
+  // where the test is the guest and decides when it refills.
+  const std::uint64_t waits = sum_counter(s, "rx_waits_for_slots");
+  test::report_figure("e2e_minimal_rx_waits_for_slots", static_cast<double>(waits), "waits");
+  if (waits > 0) EXPECT_TRUE(wait_vif_counter_above(*g, "rx_polls", 0)) << stats();
   s = stats();
   // No scatter-gather either way.
   EXPECT_EQ(sum_counter(s, "rx_slots"), sum_counter(s, "rx_packets")) << s;
