@@ -65,6 +65,19 @@ pkg_install() {
   check systemd.unetbackd_active "$([ "$st" = active ] && echo 0 || echo 1)" \
     "after dpkg -i: systemctl is-active $UNIT: $st (Type=$(unit_prop Type), enabled: $(systemctl is-enabled "$UNIT" 2>&1))"
   [ "$st" = active ] || unit_diagnosis
+  # The unit's sandbox is in effect (tools/dist/hardening.conf): only CAP_NET_ADMIN is left, and
+  # inside its mount namespace /proc/xen is still xenfs (ProtectKernelTunables= and
+  # ProtectControlGroups= give the unit a /proc without it; BindReadOnlyPaths= brings it back).
+  # The driver-domain unit is skipped in the control domain: its condition reads /proc/xen too.
+  local caps pid
+  caps=$(unit_prop CapabilityBoundingSet)
+  pid=$(unit_prop MainPID)
+  check systemd.unit_sandbox "$([ "$caps" = cap_net_admin ] && [ "${pid:-0}" != 0 ] &&
+    nsenter -t "$pid" -m grep -q control_d /proc/xen/capabilities && echo 0 || echo 1)" \
+    "CapabilityBoundingSet=$caps; /proc/xen/capabilities in the daemon's mount namespace: $(
+      [ "${pid:-0}" != 0 ] && nsenter -t "$pid" -m cat /proc/xen/capabilities 2>&1 | head -1)"
+  check systemd.driver_domain_unit_skipped "$([ "$(systemctl is-active unetbackd-driver-domain.service)" != active ] && echo 0 || echo 1)" \
+    "unetbackd-driver-domain.service in dom0: $(systemctl is-active unetbackd-driver-domain.service 2>&1), $(systemctl show -p ConditionResult --value unetbackd-driver-domain.service 2>&1)"
   READY_US=$(unit_prop ActiveEnterTimestampMonotonic)
   EXEC_US=$(unit_prop ExecMainStartTimestampMonotonic)
   [ "${READY_US:-0}" -gt 0 ] && [ "${EXEC_US:-0}" -gt 0 ] &&
