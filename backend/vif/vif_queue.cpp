@@ -321,15 +321,7 @@ void VifQueue::drain_switch() {
     switch_done_.clear();
     if (tx_stalled_) run_tx();
   }
-  if (!switch_rx_.empty()) {
-    const auto now = pass_now();
-    for (auto& p : switch_rx_) {
-      QueueCounters::add(counters_->rx_switch_packets);
-      (void)rx_->enqueue(std::move(p), now);
-    }
-    switch_rx_.clear();
-    run_rx();
-  }
+  if (!switch_rx_.empty()) enqueue_handed(switch_rx_, counters_->rx_switch_packets);
 }
 
 void VifQueue::run_rx() {

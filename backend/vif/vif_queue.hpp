@@ -148,6 +148,9 @@ class VifQueue {
   bool steer_frame(std::uint32_t to, RxPacket& p, std::span<const std::byte> frame);
   /// Frames other queues steered to us.
   void drain_steered();
+  /// Puts frames another queue or the switch handed over into the guest-RX queue, counting
+  /// each in `counter`, and runs a guest-RX pass.
+  void enqueue_handed(std::vector<RxPacket>& frames, std::atomic<std::uint64_t>& counter);
   void run_tx();
   void run_rx();
   /// Runs `pass` (an RX pass) and adds the packets it delivered to the guest to `delivered`.

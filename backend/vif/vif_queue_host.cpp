@@ -157,12 +157,16 @@ void VifQueue::drain_steered() {
   steer_done_.clear();  // steering sends no completions
   if (steer_rx_.empty()) return;
   note_work();
+  enqueue_handed(steer_rx_, counters_->rx_steered_in);
+}
+
+void VifQueue::enqueue_handed(std::vector<RxPacket>& frames, std::atomic<std::uint64_t>& counter) {
   const auto now = pass_now();
-  for (auto& p : steer_rx_) {
-    QueueCounters::add(counters_->rx_steered_in);
+  for (auto& p : frames) {
+    QueueCounters::add(counter);
     (void)rx_->enqueue(std::move(p), now);
   }
-  steer_rx_.clear();
+  frames.clear();
   run_rx();
 }
 
