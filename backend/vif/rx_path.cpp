@@ -229,7 +229,10 @@ void RxPath::flush() {
     ring_.write_response_at(RingIdx{ring_index}, rsp);
   });
   QueueCounters::add(counters_.rx_copy_errors, failed);
-  QueueCounters::add(counters_.rx_copy_calls, table_.copy_stats().calls - before.calls);
+  const auto after = table_.copy_stats();
+  QueueCounters::add(counters_.rx_copy_calls, after.calls - before.calls);
+  QueueCounters::add(counters_.rx_copy_ops, after.ops - before.ops);
+  QueueCounters::add(counters_.rx_copy_hypercalls, after.hypercalls - before.hypercalls);
   // The copies that read these packets are done: their buffers may be reused.
   for (auto& r : awaiting_flush_) r();
   awaiting_flush_.clear();

@@ -146,7 +146,10 @@ void TxCore::copy_counted(std::span<hv::GrantCopySegment> segs) {
   const auto before = table_.copy_stats();
   table_.copy(segs);
   QueueCounters::add(counters_.tx_copy_segments, segs.size());
-  QueueCounters::add(counters_.tx_copy_calls, table_.copy_stats().calls - before.calls);
+  const auto after = table_.copy_stats();
+  QueueCounters::add(counters_.tx_copy_calls, after.calls - before.calls);
+  QueueCounters::add(counters_.tx_copy_ops, after.ops - before.ops);
+  QueueCounters::add(counters_.tx_copy_hypercalls, after.hypercalls - before.hypercalls);
 }
 
 bool TxCore::segments_ok(const TxPending& p) const {

@@ -118,7 +118,8 @@ class TxCore {
   /// non-empty slot that holds more than its share of the linear part.
   template <typename Rest>
   void gather_header(TxPending& p, Rest&& rest);
-  /// One GrantTable::copy of `segs` (if any), counted in tx_copy_segments / tx_copy_calls.
+  /// One GrantTable::copy of `segs` (if any), counted in tx_copy_segments, tx_copy_calls,
+  /// tx_copy_ops and tx_copy_hypercalls.
   void copy_counted(std::span<hv::GrantCopySegment> segs);
   /// Every copy segment of the packet (first and fallback) read the guest's page.
   [[nodiscard]] bool segments_ok(const TxPending& p) const;

@@ -83,8 +83,7 @@ void TxToTap::finish(TxCore& core, TxPass& pass) {
       }
       std::span<hv::GrantCopySegment> extra(segs.data() + first_fallback_seg,
                                             segs.size() - first_fallback_seg);
-      if (!extra.empty()) core.table().copy(extra);
-      QueueCounters::add(core.counters().tx_copy_segments, extra.size());
+      core.copy_counted(extra);
     }
   }
   for (std::size_t i = 0; i < packets_.size(); ++i)

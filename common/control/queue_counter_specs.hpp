@@ -24,7 +24,10 @@
   X(rx_dropped_offload, "a GSO/checksum layout the frontend cannot take")                        \
   X(rx_copy_errors, "grant-copy segments that failed (slot answered error)")                     \
   X(rx_copy_segments, "host->guest grant-copy segments")                                         \
-  X(rx_copy_calls, "host->guest grant-copy hypercalls")                                          \
+  X(rx_copy_calls, "host->guest grant-copy calls (a gntdev ioctl each under Xen)")               \
+  X(rx_copy_ops,                                                                                 \
+    "host->guest GNTTABOP_copy ops gntdev makes (one per local page a segment touches)")         \
+  X(rx_copy_hypercalls, "host->guest GNTTABOP_copy hypercalls (16 ops each at most)")            \
   X(rx_notify_sent, "host->guest event-channel notifications sent")                              \
   X(rx_notify_suppressed,                                                                        \
     "host->guest notifications left out: the frontend did not ask (rsp_event)")                  \
@@ -58,7 +61,10 @@
   X(tx_copy_for_cost, "tx-map auto: copied because copying measured cheaper here")               \
   X(tx_map_failures, "guest->host grant maps that failed")                                       \
   X(tx_copy_segments, "guest->host grant-copy segments")                                         \
-  X(tx_copy_calls, "guest->host grant-copy hypercalls")                                          \
+  X(tx_copy_calls, "guest->host grant-copy calls (a gntdev ioctl each under Xen)")               \
+  X(tx_copy_ops,                                                                                 \
+    "guest->host GNTTABOP_copy ops gntdev makes (one per local page a segment touches)")         \
+  X(tx_copy_hypercalls, "guest->host GNTTABOP_copy hypercalls (16 ops each at most)")            \
   X(tx_rate_limited, "passes stopped by the `rate` credit")                                      \
   X(tx_notify_sent, "guest->host event-channel notifications sent")                              \
   X(tx_notify_suppressed,                                                                        \

@@ -44,6 +44,16 @@ void MappedGrants::reset() {
   pages_.clear();
 }
 
+std::size_t gntdev_ops(const GrantCopySegment& segment) {
+  const GrantCopyPtr* local = !segment.source.foreign ? &segment.source
+                              : !segment.dest.foreign ? &segment.dest
+                                                      : nullptr;
+  if (local == nullptr || segment.len == 0) return 1;
+  const auto first = reinterpret_cast<std::uintptr_t>(local->virt);
+  const std::uintptr_t last = first + segment.len - 1;
+  return static_cast<std::size_t>(last / kPageSize - first / kPageSize + 1);
+}
+
 BatchingGrantTable::BatchingGrantTable(std::size_t max_segments_per_call)
     : max_per_call_(max_segments_per_call) {
   if (max_per_call_ == 0) throw SetupError("grant copy batch size must be at least 1");
@@ -58,6 +68,10 @@ void BatchingGrantTable::copy(std::span<GrantCopySegment> segments) {
     }
     ++calls_;
     segments_ += n;
+    std::size_t ops = 0;
+    for (const auto& seg : call) ops += gntdev_ops(seg);
+    ops_ += ops;
+    hypercalls_ += (ops + kGntdevOpsPerHypercall - 1) / kGntdevOpsPerHypercall;
     failed_ += static_cast<std::uint64_t>(std::count_if(
         call.begin(), call.end(), [](const auto& s) { return s.status != GNTST_okay; }));
     segments = segments.subspan(n);
@@ -65,7 +79,7 @@ void BatchingGrantTable::copy(std::span<GrantCopySegment> segments) {
 }
 
 GrantCopyStats BatchingGrantTable::copy_stats() const {
-  return {calls_, segments_, failed_};
+  return {calls_, segments_, failed_, ops_, hypercalls_};
 }
 
 }  // namespace unetback::hv

@@ -42,12 +42,26 @@ struct GrantCopySegment {
   std::int16_t status = 0;  // GNTST_*; written by GrantTable::copy
 };
 
-/// Counters of copy work, so tests and benchmarks can report segments per call.
+/// Counters of copy work, so tests and benchmarks can report segments per call and what a
+/// call costs under Xen. Linux's gntdev (IOCTL_GNTDEV_GRANT_COPY, as in 6.1) turns each
+/// segment into one GNTTABOP_copy op per local page the segment touches (it pins each such
+/// page), a segment between two grants into one op, and issues one hypercall per
+/// kGntdevOpsPerHypercall ops (GNTDEV_COPY_BATCH), whatever the call's size. `ops` and
+/// `hypercalls` are counted by that rule on every hypervisor, xensim too.
 struct GrantCopyStats {
-  std::uint64_t calls = 0;     // hypercalls (or their simulated equivalent)
-  std::uint64_t segments = 0;  // segments submitted
-  std::uint64_t failed = 0;    // segments whose status was not GNTST_okay
+  std::uint64_t calls = 0;       // copy calls (one gntdev ioctl each on Xen)
+  std::uint64_t segments = 0;    // segments submitted
+  std::uint64_t failed = 0;      // segments whose status was not GNTST_okay
+  std::uint64_t ops = 0;         // GNTTABOP_copy ops gntdev makes of the segments
+  std::uint64_t hypercalls = 0;  // GNTTABOP_copy hypercalls gntdev issues for them
 };
+
+/// Ops gntdev puts in one GNTTABOP_copy hypercall (Linux drivers/xen/gntdev.c).
+inline constexpr std::size_t kGntdevOpsPerHypercall = 16;
+
+/// The GNTTABOP_copy ops gntdev makes of one segment: one per local page in its local range,
+/// one if both sides are grants (a local-to-local segment is refused by gntdev: counted 1).
+[[nodiscard]] std::size_t gntdev_ops(const GrantCopySegment& segment);
 
 class GrantUnmapper;
 
@@ -143,7 +157,7 @@ class BatchingGrantTable : public GrantTable {
 
  private:
   std::size_t max_per_call_;
-  std::uint64_t calls_ = 0, segments_ = 0, failed_ = 0;
+  std::uint64_t calls_ = 0, segments_ = 0, failed_ = 0, ops_ = 0, hypercalls_ = 0;
 };
 
 }  // namespace unetback::hv

@@ -17,6 +17,12 @@ def unetback_figures(d):
         "tx_slots_per_packet": per(d.get("tx_slots", 0), d.get("tx_packets", 0)),
         "rx_copy_segments_per_call": per(d.get("rx_copy_segments", 0), d.get("rx_copy_calls", 0)),
         "tx_copy_segments_per_call": per(d.get("tx_copy_segments", 0), d.get("tx_copy_calls", 0)),
+        # Under Xen, what gntdev makes of the copies: GNTTABOP_copy ops (one per local page a
+        # segment touches) per segment, and hypercalls (16 ops each) per packet.
+        "rx_copy_ops_per_segment": per(d.get("rx_copy_ops", 0), d.get("rx_copy_segments", 0)),
+        "tx_copy_ops_per_segment": per(d.get("tx_copy_ops", 0), d.get("tx_copy_segments", 0)),
+        "rx_copy_hypercalls_per_packet": per(d.get("rx_copy_hypercalls", 0), d.get("rx_packets", 0)),
+        "tx_copy_hypercalls_per_packet": per(d.get("tx_copy_hypercalls", 0), d.get("tx_packets", 0)),
         "rx_notify_sent_per_packet": per(d.get("rx_notify_sent", 0), d.get("rx_packets", 0)),
         "rx_notify_suppressed_per_packet": per(d.get("rx_notify_suppressed", 0), d.get("rx_packets", 0)),
         "tx_notify_sent_per_packet": per(d.get("tx_notify_sent", 0), d.get("tx_packets", 0)),
@@ -215,22 +221,25 @@ def report(recs, json_out, plot_out, meta, work):
           " udp64 = 64-byte frames, udp1400 = 1400-byte payloads;"
           " cpu/hop: unetbackd's CPU per GB / unetback-userhop's)")
     print()
-    print("unetback per packet (medians)  %-8s %-8s %-9s %-9s %-9s %-9s %-8s %-8s %-8s %s" % (
-        "rxslot", "(min)", "rxseg/cp", "txseg/cp", "rxntf/p", "txntf/p", "us/pkt", "sys/pkt", "wake/pkt",
-        "zerocopy/copied"))
+    print("unetback per packet (medians)  %-8s %-8s %-9s %-9s %-9s %-9s %-9s %-9s %-8s %-8s %-8s %s" % (
+        "rxslot", "(min)", "rxseg/cp", "txseg/cp", "rxhc/p", "txhc/p", "rxntf/p", "txntf/p", "us/pkt",
+        "sys/pkt", "wake/pkt", "zerocopy/copied"))
     for t in tests:
         u = figs[t].get("unetback", {}).get("unetback")
         if not u:
             continue
-        print("  %-28s %-8s %-8s %-9s %-9s %-9s %-9s %-8s %-8s %-8s %s/%s" % (
+        print("  %-28s %-8s %-8s %-9s %-9s %-9s %-9s %-9s %-9s %-8s %-8s %-8s %s/%s" % (
             t, fmt(u.get("rx_slots_per_packet")), fmt(u.get("rx_min_slots_per_packet")),
             fmt(u.get("rx_copy_segments_per_call"), "%.1f"), fmt(u.get("tx_copy_segments_per_call"), "%.1f"),
+            fmt(u.get("rx_copy_hypercalls_per_packet"), "%.3f"),
+            fmt(u.get("tx_copy_hypercalls_per_packet"), "%.3f"),
             fmt(u.get("rx_notify_sent_per_packet"), "%.3f"), fmt(u.get("tx_notify_sent_per_packet"), "%.3f"),
             fmt(u.get("unetbackd_us_per_packet"), "%.1f"), fmt(u.get("unetbackd_syscalls_per_packet"), "%.3f"),
             fmt(u.get("unetbackd_wakeups_per_packet"), "%.3f"),
             fmt(u.get("tx_zerocopy"), "%.0f"), fmt(u.get("tx_copied"), "%.0f")))
     print("  (rxslot: RX ring slots per packet, (min) the least possible; seg/cp: grant-copy segments"
-          " per call; ntf/p: notifications sent per packet; us/pkt: unetbackd CPU per packet moved;"
+          " per call; hc/p: grant-copy hypercalls per packet as Linux's gntdev would issue them"
+          " (16 ops each, an op per local page a segment touches); ntf/p: notifications sent per packet; us/pkt: unetbackd CPU per packet moved;"
           " sys/pkt: unetbackd's syscalls per packet moved (perf, raw_syscalls:sys_enter);"
           " wake/pkt: its threads' context switches, voluntary + nonvoluntary, per packet moved;"
           " packets moved = both directions)")

@@ -228,7 +228,8 @@ def main(argv):
                                ("domu_to_domu", ("domu_to_domu", "domu_to_domu_reverse"), r"\.r\d+"),
                                ("mq_guest_tx", ("guest_tx",), r"\.mq"), ("mq_guest_rx", ("guest_rx",), r"\.mq")):
             e = {}
-            for what in ("syscalls_per_packet", "wakeups_per_packet", "unetbackd_cpu_pct"):
+            for what in ("syscalls_per_packet", "copy_hypercalls_per_packet", "wakeups_per_packet",
+                         "unetbackd_cpu_pct"):
                 xs = [v for d in dirs for v in series(be + tag, d, what)]
                 if xs:
                     e[what] = round(mean(xs), 3)
@@ -277,11 +278,13 @@ def main(argv):
     for label, k, u, r in rows:
         print(f"{label:28} {fmt(k):>18} {fmt(u):>18} {('%.2f' % r) if r else '-':>7}")
     if per_packet:
-        print(f"unetbackd in dom0, per packet moved: {'syscalls':>9} {'wake-ups':>9}   (syscalls: {', '.join(methods) or '-'}, in separate runs)")
+        print(f"unetbackd in dom0, per packet moved: {'syscalls':>9} {'copy hc':>9} {'wake-ups':>9}   "
+              f"(syscalls: {', '.join(methods) or '-'}, in separate runs; copy hc: grant-copy hypercalls)")
         for be, d in per_packet.items():
             for key, e in d.items():
                 f = lambda x: "-" if x is None else "%.3f" % x
-                print(f"  {(key if be == 'unetbackd' else key + ' (b)'):34} {f(e.get('syscalls_per_packet')):>9} {f(e.get('wakeups_per_packet')):>9}")
+                print(f"  {(key if be == 'unetbackd' else key + ' (b)'):34} {f(e.get('syscalls_per_packet')):>9} "
+                      f"{f(e.get('copy_hypercalls_per_packet')):>9} {f(e.get('wakeups_per_packet')):>9}")
     if side_costs:
         print(f"both sides, per frame of the domU's eth0: {'dom0 irqs':>9} {'domU irqs':>9} {'dom0 us':>8} "
               f"{'domU us':>8} {'domU busy%':>10}")
@@ -307,7 +310,7 @@ def main(argv):
             print(f"  grants, {be} in labdd: " + ", ".join(f"{k} {v:g}" if isinstance(v, float) else f"{k} {v}"
                                                         for k, v in sorted(g.items())))
     shown = re.compile(r"(kernel|unetbackd|unetbackd_b|unetbackd_sw)\.(r\d+|mq)\.(guest_tx|guest_rx|domu_to_domu|domu_to_domu_reverse)\."
-                       r"(mbps|syscalls_per_packet|wakeups_per_packet|pp\.\w+)|(shim|driverdomain)\.(kernel|unetbackd)\.(guest_tx|guest_rx)\.mbps")
+                       r"(mbps|syscalls_per_packet|copy_hypercalls_per_packet|wakeups_per_packet|pp\.\w+)|(shim|driverdomain)\.(kernel|unetbackd)\.(guest_tx|guest_rx)\.mbps")
     for key in sorted(figs):
         if not shown.fullmatch(key):
             print(f"  {key:44} {figs[key]}")

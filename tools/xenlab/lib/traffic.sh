@@ -167,7 +167,7 @@ SYSCALL_NAMES="read write readv writev pread64 pwrite64 preadv2 ioctl io_uring_e
   nanosleep timerfd_settime timerfd_gettime eventfd2 sched_yield rt_sigprocmask rt_sigtimedwait getpid gettid tgkill
   lseek fcntl dup close openat newfstatat statx getrandom getrusage clock_gettime times prctl socket connect accept4"
 syscall_window() {
-  local tag=$1 dir=$2 method tracer p0 p1 n
+  local tag=$1 dir=$2 method tracer p0 p1 h0 h1 n
   shift 2
   [ -n "$UNETBACKD_PID" ] || return 0
   if [ -z "${SYSCALL_METHOD:-}" ]; then
@@ -198,8 +198,10 @@ syscall_window() {
   tracer=$!
   sleep 1 # attached before the traffic starts
   p0=$(ub_packets)
+  h0=$(($(ub_counter rx_copy_hypercalls) + $(ub_counter tx_copy_hypercalls)))
   "$@" >>"$OUT/iperf3-$tag.syscalls.log" 2>&1
   p1=$(ub_packets)
+  h1=$(($(ub_counter rx_copy_hypercalls) + $(ub_counter tx_copy_hypercalls)))
   kill -INT "$tracer"
   wait "$tracer"
   if [ "$method" = perf ]; then
@@ -208,6 +210,9 @@ syscall_window() {
     n=$(awk '$NF == "total" {print $4}' /tmp/sys-count)
   fi
   cp /tmp/sys-count "$OUT/syscalls-$tag.$dir.txt" 2>/dev/null
+  # The grant-copy hypercalls gntdev issued for those packets (16 ops each, an op per local
+  # page a segment touches: the daemon counts them by gntdev's rule).
+  [ $((p1 - p0)) -gt 0 ] && fig "$tag.$dir.copy_hypercalls_per_packet" "$(per_packet $((h1 - h0)) $((p1 - p0)))"
   if [ -n "$n" ] && [ $((p1 - p0)) -gt 0 ]; then
     fig "$tag.$dir.syscalls_per_packet" "$(per_packet "$n" $((p1 - p0)))"
     if [ "$method" = perf ]; then

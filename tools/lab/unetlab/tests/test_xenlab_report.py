@@ -57,6 +57,20 @@ class XenlabReportTest(unittest.TestCase):
         self.assertIn("guest TX (domU -> dom0)", text)
         self.assertEqual(d["directions"]["guest_tx"], "domU -> dom0")
 
+    def test_unetbackds_grant_copy_hypercalls_per_packet_are_averaged_beside_its_syscalls(self):
+        with open(self.results, "a") as f:
+            f.write("FIG unetbackd.r1.guest_rx.copy_hypercalls_per_packet 0.060\n"
+                    "FIG unetbackd.r2.guest_rx.copy_hypercalls_per_packet 0.080\n"
+                    "FIG unetbackd.r1.domu_to_domu.copy_hypercalls_per_packet 0.5\n"
+                    "FIG unetbackd.r1.domu_to_domu_reverse.copy_hypercalls_per_packet 0.3\n")
+        rc, d, text = self.report()
+        self.assertEqual(rc, 0)
+        pp = d["unetbackd_per_packet"]["unetbackd"]
+        self.assertAlmostEqual(pp["guest_rx"]["copy_hypercalls_per_packet"], 0.07, places=3)
+        self.assertAlmostEqual(pp["domu_to_domu"]["copy_hypercalls_per_packet"], 0.4, places=3)
+        self.assertIn("copy hc", text)
+        self.assertNotIn("unetbackd.r1.guest_rx.copy_hypercalls_per_packet", text)  # in the table
+
     def test_the_internal_switch_rounds_are_compared_with_the_kernels_domu_to_domu(self):
         # switch_d2d_round's figures: labu <-> labu2 on unetbackd's switch, both ways; the
         # kernel's domU -> domU over xenbr0 of the same round is the baseline (328 + 382).
