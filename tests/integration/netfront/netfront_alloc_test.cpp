@@ -15,6 +15,7 @@
 #include "common/util/unique_fd.hpp"
 #include "frontend-shim/netfront.hpp"
 #include "frontend-shim/tap_rx_writer.hpp"
+#include "tests/integration/netfront/netfront_world.hpp"
 #include "tests/integration/netfront/test_backend.hpp"
 #include "tests/integration/xensim/xensim_process.hpp"
 #include "tests/support/counting_allocator.hpp"
@@ -40,29 +41,14 @@ using Counting = alloc_count::ThisThread;
 constexpr int kWarmUp = 1000;   // several laps of the 256-slot rings
 constexpr int kPackets = 5000;  // then the counted stream
 
-class SteadyStream : public ::testing::Test {
+class SteadyStream : public NetfrontWorldTest {
  protected:
   void SetUp() override {
-    world_ = std::make_unique<XensimProcess>();
-    hv::HypervisorOptions be;
-    be.role = hv::Role::backend;
-    dom0_ = std::make_unique<hv::SimHypervisor>(world_->dir(), be);
-    hv::HypervisorOptions fe;
-    fe.role = hv::Role::frontend;
-    fe.name = "netfront";
-    domu_ = std::make_unique<hv::SimHypervisor>(world_->dir(), fe);
-    backend_ = std::make_unique<TestBackend>(*dom0_, domu_->self());
-    backend_->create_device();
+    NetfrontWorldTest::SetUp();
     backend_->advertise({});
     nf_ = std::make_unique<Netfront>(*domu_, netfront::NetfrontOptions{});
-    ASSERT_FALSE(nf_->connect(5s));
+    ASSERT_FALSE(nf_->connect(30s));  // a hang guard
     ASSERT_TRUE(backend_->attach(0));
-  }
-  void TearDown() override {
-    nf_.reset();
-    backend_.reset();
-    domu_.reset();
-    dom0_.reset();
   }
 
   static std::vector<std::byte> tcp_frame(std::size_t payload) {
@@ -71,11 +57,6 @@ class SteadyStream : public ::testing::Test {
     spec.checksum = net::L4ChecksumMode::partial;
     return net::build_frame(spec);
   }
-
-  std::unique_ptr<XensimProcess> world_;
-  std::unique_ptr<hv::SimHypervisor> dom0_, domu_;
-  std::unique_ptr<TestBackend> backend_;
-  std::unique_ptr<Netfront> nf_;
 };
 
 // Host -> guest: the backend fills the RX ring in bursts; the frontend takes each burst as

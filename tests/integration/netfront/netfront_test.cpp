@@ -18,6 +18,7 @@
 #include "frontend-shim/ctrl_runner.hpp"
 #include "frontend-shim/tap_rx_writer.hpp"
 #include "frontend-shim/tx_frag_layout.hpp"
+#include "tests/integration/netfront/netfront_world.hpp"
 #include "tests/integration/netfront/test_backend.hpp"
 #include "tests/integration/xensim/xensim_process.hpp"
 #include "tests/support/figure.hpp"
@@ -44,27 +45,8 @@ std::vector<std::byte> pattern(std::size_t n, std::uint8_t seed) {
   return v;
 }
 
-class NetfrontWorld : public ::testing::Test {
+class NetfrontWorld : public NetfrontWorldTest {
  protected:
-  void SetUp() override {
-    world_ = std::make_unique<XensimProcess>();
-    hv::HypervisorOptions be;
-    be.role = hv::Role::backend;
-    dom0_ = std::make_unique<hv::SimHypervisor>(world_->dir(), be);
-    hv::HypervisorOptions fe;
-    fe.role = hv::Role::frontend;
-    fe.name = "netfront";
-    domu_ = std::make_unique<hv::SimHypervisor>(world_->dir(), fe);
-    backend_ = std::make_unique<TestBackend>(*dom0_, domu_->self());
-    backend_->create_device();
-  }
-  void TearDown() override {
-    nf_.reset();
-    backend_.reset();
-    domu_.reset();
-    dom0_.reset();
-  }
-
   /// Advertises, connects a Netfront with `opts` and attaches the backend to queue 0.
   void connect(NetfrontOptions opts = {}, BackendAdvert advert = {}) {
     backend_->advertise(advert);
@@ -72,11 +54,6 @@ class NetfrontWorld : public ::testing::Test {
     ASSERT_FALSE(nf_->connect(kHangGuard));
     ASSERT_TRUE(backend_->attach(0));
   }
-
-  std::unique_ptr<XensimProcess> world_;
-  std::unique_ptr<hv::SimHypervisor> dom0_, domu_;
-  std::unique_ptr<TestBackend> backend_;
-  std::unique_ptr<Netfront> nf_;
 };
 
 // --- connect ---
