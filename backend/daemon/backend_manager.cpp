@@ -10,19 +10,12 @@
 namespace unetback::daemon {
 namespace {
 
-constexpr std::string_view kLog = "manager";
+constexpr std::string_view kManagerLog = "manager";
 
 std::optional<DevId> parse_devid(std::string_view s) {
   const auto v = hv::parse_xs_uint<std::uint32_t>(s);
   if (!v) return std::nullopt;
   return DevId{*v};
-}
-
-// Names come from xenstore: keep control characters out of the log.
-std::string printable(std::string_view s) {
-  std::string out;
-  for (char c : s.substr(0, 64)) out += (c >= 0x20 && c < 0x7f) ? c : '?';
-  return out;
 }
 
 }  // namespace
@@ -69,8 +62,8 @@ bool BackendManager::process_events(std::size_t max_events) {
       dispatch(*ev);
       check_vifs();
     } catch (const std::exception& e) {
-      log::write_limited(guest_log_limit_, log::Level::error, kLog,
-                         "watch event on " + printable(ev->path) + " failed: " + e.what());
+      log::write_limited(guest_log_limit_, log::Level::error, kManagerLog,
+                         "watch event on " + log::printable(ev->path) + " failed: " + e.what());
     }
   }
   return true;
@@ -112,7 +105,7 @@ void BackendManager::scan_backends() {
     for (const auto& d : *doms) scan_domain_entry(d, std::nullopt);
   } else if (doms.error() != std::errc::no_such_file_or_directory) {
     // (ENOENT: no backend/vif yet; libxl creates it with the first vif.)
-    log::write(log::Level::warn, kLog,
+    log::write(log::Level::warn, kManagerLog,
                "cannot list " + root_ + ": " + doms.error().message() +
                    ": the vifs already there are served once something under them changes, "
                    "and their state records are kept");
@@ -133,7 +126,7 @@ void BackendManager::scan_domain_entry(const std::string& dom_name,
                                        const std::optional<std::string>& dev_name) {
   const auto domid = hv::parse_domid(dom_name);
   if (!domid) {
-    warn_junk("ignoring " + root_ + "/" + printable(dom_name) + ": not a domain id");
+    warn_junk("ignoring " + root_ + "/" + log::printable(dom_name) + ": not a domain id");
     return;
   }
   if (dev_name) {
@@ -149,7 +142,7 @@ void BackendManager::consider(const std::string& dom_name, DomId domid,
                               const std::string& dev_name) {
   const auto devid = parse_devid(dev_name);
   if (!devid) {
-    warn_junk("ignoring " + root_ + "/" + dom_name + "/" + printable(dev_name) +
+    warn_junk("ignoring " + root_ + "/" + dom_name + "/" + log::printable(dev_name) +
               ": not a device id");
     return;
   }
@@ -183,7 +176,8 @@ void BackendManager::add_vif(const VifId& id, bool adopt) {
   Vif vif;
   vif.handle = factory_.make_vif(id.domid, id.devid, t);
   if (!vif.handle) {
-    log::write(log::Level::error, kLog, "vif " + format_vif_id(id) + ": the vif layer refused it");
+    log::write(log::Level::error, kManagerLog,
+               "vif " + format_vif_id(id) + ": the vif layer refused it");
     return;
   }
   const xenbus::FeatureOptions features{t.max_queues, /*split_event_channels=*/true,
@@ -191,16 +185,17 @@ void BackendManager::add_vif(const VifId& id, bool adopt) {
   vif.xenbus = std::make_unique<xenbus::BackendXenbus>(xs_, self_, id.domid, id.devid, *vif.handle,
                                                        features);
   if (auto ec = vif.xenbus->start()) {
-    log::write(log::Level::error, kLog,
+    log::write(log::Level::error, kManagerLog,
                "vif " + format_vif_id(id) + ": cannot watch its directory: " + ec.message());
     return;
   }
   vif.xenbus->set_hotplug_runner([this, id] { run_hotplug(id); });
-  log::write(log::Level::info, kLog, (adopt ? "adopting vif " : "new vif ") + format_vif_id(id));
+  log::write(log::Level::info, kManagerLog,
+             (adopt ? "adopting vif " : "new vif ") + format_vif_id(id));
   auto& xenbus = *vifs_.emplace(id, std::move(vif)).first->second.xenbus;
   if (adopt) {
     if (auto ec = xenbus.adopt()) {
-      log::write(log::Level::warn, kLog,
+      log::write(log::Level::warn, kManagerLog,
                  "vif " + format_vif_id(id) + ": not adopted: " + ec.message());
     } else {
       // Rings mapped, ports bound and notified (or, without them, the reconnect begun).
@@ -232,7 +227,7 @@ void BackendManager::report_hotplug_failure(const VifId& id, const std::string& 
   // As the script itself would on failure: the device then waits in Closed/InitWait, and the
   // operator sees why in xenstore and the log.
   const std::string be = root_ + "/" + format_vif_id(id);
-  log::write(log::Level::error, kLog, "vif " + format_vif_id(id) + ": hotplug: " + why);
+  log::write(log::Level::error, kManagerLog, "vif " + format_vif_id(id) + ": hotplug: " + why);
   (void)xs_.write(be + "/hotplug-error", why);
   (void)xs_.write(be + "/hotplug-status", "error");
 }
@@ -257,7 +252,7 @@ void BackendManager::reap_hotplug() {
 void BackendManager::on_release_domain() {
   for (auto& [id, vif] : vifs_) {
     if (vif.xenbus->finished() || domain_exists_(id.domid)) continue;
-    log::write(log::Level::info, kLog,
+    log::write(log::Level::info, kManagerLog,
                "vif " + format_vif_id(id) + ": frontend domain is gone, tearing down");
     vif.xenbus->frontend_domain_gone();
   }
@@ -271,12 +266,12 @@ void BackendManager::check_vifs() {
         vif.handle->disabled()) {
       // Guest-triggered (a frontend that violates the protocol after every reconnect): limited.
       log::write_limited(
-          guest_log_limit_, log::Level::warn, kLog,
+          guest_log_limit_, log::Level::warn, kManagerLog,
           "vif " + format_vif_id(it->first) + ": disabled by its data path, closing");
       vif.xenbus->fatal_from_datapath(EPROTO, "frontend violated the netif protocol");
     }
     if (vif.xenbus->finished()) {
-      log::write(log::Level::info, kLog, "vif " + format_vif_id(it->first) + " released");
+      log::write(log::Level::info, kManagerLog, "vif " + format_vif_id(it->first) + " released");
       it = vifs_.erase(it);
     } else {
       ++it;
@@ -327,7 +322,7 @@ std::optional<VifStatus> BackendManager::status(const VifId& id) const {
 }
 
 void BackendManager::warn_junk(const std::string& msg) {
-  log::write_limited(junk_log_limit_, log::Level::warn, kLog, msg);
+  log::write_limited(junk_log_limit_, log::Level::warn, kManagerLog, msg);
 }
 
 }  // namespace unetback::daemon

@@ -25,7 +25,7 @@ namespace asio = boost::asio;
 using Local = asio::local::stream_protocol;
 
 namespace {
-constexpr std::string_view kLog = "control";
+constexpr std::string_view kControlLog = "control";
 }  // namespace
 
 // Named (not anonymous): ControlServer::Shared, which has external linkage, refers to it.
@@ -168,7 +168,7 @@ void turn_away_one(ControlServer::Shared& shared) {
 /// the cause (EMFILE, ENFILE, ENOMEM) makes an immediate retry fail the same way.
 void accept_failed(const std::shared_ptr<ControlServer::Shared>& shared,
                    const boost::system::error_code& ec) {
-  log::write_limited(shared->accept_log_limit, log::Level::warn, kLog,
+  log::write_limited(shared->accept_log_limit, log::Level::warn, kControlLog,
                      "accept: " + ec.message() + "; retrying in " +
                          std::to_string(shared->limits.accept_backoff.count()) + " ms");
   if (ec == asio::error::no_descriptors || ec.value() == ENFILE) turn_away_one(*shared);

@@ -25,14 +25,14 @@ namespace unetback::daemon {
 
 namespace {
 
-constexpr std::string_view kLog = "unetbackd";
+constexpr std::string_view kDaemonLog = "unetbackd";
 
 /// SIGUSR1: one line per vif (states and summed counters), for an operator without
 /// unetback-ctl at hand.
 void log_vif_summary(const BackendManager& manager) {
   const auto vifs = manager.list();
   log::write(
-      log::Level::info, kLog,
+      log::Level::info, kDaemonLog,
       "SIGUSR1: " + std::to_string(vifs.size()) + " vif(s), serving " + manager.backend_root());
   for (const auto& v : vifs) {
     std::uint64_t rx = 0, tx = 0;
@@ -49,7 +49,7 @@ void log_vif_summary(const BackendManager& manager) {
         ", " + (v.report.connected ? "connected" : "not connected") + ", " +
         std::to_string(v.report.queues.size()) + " queue(s), rx_packets " + std::to_string(rx) +
         ", tx_packets " + std::to_string(tx);
-    log::write(log::Level::info, kLog, line);
+    log::write(log::Level::info, kDaemonLog, line);
   }
 }
 
@@ -63,7 +63,7 @@ void serve_operator_signals(boost::asio::signal_set& signals, TunableStore& tuna
         if (ec) return;
         if (signo == SIGHUP) {
           const std::size_t changed = tunables.reload();
-          log::write(log::Level::info, kLog,
+          log::write(log::Level::info, kDaemonLog,
                      "SIGHUP: tunables re-read from " + tunables_dir(self) + " (" +
                          std::to_string(changed) + " changed)");
         } else if (signo == SIGUSR1) {
@@ -83,7 +83,7 @@ void die_at_handover_step(int step) {
     return v != nullptr ? std::atoi(v) : 0;
   }();
   if (step <= 0 || die_at != step) return;
-  log::write(log::Level::warn, kLog,
+  log::write(log::Level::warn, kDaemonLog,
              "UNETBACKD_DIE_AT_HANDOVER_STEP: dying at handover step " + std::to_string(step));
   std::raise(SIGKILL);
 }
@@ -111,7 +111,7 @@ void Daemon::claim() {
     throw SetupError(*why);
   if (std::holds_alternative<hv::XenSpec>(opts_.hypervisor) && opts_.allow_kernel_netback &&
       kernel_netback_loaded(sysfs_root())) {
-    log::write(log::Level::warn, kLog,
+    log::write(log::Level::warn, kDaemonLog,
                "the kernel netback is loaded; starting anyway (--allow-kernel-netback)");
   }
   hv::HypervisorOptions hv_opts;
@@ -243,7 +243,7 @@ void Daemon::serve() {
 void Daemon::on_xenstore_lost(std::error_code ec) {
   // Deaf for good: no new vif, no removal, no tunable would ever reach us. Exit, so that a
   // supervisor restarts us; the new daemon adopts the vifs still online.
-  log::write(log::Level::error, kLog,
+  log::write(log::Level::error, kDaemonLog,
              "lost the xenstore connection (" + ec.message() + "): exiting with status " +
                  std::to_string(kExitXenstoreLost) +
                  " so that a supervisor restarts unetbackd, which adopts the vifs");
@@ -256,7 +256,7 @@ void Daemon::on_xenstore_lost(std::error_code ec) {
 void Daemon::on_serving() {
   serving_ = "serving " + manager_->backend_root() + " as domain " + std::to_string(self_.value()) +
              ", control socket " + control_->path() + ", lock " + lock_->path();
-  log::write(log::Level::info, kLog, serving_);
+  log::write(log::Level::info, kDaemonLog, serving_);
   log_milestone("serving");
   // What no vif of this daemon claims (a guest gone while no daemon ran) goes now.
   if (!opts_.state_dir.empty()) {
@@ -299,13 +299,13 @@ void Daemon::start_upgrade() {
   auto child = spawn_with_fds(process_.program, argv, fd_store_->held());
   if (!child) {
     info_.upgrade_error = "cannot start " + process_.program + ": " + child.error().message();
-    log::write(log::Level::error, kLog, "upgrade: " + info_.upgrade_error + "; serving on");
+    log::write(log::Level::error, kDaemonLog, "upgrade: " + info_.upgrade_error + "; serving on");
     return;
   }
   successor_ = *child;
   info_.upgrade_error.clear();
   log_milestone("successor_started", "successor=" + std::to_string(successor_));
-  log::write(log::Level::info, kLog,
+  log::write(log::Level::info, kDaemonLog,
              "upgrade: started " + process_.program + " (pid " + std::to_string(successor_) +
                  ") to take over; serving until it asks for the handover");
   notifier_->reloading("upgrading: " + process_.program + " (pid " + std::to_string(successor_) +
@@ -331,7 +331,7 @@ void Daemon::reap_successor() {
                          : WIFSIGNALED(st) ? "died of signal " + std::to_string(WTERMSIG(st))
                                            : "ended") +
                         " before it took over";
-  log::write(log::Level::error, kLog,
+  log::write(log::Level::error, kDaemonLog,
              "upgrade failed: " + info_.upgrade_error + "; this daemon serves on");
   if (!stopping_) notifier_->ready(serving_);
 }
@@ -345,7 +345,7 @@ void Daemon::reap_successor() {
 // when a daemon dies (the crash path adopts from exactly that).
 void Daemon::hand_over(const std::string& why, bool to_successor) {
   loop_->stop();
-  log::write(log::Level::info, kLog, why + ": handing every vif over to a successor");
+  log::write(log::Level::info, kDaemonLog, why + ": handing every vif over to a successor");
   log_milestone("handover_requested");
   manager_->hand_over(die_at_handover_step);
   log_milestone("handed_over");
@@ -357,7 +357,7 @@ void Daemon::hand_over(const std::string& why, bool to_successor) {
     log_milestone("main_pid", "successor=" + std::to_string(successor_));
   }
   die_at_handover_step(4);
-  log::write(log::Level::info, kLog, "handed over");
+  log::write(log::Level::info, kDaemonLog, "handed over");
   log_milestone("exit", "status=" + std::to_string(kExitHandedOver));
   ::_exit(kExitHandedOver);
 }
@@ -367,7 +367,7 @@ void Daemon::hand_over(const std::string& why, bool to_successor) {
 /// An orderly stop (SIGTERM, SIGINT): every vif closed (state 6 written, TAP gone).
 void Daemon::stop(int signo) {
   loop_->stop();
-  log::write(log::Level::info, kLog,
+  log::write(log::Level::info, kDaemonLog,
              std::string(signo == SIGTERM ? "SIGTERM" : "SIGINT") + ": closing every vif");
   manager_->shutdown();
 }
@@ -375,7 +375,7 @@ void Daemon::stop(int signo) {
 int Daemon::exit() {
   if (xenstore_lost_) return kExitXenstoreLost;
   release_owner_node(*xs_, self_);
-  log::write(log::Level::info, kLog, "stopped");
+  log::write(log::Level::info, kDaemonLog, "stopped");
   return kExitOk;
 }
 

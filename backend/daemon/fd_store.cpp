@@ -16,7 +16,7 @@
 namespace unetback::daemon {
 namespace {
 
-constexpr std::string_view kLog = "unetbackd";
+constexpr std::string_view kFdStoreLog = "unetbackd";
 constexpr std::string_view kPrefix = "tap-";
 /// sd_listen_fds(3)'s first fd, and a bound on what this daemon takes (FileDescriptorStoreMax).
 constexpr int kListenFdsStart = 3;
@@ -125,7 +125,7 @@ FdStore::FdStore(std::vector<std::pair<std::string, UniqueFd>>&& passed, Sender 
   }
   if (passed_count_ != 0 || foreign != 0) {
     log::write(
-        log::Level::info, kLog,
+        log::Level::info, kFdStoreLog,
         "passed at start (LISTEN_FDS): " + std::to_string(passed_count_) + " TAP queue fd(s) of " +
             std::to_string(passed_.size()) + " TAP(s)" +
             (foreign != 0 ? " and " + std::to_string(foreign) + " other fd(s), closed" : ""));
@@ -137,7 +137,7 @@ void FdStore::send(const std::string& state, std::span<const int> fds) {
   const int rc = send_(state, fds);
   if (rc > 0) return;
   if (send_failures_++ == 0) {
-    log::write(log::Level::warn, kLog,
+    log::write(log::Level::warn, kFdStoreLog,
                "cannot reach the service manager's fd store (" +
                    (rc < 0 ? std::system_category().message(-rc) : std::string("no manager")) +
                    "): a restart will see the TAPs' carrier go off");
@@ -166,7 +166,7 @@ void FdStore::keep(int ifindex, std::span<const int> queue_fds) {
   for (const int fd : queue_fds) {
     UniqueFd copy(::fcntl(fd, F_DUPFD_CLOEXEC, 3));
     if (!copy) {
-      log::write(log::Level::warn, kLog,
+      log::write(log::Level::warn, kFdStoreLog,
                  "cannot hold a copy of a TAP queue fd (" + std::system_category().message(errno) +
                      "): an upgrade in place will see TAP " + std::to_string(ifindex) +
                      "'s carrier go off");
@@ -214,7 +214,7 @@ std::size_t FdStore::release_unclaimed() {
   }
   passed_.clear();
   if (n != 0) {
-    log::write(log::Level::info, kLog,
+    log::write(log::Level::info, kFdStoreLog,
                "released the kept queues of " + std::to_string(n) + " TAP(s) that no vif adopted");
   }
   return n;

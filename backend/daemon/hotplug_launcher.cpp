@@ -7,7 +7,7 @@
 namespace unetback::daemon {
 namespace {
 
-constexpr std::string_view kLog = "hotplug";
+constexpr std::string_view kHotplugLog = "hotplug";
 
 std::string vif_name(DomId domid, DevId devid) {
   return "vif" + std::to_string(domid.value()) + "." + std::to_string(devid.value());
@@ -23,7 +23,7 @@ std::error_code HotplugLauncher::launch(const std::string& script, DomId domid, 
   const hotplug::HotplugCall call{script, "online", domid, devid, "", xenstored_path_};
   auto p = hotplug::HotplugProcess::spawn(call, timeout_);
   if (!p) return p.error();
-  log::write(log::Level::info, kLog,
+  log::write(log::Level::info, kHotplugLog,
              vif_name(domid, devid) + ": running " + script + " online (pid " +
                  std::to_string(p->pid()) + ")");
   runs_.push_back(Run{domid, devid, script, std::move(*p)});
@@ -38,7 +38,7 @@ std::vector<HotplugLauncher::Failure> HotplugLauncher::reap() {
     std::string what = r.script + " online " + outcome->describe();
     if (outcome->kind == hotplug::HotplugOutcome::Kind::timed_out)
       what += " after " + std::to_string(timeout_.count()) + " ms (killed)";
-    log::write(outcome->ok() ? log::Level::info : log::Level::error, kLog,
+    log::write(outcome->ok() ? log::Level::info : log::Level::error, kHotplugLog,
                vif_name(r.domid, r.devid) + ": " + what);
     if (!outcome->ok()) failed.push_back(Failure{r.domid, r.devid, what});
     return true;

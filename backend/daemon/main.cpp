@@ -24,7 +24,7 @@ namespace {
 using namespace unetback;
 using namespace unetback::daemon;
 
-constexpr std::string_view kLog = "unetbackd";
+constexpr std::string_view kMainLog = "unetbackd";
 
 /// Signals that must not kill the daemon before its handlers are installed (or at all).
 void ignore_stray_signals() {
@@ -95,17 +95,17 @@ int main(int argc, char** argv) {
   // Every guest's connect costs descriptors: use what the hard limit allows (systemd starts
   // services at a soft 1024; LimitNOFILE= in the unit sets the hard one).
   if (auto lim = raise_fd_limit(); !lim)
-    log::write(log::Level::warn, kLog, "cannot raise RLIMIT_NOFILE: " + lim.error().message());
+    log::write(log::Level::warn, kMainLog, "cannot raise RLIMIT_NOFILE: " + lim.error().message());
   try {
     const int status = run(opts, process);
     // After every destructor of run(): the vifs, the data-path threads, the lock released.
     log_milestone("exit", "status=" + std::to_string(status));
     return status;
   } catch (const SetupError& e) {
-    log::write(log::Level::error, kLog, e.what());
+    log::write(log::Level::error, kMainLog, e.what());
     return kExitSetup;
   } catch (const std::exception& e) {
-    log::write(log::Level::error, kLog, std::string("unexpected error: ") + e.what());
+    log::write(log::Level::error, kMainLog, std::string("unexpected error: ") + e.what());
     return kExitSetup;
   }
 }

@@ -12,14 +12,14 @@
 namespace unetback::daemon {
 namespace {
 
-constexpr std::string_view kLog = "unetbackd";
+constexpr std::string_view kNotifierLog = "unetbackd";
 
 /// sd_notify(3) with the environment left in place (the watchdog reads it again); a failure
 /// is logged, never fatal: systemd then times the start out or kills us, which says more.
 void notify(const std::string& state) {
 #if UNETBACK_HAVE_LIBSYSTEMD
   if (const int rc = ::sd_notify(0, state.c_str()); rc < 0) {
-    log::write(log::Level::warn, kLog,
+    log::write(log::Level::warn, kNotifierLog,
                "sd_notify(" + state.substr(0, state.find('\n')) +
                    ") failed: " + std::system_category().message(-rc));
   }
@@ -54,7 +54,7 @@ void ServiceNotifier::ready(std::string_view status) {
   notify("READY=1\nSTATUS=" + std::string(status));
   stopped_ = false;  // ready again after a reload (an upgrade whose successor failed)
   if (watchdog_.count() > 0) {
-    log::write(log::Level::info, kLog,
+    log::write(log::Level::info, kNotifierLog,
                "systemd watchdog: " + std::to_string(watchdog_.count() / 1000) +
                    " ms, fed every half of it from the manager loop");
     do_ping();

@@ -8,7 +8,7 @@
 namespace unetback::daemon {
 namespace {
 
-constexpr std::string_view kLog = "tunables";
+constexpr std::string_view kTunablesLog = "tunables";
 
 constexpr std::array<std::string_view, 2> kCoalesceChoices{"legacy", "full"};
 constexpr std::array<std::string_view, 0> kNoChoices{};
@@ -79,15 +79,6 @@ std::size_t index_of(const TunableSpec& spec) {
   return static_cast<std::size_t>(&spec - kSpecs.data());
 }
 
-// Values are printed into logs: keep hostile bytes out (a domain with write access to the
-// directory is a misconfiguration, but the log must still be readable).
-std::string printable(std::string_view s) {
-  std::string out;
-  for (char c : s.substr(0, 64)) out += (c >= 0x20 && c < 0x7f) ? c : '?';
-  if (s.size() > 64) out += "...";
-  return out;
-}
-
 }  // namespace
 
 std::span<const TunableSpec> tunable_specs() {
@@ -121,11 +112,11 @@ std::optional<std::string> set_tunable(vif::Tunables& t, const TunableSpec& spec
       std::string expected;
       for (std::size_t i = spec.choices.size(); i-- > 0;)
         expected += std::string(expected.empty() ? "" : " or ") + std::string(spec.choices[i]);
-      return "'" + printable(value) + "' is not one of: " + expected;
+      return "'" + log::printable(value) + "' is not one of: " + expected;
     }
   } else {
     const auto parsed = hv::parse_xs_uint<std::uint64_t>(value);
-    if (!parsed) return "'" + printable(value) + "' is not a decimal number";
+    if (!parsed) return "'" + log::printable(value) + "' is not a decimal number";
     if (*parsed < spec.min || *parsed > spec.max) {
       return std::to_string(*parsed) + " is out of range " + std::to_string(spec.min) + ".." +
              std::to_string(spec.max);
@@ -190,14 +181,14 @@ std::size_t TunableStore::reload() {
 
 std::optional<std::string> TunableStore::set(std::string_view name, std::string_view value) {
   const auto* spec = find_tunable(name);
-  if (spec == nullptr) return "unknown tunable '" + printable(name) + "'";
+  if (spec == nullptr) return "unknown tunable '" + log::printable(name) + "'";
   vif::Tunables next = current_;
   if (auto why = set_tunable(next, *spec, value)) return *why;
   const std::string formatted = format_tunable(next, *spec);
   if (auto ec = xs_.write(dir_ + "/" + std::string(spec->name), formatted))
     return "writing " + dir_ + "/" + std::string(spec->name) + ": " + ec.message();
   if (!(next == current_)) {
-    log::write(log::Level::info, kLog,
+    log::write(log::Level::info, kTunablesLog,
                std::string(spec->name) + " = " + formatted + " (control socket)");
   }
   current_ = next;
@@ -209,7 +200,7 @@ void TunableStore::reconcile(const TunableSpec& spec) {
   auto raw = xs_.read(path);
   if (!raw) {
     if (raw.error() != std::errc::no_such_file_or_directory) {
-      log::write(log::Level::warn, kLog, "reading " + path + ": " + raw.error().message());
+      log::write(log::Level::warn, kTunablesLog, "reading " + path + ": " + raw.error().message());
       return;
     }
     // Absent (never written, or removed by someone): put the value in force back.
@@ -218,14 +209,14 @@ void TunableStore::reconcile(const TunableSpec& spec) {
   }
   vif::Tunables next = current_;
   if (auto why = set_tunable(next, spec, *raw)) {
-    log::write(log::Level::warn, kLog,
+    log::write(log::Level::warn, kTunablesLog,
                std::string(spec.name) + ": rejected: " + *why + "; keeping " +
                    format_tunable(current_, spec));
     write_back(spec);
     return;
   }
   if (!(next == current_)) {
-    log::write(log::Level::info, kLog,
+    log::write(log::Level::info, kTunablesLog,
                std::string(spec.name) + " = " + format_tunable(next, spec) + " (was " +
                    format_tunable(current_, spec) + ")");
     current_ = next;
@@ -242,14 +233,14 @@ void TunableStore::write_back(const TunableSpec& spec) {
     // A driver domain whose dom0 did not give it the directory: the values in force are not
     // published there, which is said once, not once per tunable.
     if (!told_read_only_) {
-      log::write(log::Level::warn, kLog,
+      log::write(log::Level::warn, kTunablesLog,
                  dir_ + " is not writable (" + ec.message() +
                      "): tunables are read from it but the values in force are not written back");
     }
     told_read_only_ = true;
     return;
   }
-  log::write(log::Level::error, kLog, "writing " + path + ": " + ec.message());
+  log::write(log::Level::error, kTunablesLog, "writing " + path + ": " + ec.message());
 }
 
 }  // namespace unetback::daemon

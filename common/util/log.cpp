@@ -152,4 +152,11 @@ bool write_limited(RateLimit& limit, Level l, std::string_view prefix, std::stri
   return true;
 }
 
+std::string printable(std::string_view s) {
+  std::string out;
+  for (char c : s.substr(0, 64)) out += (c >= 0x20 && c < 0x7f) ? c : '?';
+  if (s.size() > 64) out += "...";
+  return out;
+}
+
 }  // namespace unetback::log

@@ -18,6 +18,9 @@ enum class Level : int { debug = 0, info = 1, warn = 2, error = 3 };
 void set_level(Level l);
 [[nodiscard]] Level level();
 void write(Level l, std::string_view prefix, std::string_view msg);
+/// A value from outside (xenstore, a tunable) made fit for a log line: control characters and
+/// other bytes outside printable ASCII become '?', and at most 64 bytes are kept ("..." after).
+[[nodiscard]] std::string printable(std::string_view s);
 /// The level a --log-level value names ("debug", "info", "warn", "error"), or nothing.
 [[nodiscard]] std::optional<Level> parse_level(std::string_view name);
 

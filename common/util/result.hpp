@@ -21,6 +21,11 @@ inline std::error_code errno_code(int e) {
 inline std::error_code last_errno() {
   return errno_code(errno);
 }
+/// The error of a failed library call that sets errno (libxenstore, libxenevtchn): `errno`, or
+/// EIO should a library path fail without setting one.
+inline std::error_code library_call_error() {
+  return errno != 0 ? last_errno() : errno_code(EIO);
+}
 
 template <typename T, typename E = std::error_code>
 class [[nodiscard]] Result {

@@ -39,8 +39,10 @@ fi
 
 "$ROOT/tools/lab.sh" deps
 if [[ ! -f $BUILD_DIR/build.ninja ]]; then
-  # -g1: line tables, which is all a report uses (file and line), at an eighth less compile time.
-  meson setup "$BUILD_DIR" -Db_sanitize=thread -Dbuildtype=debug -Dcpp_args=-g1 >/dev/null
+  # -g1: line tables, which is all a report uses (file and line), at an eighth less compile time;
+  # a unity build, as build-san (tools/lab.sh, UNITY_OPTS).
+  meson setup "$BUILD_DIR" -Db_sanitize=thread -Dbuildtype=debug -Dcpp_args=-g1 -Dunity=on \
+    -Dunity_size=8 >/dev/null
 fi
 
 REPORTS=$ROOT/$BUILD_DIR/tsan-reports

@@ -20,17 +20,12 @@ extern "C" {
 namespace unetback::hv {
 namespace {
 
-/// The errno of a failed libxenevtchn call (EIO should a library path forget to set it).
-std::error_code call_error() {
-  return errno != 0 ? last_errno() : errno_code(EIO);
-}
-
 std::error_code status_of(int rc) {
-  return rc == 0 ? std::error_code{} : call_error();
+  return rc == 0 ? std::error_code{} : library_call_error();
 }
 
 Result<Port> port_of(xenevtchn_port_or_error_t rc) {
-  if (rc < 0) return call_error();
+  if (rc < 0) return library_call_error();
   return Port{static_cast<std::uint32_t>(rc)};
 }
 
@@ -141,7 +136,7 @@ Result<std::optional<Port>> XenEventChannel::pending() {
   if (rc >= 0) return std::optional<Port>(Port{static_cast<std::uint32_t>(rc)});
   // The fd is non-blocking: EAGAIN is the empty queue, not an error.
   if (errno == EAGAIN || errno == EWOULDBLOCK) return std::optional<Port>();
-  return call_error();
+  return library_call_error();
 }
 
 std::error_code XenEventChannel::unmask(Port local) {

@@ -13,7 +13,7 @@
 namespace unetback::hv {
 namespace {
 
-constexpr const char* kLogPrefix = "xen-gnttab";
+constexpr const char* kGnttabLog = "xen-gnttab";
 
 // A bad guest grant fails only its own segment (a per-segment status); a whole call fails
 // on a gntdev error or a backend bug. Rate-limited all the same, so that a persistent fault
@@ -50,7 +50,7 @@ bool XenGrantTable::copy_call(std::span<GrantCopySegment> segments) noexcept {
   if (xengnttab_grant_copy(handle_.get(), static_cast<std::uint32_t>(batch_.segs.size()),
                            batch_.segs.data()) != 0) {
     const int err = errno;
-    log::write_limited(g_copy_fail_rate, log::Level::warn, kLogPrefix,
+    log::write_limited(g_copy_fail_rate, log::Level::warn, kGnttabLog,
                        "grant copy of " + std::to_string(batch_.segs.size()) +
                            " segments failed as a whole: " + errno_code(err).message());
     return false;
@@ -75,7 +75,7 @@ Result<MappedGrants> XenGrantTable::map(DomId granter, std::span<const GrantRef>
 void XenGrantTable::unmap(std::byte* addr, std::size_t count) noexcept {
   if (xengnttab_unmap(handle_.get(), addr, static_cast<std::uint32_t>(count)) != 0) {
     // Nothing to recover: the pages stay mapped (and the grants held) until we exit.
-    log::write(log::Level::error, kLogPrefix,
+    log::write(log::Level::error, kGnttabLog,
                "unmap of " + std::to_string(count) + " grants failed: " + last_errno().message());
   }
 }

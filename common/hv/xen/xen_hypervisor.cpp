@@ -17,7 +17,7 @@
 namespace unetback::hv {
 namespace {
 
-constexpr const char* kLogPrefix = "xen";
+constexpr const char* kXenLog = "xen";
 
 /// Our own domid, as `xenstore-read domid` finds it: xenstored resolves the relative path
 /// against the caller's /local/domain/<id>, where the toolstack wrote "domid".
@@ -30,7 +30,7 @@ Result<DomId> read_own_domid() {
     if (!id) return std::errc::invalid_argument;
     return *id;
   } catch (const SetupError& e) {
-    log::write(log::Level::debug, kLogPrefix, e.what());
+    log::write(log::Level::debug, kXenLog, e.what());
     return std::errc::no_such_device;
   }
 }
@@ -51,7 +51,7 @@ class XenHypervisor final : public Hypervisor {
       // A backend normally runs in dom0, where the toolstack may not have written "domid"
       // yet (or xenstored is still starting); a driver domain always has it.
       log::write(
-          log::Level::warn, kLogPrefix,
+          log::Level::warn, kXenLog,
           "cannot read our domid from xenstore (" + id.error().message() + "): assuming dom0");
       self_ = kDom0;
     } else {
@@ -117,8 +117,7 @@ class XenHypervisor final : public Hypervisor {
       try {
         xs_ = std::make_unique<LibXenStore>();
       } catch (const SetupError& e) {
-        log::write(log::Level::warn, kLogPrefix,
-                   std::string("domain liveness unknown: ") + e.what());
+        log::write(log::Level::warn, kXenLog, std::string("domain liveness unknown: ") + e.what());
         return true;
       }
     }

@@ -32,14 +32,8 @@ struct FreeDeleter {
 template <typename T>
 using Malloced = std::unique_ptr<T, FreeDeleter>;
 
-/// The error of a failed libxenstore call: its errno (EAGAIN from a conflicting commit
-/// included), or EIO should a library path fail without setting one.
-std::error_code call_error() {
-  return errno != 0 ? last_errno() : errno_code(EIO);
-}
-
 std::error_code status_of(bool ok) {
-  return ok ? std::error_code{} : call_error();
+  return ok ? std::error_code{} : library_call_error();
 }
 
 /// libxenstore takes C strings: a path or token with an embedded NUL would silently be cut
@@ -132,7 +126,7 @@ LibXenStore::LibXenStore(std::optional<std::string> socket_path) {
   // Create the watch pipe now, so watch_fd() is valid from the start and never fails later.
   watch_fd_ = xs_fileno(handle_.get());
   if (watch_fd_ < 0)
-    throw SetupError("xenstore: cannot create the watch pipe: " + call_error().message());
+    throw SetupError("xenstore: cannot create the watch pipe: " + library_call_error().message());
 }
 
 LibXenStore::~LibXenStore() = default;
@@ -143,7 +137,7 @@ Result<std::string> LibXenStore::read(std::string_view path, XsTx tx) {
   errno = 0;
   Malloced<char> value(
       static_cast<char*>(xs_read(handle_.get(), tx.id, std::string(path).c_str(), &len)));
-  if (!value) return call_error();
+  if (!value) return library_call_error();
   return std::string(value.get(), len);
 }
 
@@ -171,7 +165,7 @@ Result<std::vector<std::string>> LibXenStore::directory(std::string_view path, X
   unsigned int num = 0;
   errno = 0;
   Malloced<char*> names(xs_directory(handle_.get(), tx.id, std::string(path).c_str(), &num));
-  if (!names) return call_error();
+  if (!names) return library_call_error();
   std::vector<std::string> out;
   out.reserve(num);
   for (unsigned int i = 0; i < num; ++i) out.emplace_back(names.get()[i]);
@@ -184,7 +178,7 @@ Result<std::vector<XsPerm>> LibXenStore::get_perms(std::string_view path, XsTx t
   errno = 0;
   Malloced<xs_permissions> perms(
       xs_get_permissions(handle_.get(), tx.id, std::string(path).c_str(), &num));
-  if (!perms) return call_error();
+  if (!perms) return library_call_error();
   std::vector<XsPerm> out;
   out.reserve(num);
   for (unsigned int i = 0; i < num; ++i) {
@@ -209,7 +203,7 @@ std::error_code LibXenStore::set_perms(std::string_view path, std::span<const Xs
 Result<XsTx> LibXenStore::transaction_start() {
   errno = 0;
   const xs_transaction_t t = xs_transaction_start(handle_.get());
-  if (t == XBT_NULL) return call_error();
+  if (t == XBT_NULL) return library_call_error();
   return XsTx{t};
 }
 
@@ -275,7 +269,7 @@ std::optional<XsWatchEvent> LibXenStore::read_watch() {
 Result<std::string> LibXenStore::get_domain_path(DomId domid) {
   errno = 0;
   Malloced<char> path(xs_get_domain_path(handle_.get(), domid.value()));
-  if (!path) return call_error();
+  if (!path) return library_call_error();
   return std::string(path.get());
 }
 

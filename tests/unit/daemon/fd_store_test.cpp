@@ -18,10 +18,13 @@
 #include <utility>
 #include <vector>
 
+#include "tests/support/inode.hpp"
 #include "tests/support/notify_socket.hpp"
 
 namespace unetback::daemon {
 namespace {
+
+using test::inode_of;
 
 struct Sent {
   std::string state;
@@ -34,11 +37,6 @@ UniqueFd pipe_fd() {
   if (::pipe2(p, O_CLOEXEC) != 0) return UniqueFd();
   ::close(p[1]);
   return UniqueFd(p[0]);
-}
-
-ino_t inode_of(int fd) {
-  struct stat st {};
-  return ::fstat(fd, &st) == 0 ? st.st_ino : 0;
 }
 
 bool is_open(int fd) {

@@ -11,8 +11,12 @@
 #include <unistd.h>
 #include <vector>
 
+#include "tests/support/inode.hpp"
+
 namespace unetback::daemon {
 namespace {
+
+using test::inode_of;
 
 TEST(Upgrade, TheSuccessorGetsFreshListenVariablesAndKeepsTheRest) {
   const char* env[] = {"PATH=/usr/bin",
@@ -35,11 +39,6 @@ TEST(Upgrade, TheProgramPathNamesThisProgramFile) {
   ASSERT_FALSE(p.empty());
   EXPECT_EQ(p.front(), '/');
   EXPECT_EQ(::access(p.c_str(), X_OK), 0) << p;
-}
-
-ino_t inode_of(int fd) {
-  struct stat st {};
-  return ::fstat(fd, &st) == 0 ? st.st_ino : 0;
 }
 
 // The successor gets two pipes' read ends (opened at whatever numbers) at 3 and 4 and a shell

@@ -19,9 +19,9 @@
 namespace unetback::net {
 namespace {
 
-struct Pair {
+struct BatchReadPair {
   UniqueFd sender, receiver;
-  explicit Pair(bool nonblocking = true) {
+  explicit BatchReadPair(bool nonblocking = true) {
     int sv[2];
     EXPECT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
     sender.reset(sv[0]);
@@ -44,11 +44,11 @@ std::string expected(int i) {
 }
 
 /// n buffers of 256 bytes, filled with a marker so an untouched buffer can be told.
-struct Buffers {
+struct BatchBuffers {
   std::vector<std::array<std::byte, 256>> mem;
   std::vector<std::span<std::byte>> spans;
   std::vector<std::size_t> sizes;
-  explicit Buffers(std::size_t n) : mem(n), sizes(n, 12345) {
+  explicit BatchBuffers(std::size_t n) : mem(n), sizes(n, 12345) {
     for (auto& m : mem) {
       m.fill(std::byte{0xa5});
       spans.emplace_back(m);
@@ -66,12 +66,12 @@ struct Buffers {
 };
 
 TEST(FrameBatchReader, FiveWaitingFramesAndTheEndOfTheBatchCostOneIoUringEnter) {
-  Pair p;
+  BatchReadPair p;
   FrameBatchReader r(p.receiver.get(), 16);
   if (r.mode() != FrameBatchReader::Mode::io_uring)
     GTEST_SKIP() << "io_uring unavailable here (the read() path is tested below)";
   p.send_frames(0, 5);
-  Buffers b(8);
+  BatchBuffers b(8);
   EXPECT_EQ(r.read(b.spans, b.sizes), 8u);
   EXPECT_EQ(r.syscalls(), 1u);
   for (std::size_t i = 0; i < 5; ++i) EXPECT_EQ(b.frame(i), expected(static_cast<int>(i)));
@@ -84,14 +84,14 @@ TEST(FrameBatchReader, FiveWaitingFramesAndTheEndOfTheBatchCostOneIoUringEnter) 
 }
 
 TEST(FrameBatchReader, MoreFramesThanACallTakesAreLeftForTheNextInOrder) {
-  Pair p;
+  BatchReadPair p;
   FrameBatchReader r(p.receiver.get(), 4);
   if (r.mode() != FrameBatchReader::Mode::io_uring) GTEST_SKIP() << "io_uring unavailable here";
   p.send_frames(0, 6);
-  Buffers b(8);
+  BatchBuffers b(8);
   EXPECT_EQ(r.read(b.spans, b.sizes), 4u) << "capacity 4: four reads per call";
   for (std::size_t i = 0; i < 4; ++i) EXPECT_EQ(b.frame(i), expected(static_cast<int>(i)));
-  Buffers c(8);
+  BatchBuffers c(8);
   EXPECT_EQ(r.read(c.spans, c.sizes), 4u);
   EXPECT_EQ(c.frame(0), expected(4));
   EXPECT_EQ(c.frame(1), expected(5));
@@ -100,11 +100,11 @@ TEST(FrameBatchReader, MoreFramesThanACallTakesAreLeftForTheNextInOrder) {
 }
 
 TEST(FrameBatchReader, WithoutIoUringEachFrameIsOneReadAndTheEmptyReadEndsTheBatch) {
-  Pair p;
+  BatchReadPair p;
   FrameBatchReader r(p.receiver.get(), 16, /*allow_io_uring=*/false);
   ASSERT_EQ(r.mode(), FrameBatchReader::Mode::read);
   p.send_frames(0, 3);
-  Buffers b(8);
+  BatchBuffers b(8);
   EXPECT_EQ(r.read(b.spans, b.sizes), 4u) << "three frames and the read that found nothing";
   EXPECT_EQ(r.syscalls(), 4u);
   for (std::size_t i = 0; i < 3; ++i) EXPECT_EQ(b.frame(i), expected(static_cast<int>(i)));
@@ -116,17 +116,17 @@ TEST(FrameBatchReader, WithoutIoUringEachFrameIsOneReadAndTheEmptyReadEndsTheBat
 // read carries RWF_NOWAIT (O_NONBLOCK alone is not enough on Linux >= 6.0): a batch on an
 // empty fd answers at once and leaves everything in place.
 TEST(FrameBatchReader, AnEmptyFdAnswersTheBatchAtOnceWithoutParkingAnyRead) {
-  Pair p;
+  BatchReadPair p;
   FrameBatchReader r(p.receiver.get(), 4);
   if (r.mode() != FrameBatchReader::Mode::io_uring) GTEST_SKIP() << "io_uring unavailable here";
-  Buffers b(4);
+  BatchBuffers b(4);
   EXPECT_EQ(r.read(b.spans, b.sizes), 4u);
   EXPECT_EQ(r.syscalls(), 1u);
   EXPECT_EQ(r.parked_reads(), 0u);
   EXPECT_EQ(r.mode(), FrameBatchReader::Mode::io_uring);
   for (std::size_t i = 0; i < 4; ++i) EXPECT_TRUE(b.untouched(i));
   p.send_frames(3, 1);
-  Buffers c(4);
+  BatchBuffers c(4);
   EXPECT_EQ(r.read(c.spans, c.sizes), 4u);
   EXPECT_EQ(c.frame(0), expected(3));
 }
@@ -135,10 +135,10 @@ TEST(FrameBatchReader, AnEmptyFdAnswersTheBatchAtOnceWithoutParkingAnyRead) {
 // hold the queue's thread, and the parked read must not take a frame into a buffer its owner
 // has given back: the reader cancels it, waits for the cancel, then reads with read().
 TEST(FrameBatchReader, AParkedReadIsCancelledSoItNeverWritesIntoAReturnedBuffer) {
-  Pair p;
+  BatchReadPair p;
   FrameBatchReader r(p.receiver.get(), 4, /*allow_io_uring=*/true, /*nowait=*/false);
   if (r.mode() != FrameBatchReader::Mode::io_uring) GTEST_SKIP() << "io_uring unavailable here";
-  Buffers b(4);
+  BatchBuffers b(4);
   EXPECT_EQ(r.read(b.spans, b.sizes), 4u) << "returned although nothing could be read";
   EXPECT_EQ(r.parked_reads(), 4u);
   EXPECT_EQ(r.mode(), FrameBatchReader::Mode::read) << "io_uring given up for this fd";

@@ -16,9 +16,9 @@
 namespace unetback::net {
 namespace {
 
-struct Pair {
+struct BatchWritePair {
   UniqueFd writer_end, reader_end;
-  Pair() {
+  BatchWritePair() {
     int sv[2];
     EXPECT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
     writer_end.reset(sv[0]);
@@ -69,7 +69,7 @@ void expect_frames_in_order(int fd, const Frames& f) {
 }
 
 TEST(FrameBatchWriter, APassOfFramesIsOneSyscallThroughIoUring) {
-  Pair p;
+  BatchWritePair p;
   FrameBatchWriter w(p.writer_end.get(), 64);
   if (w.mode() != FrameBatchWriter::Mode::io_uring)
     GTEST_SKIP() << "io_uring unavailable here (the writev path is tested below)";
@@ -84,7 +84,7 @@ TEST(FrameBatchWriter, APassOfFramesIsOneSyscallThroughIoUring) {
 }
 
 TEST(FrameBatchWriter, WithoutIoUringEachFrameIsOneWritev) {
-  Pair p;
+  BatchWritePair p;
   FrameBatchWriter w(p.writer_end.get(), 64, /*allow_io_uring=*/false);
   EXPECT_EQ(w.mode(), FrameBatchWriter::Mode::writev);
   Frames f(10);
@@ -97,7 +97,7 @@ TEST(FrameBatchWriter, WithoutIoUringEachFrameIsOneWritev) {
 }
 
 TEST(FrameBatchWriter, MoreFramesThanTheCapacityAreAllWrittenInOrder) {
-  Pair p;
+  BatchWritePair p;
   FrameBatchWriter w(p.writer_end.get(), 4);
   Frames f(11);
   add_all(w, f);
@@ -116,7 +116,7 @@ TEST(FrameBatchWriter, MoreFramesThanTheCapacityAreAllWrittenInOrder) {
 TEST(FrameBatchWriter, EachFailedWriteIsReportedForItsFrame) {
   ::signal(SIGPIPE, SIG_IGN);  // as unetbackd does: the error comes back as EPIPE
   for (const bool uring : {true, false}) {
-    Pair p;
+    BatchWritePair p;
     FrameBatchWriter w(p.writer_end.get(), 8, uring);
     p.reader_end.reset();  // the peer is gone: every write fails (EPIPE)
     Frames f(3);
@@ -128,7 +128,7 @@ TEST(FrameBatchWriter, EachFailedWriteIsReportedForItsFrame) {
 }
 
 TEST(FrameBatchWriter, AFrameOfTooManyPiecesIsRefusedAtOnce) {
-  Pair p;
+  BatchWritePair p;
   FrameBatchWriter w(p.writer_end.get(), 8);
   std::vector<iovec> iov(FrameBatchWriter::kMaxIov, iovec{nullptr, 0});
   EXPECT_EQ(w.add(VirtioNetHdr{}, iov), std::errc::message_size);

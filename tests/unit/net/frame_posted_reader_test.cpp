@@ -28,9 +28,9 @@
 namespace unetback::net {
 namespace {
 
-struct Pair {
+struct PostedReadPair {
   UniqueFd sender, receiver;
-  Pair() {
+  PostedReadPair() {
     int sv[2];
     EXPECT_EQ(::socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv), 0);
     sender.reset(sv[0]);
@@ -76,9 +76,9 @@ bool ring_readable(const FramePostedReader& r, int timeout_ms) {
   return ::poll(&p, 1, timeout_ms) == 1 && (p.revents & POLLIN) != 0;
 }
 
-struct Buffers {
+struct PostedBuffers {
   std::vector<std::array<std::byte, 256>> mem;
-  explicit Buffers(std::size_t n) : mem(n) {
+  explicit PostedBuffers(std::size_t n) : mem(n) {
     for (auto& m : mem) m.fill(std::byte{0xa5});
   }
   std::span<std::byte> operator[](std::size_t i) { return mem[i]; }
@@ -119,9 +119,9 @@ class PostedReads : public ::testing::Test {
     return out;
   }
 
-  Pair p_;
+  PostedReadPair p_;
   std::optional<FramePostedReader> r_;
-  std::optional<Buffers> b_;
+  std::optional<PostedBuffers> b_;
   std::vector<std::pair<std::uint32_t, std::size_t>> got_;
 };
 
@@ -192,10 +192,10 @@ TEST_F(PostedReads, FramesAlreadyWaitingCompleteInsideTheSubmittingCall) {
 }
 
 TEST(FramePostedReader, NoMoreThanDepthReadsArePosted) {
-  Pair p;
+  PostedReadPair p;
   FramePostedReader r(p.receiver.get(), 2);
   if (!r.is_open()) GTEST_SKIP() << "io_uring unavailable here";
-  Buffers b(3);
+  PostedBuffers b(3);
   EXPECT_TRUE(r.post(b[0], 0));
   EXPECT_TRUE(r.post(b[1], 1));
   EXPECT_FALSE(r.post(b[2], 2));
@@ -226,10 +226,10 @@ TEST_F(PostedReads, CancelReturnsEveryBufferAndNoneIsWrittenAfterwards) {
 }
 
 TEST(FramePostedReader, AThousandFramesInBurstsArriveWholeAndInOrderWithBuffersPostedAgain) {
-  Pair p;
+  PostedReadPair p;
   FramePostedReader r(p.receiver.get(), 16);
   if (!r.is_open()) GTEST_SKIP() << "io_uring unavailable here";
-  Buffers b(16);
+  PostedBuffers b(16);
   int next_expected = 0, sent = 0;
   std::vector<std::uint32_t> free_bufs;
   const auto on_frame = [&](std::uint32_t tag, std::size_t len) {

@@ -19,7 +19,7 @@ ParseOutcome parse(std::vector<std::string_view> extra) {
 }
 
 /// The options, or a failure and defaults.
-ShimOptions ok(std::vector<std::string_view> extra) {
+ShimOptions mode_options(std::vector<std::string_view> extra) {
   const ParseOutcome p = parse(std::move(extra));
   if (const auto* e = std::get_if<UsageError>(&p)) ADD_FAILURE() << e->message;
   const auto* o = std::get_if<ShimOptions>(&p);
@@ -43,7 +43,7 @@ TEST(FrontendMode, LinuxIsTodaysBehaviour) {
   EXPECT_FALSE(r.tx_hash_extras);
   EXPECT_EQ(r.tx_chain_piece, 0U);
   EXPECT_EQ(r.state_wait, std::chrono::seconds(10));
-  const ShimOptions os = ok({});
+  const ShimOptions os = mode_options({});
   const ShimOptions* o = &os;
   EXPECT_EQ(o->mode, FrontendMode::linux_netfront);
   EXPECT_EQ(o->connect_timeout_ms, 10000U);
@@ -57,10 +57,10 @@ TEST(FrontendMode, XenvifFollowsTheWindowsDriversRules) {
   EXPECT_TRUE(r.mcast_extras);
   EXPECT_TRUE(r.per_state_wait);
   EXPECT_EQ(r.state_wait, std::chrono::seconds(120));
-  const ShimOptions os = ok({"--mode", "xenvif"});
+  const ShimOptions os = mode_options({"--mode", "xenvif"});
   const ShimOptions* o = &os;
   EXPECT_EQ(o->connect_timeout_ms, 120000U);
-  const ShimOptions ts = ok({"--mode=xenvif", "--connect-timeout-ms", "5"});
+  const ShimOptions ts = mode_options({"--mode=xenvif", "--connect-timeout-ms", "5"});
   const ShimOptions* t = &ts;
   EXPECT_EQ(t->connect_timeout_ms, 5U);  // the command line wins
 }
@@ -87,7 +87,7 @@ TEST(FrontendMode, MinimalIsMiniOsNoRxNotifyNoSgOneQueue) {
   EXPECT_FALSE(r.feature_keys);
   EXPECT_FALSE(r.multi_queue);
   EXPECT_FALSE(r.split_event_channels);
-  const ShimOptions os = ok({"--mode", "minimal"});
+  const ShimOptions os = mode_options({"--mode", "minimal"});
   const ShimOptions* o = &os;
   EXPECT_FALSE(o->sg);
   for (const auto& bad :

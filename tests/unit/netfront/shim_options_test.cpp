@@ -16,7 +16,7 @@ ParseOutcome parse(std::initializer_list<std::string_view> extra) {
 }
 
 // By value: the ParseOutcome is a temporary of the caller's expression.
-ShimOptions ok(const ParseOutcome& p) {
+ShimOptions options_of(const ParseOutcome& p) {
   if (const auto* e = std::get_if<UsageError>(&p)) ADD_FAILURE() << e->message;
   const auto* o = std::get_if<ShimOptions>(&p);
   EXPECT_NE(o, nullptr);
@@ -30,15 +30,17 @@ std::string usage_error(const ParseOutcome& p) {
 }
 
 TEST(ShimOptions, DefaultsAreSeed002RefillAndNormalTxLayout) {
-  const ShimOptions o = ok(parse({}));
+  const ShimOptions o = options_of(parse({}));
   EXPECT_EQ(o.rx_refill, netfront::RxRefillRule::early);
   EXPECT_FALSE(o.tx_frags.has_value());
 }
 
 TEST(ShimOptions, RxRefillTakesEitherRuleInBothSpellings) {
-  EXPECT_EQ(ok(parse({"--rx-refill", "half-ring"})).rx_refill, netfront::RxRefillRule::half_ring);
-  EXPECT_EQ(ok(parse({"--rx-refill=half-ring"})).rx_refill, netfront::RxRefillRule::half_ring);
-  EXPECT_EQ(ok(parse({"--rx-refill=early"})).rx_refill, netfront::RxRefillRule::early);
+  EXPECT_EQ(options_of(parse({"--rx-refill", "half-ring"})).rx_refill,
+            netfront::RxRefillRule::half_ring);
+  EXPECT_EQ(options_of(parse({"--rx-refill=half-ring"})).rx_refill,
+            netfront::RxRefillRule::half_ring);
+  EXPECT_EQ(options_of(parse({"--rx-refill=early"})).rx_refill, netfront::RxRefillRule::early);
 }
 
 TEST(ShimOptions, RxRefillRejectsOtherRules) {
@@ -52,9 +54,9 @@ TEST(ShimOptions, RxRefillRejectsOtherRules) {
 TEST(ShimOptions, TxFragsAcceptsSizesFrom64To4096) {
   for (std::uint32_t size : {64u, 65u, 1000u, 4095u, 4096u}) {
     const std::string text = std::to_string(size);
-    EXPECT_EQ(ok(parse({"--tx-frags", text})).tx_frags, size);
+    EXPECT_EQ(options_of(parse({"--tx-frags", text})).tx_frags, size);
   }
-  EXPECT_EQ(ok(parse({"--tx-frags=2048"})).tx_frags, 2048u);
+  EXPECT_EQ(options_of(parse({"--tx-frags=2048"})).tx_frags, 2048u);
 }
 
 TEST(ShimOptions, TxFragsRejectsSizesOutsideAPieceOfAPage) {
@@ -78,9 +80,9 @@ TEST(ShimOptions, UsageDocumentsTheExperimentKnobs) {
 }
 
 TEST(ShimOptions, RssAndAMappingFileWhichImpliesIt) {
-  EXPECT_FALSE(ok(parse({})).rss);
-  EXPECT_TRUE(ok(parse({"--rss"})).rss);
-  const ShimOptions o = ok(parse({"--rss-mapping-file", "/tmp/map"}));
+  EXPECT_FALSE(options_of(parse({})).rss);
+  EXPECT_TRUE(options_of(parse({"--rss"})).rss);
+  const ShimOptions o = options_of(parse({"--rss-mapping-file", "/tmp/map"}));
   EXPECT_TRUE(o.rss);
   EXPECT_EQ(o.rss_mapping_file, "/tmp/map");
   EXPECT_NE(usage_error(parse({"--rss=1"})), "");
@@ -88,11 +90,11 @@ TEST(ShimOptions, RssAndAMappingFileWhichImpliesIt) {
 }
 
 TEST(ShimOptions, XdpHeadroomAndAFileReReadWhileRunning) {
-  EXPECT_EQ(ok(parse({})).xdp_headroom, 0U);
-  EXPECT_FALSE(ok(parse({})).xdp_headroom_file.has_value());
-  EXPECT_EQ(ok(parse({"--xdp-headroom", "256"})).xdp_headroom, 256U);
-  EXPECT_EQ(ok(parse({"--xdp-headroom=32767"})).xdp_headroom, 32767U);
-  EXPECT_EQ(ok(parse({"--xdp-headroom-file", "/tmp/xdp"})).xdp_headroom_file, "/tmp/xdp");
+  EXPECT_EQ(options_of(parse({})).xdp_headroom, 0U);
+  EXPECT_FALSE(options_of(parse({})).xdp_headroom_file.has_value());
+  EXPECT_EQ(options_of(parse({"--xdp-headroom", "256"})).xdp_headroom, 256U);
+  EXPECT_EQ(options_of(parse({"--xdp-headroom=32767"})).xdp_headroom, 32767U);
+  EXPECT_EQ(options_of(parse({"--xdp-headroom-file", "/tmp/xdp"})).xdp_headroom_file, "/tmp/xdp");
   for (const char* bad : {"32768", "-1", "0x100", "", " 256", "256 "})
     EXPECT_NE(usage_error(parse({"--xdp-headroom", bad})), "") << "'" << bad << "'";
   EXPECT_NE(usage_error(parse({"--xdp-headroom-file="})), "");
@@ -102,8 +104,9 @@ TEST(ShimOptions, XdpHeadroomAndAFileReReadWhileRunning) {
 }
 
 TEST(ShimOptions, ResumeFileIsAPathAndWithoutItNoSuspendIsHonoured) {
-  EXPECT_FALSE(ok(parse({})).resume_file.has_value());
-  EXPECT_EQ(ok(parse({"--resume-file", "/w/guest-g1.resume"})).resume_file, "/w/guest-g1.resume");
+  EXPECT_FALSE(options_of(parse({})).resume_file.has_value());
+  EXPECT_EQ(options_of(parse({"--resume-file", "/w/guest-g1.resume"})).resume_file,
+            "/w/guest-g1.resume");
   EXPECT_NE(usage_error(parse({"--resume-file="})), "");
   EXPECT_NE(usage_error(parse({"--resume-file"})), "");
   EXPECT_NE(shim_usage().find("SIGUSR1"), std::string::npos);

@@ -12,8 +12,8 @@
 namespace unetback::xenbus {
 namespace {
 
-using testing::Keys;
-using testing::reader;
+using key_map::Keys;
+using key_map::reader;
 
 // What libxl 4.17 writes for `vif = ['bridge=xenbr0,mac=00:16:3e:01:02:03']` of domain 5.
 Keys libxl_keys() {

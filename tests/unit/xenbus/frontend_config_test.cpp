@@ -11,8 +11,8 @@
 namespace unetback::xenbus {
 namespace {
 
-using testing::Keys;
-using testing::reader;
+using key_map::Keys;
+using key_map::reader;
 
 // What Linux netfront writes for one queue with split event channels.
 Keys netfront_one_queue() {
@@ -40,7 +40,7 @@ Keys netfront_queues(unsigned n) {
   return k;
 }
 
-const FrontendLimits kLimits{8, true};
+constexpr FrontendLimits kLimits{8, true};
 
 KeyError error_of(const Keys& k, FrontendLimits limits = kLimits) {
   auto r = parse_frontend_config(reader(k), limits);

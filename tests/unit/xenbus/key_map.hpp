@@ -9,7 +9,7 @@
 
 #include "backend/xenbus/keys.hpp"
 
-namespace unetback::xenbus::testing {
+namespace unetback::xenbus::key_map {
 
 using Keys = std::map<std::string, std::string, std::less<>>;
 
@@ -21,4 +21,4 @@ inline KeyReader reader(const Keys& keys) {
   };
 }
 
-}  // namespace unetback::xenbus::testing
+}  // namespace unetback::xenbus::key_map

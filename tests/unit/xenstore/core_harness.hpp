@@ -16,6 +16,9 @@
 
 namespace unetback::xensim::test {
 
+/// The guest domain the scenarios connect as, beside dom0.
+inline constexpr DomId kDom1{1};
+
 using wire::XsType;
 
 struct Answer {

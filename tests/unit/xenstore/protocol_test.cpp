@@ -11,8 +11,6 @@ using namespace unetback::xensim::test;
 
 namespace {
 
-constexpr DomId kDom1{1};
-
 std::string header(std::uint32_t type, std::uint32_t req, std::uint32_t tx, std::uint32_t len) {
   wire::XsMsgHeader h{type, req, tx, len};
   std::string s(sizeof(h), '\0');
@@ -96,8 +94,8 @@ class XenstoreProtocol : public ::testing::Test {
     l.max_transactions_per_domain = 2;
     return l;
   }
-  CoreHarness h{limits()};
-  ConnId d0, d1;
+  CoreHarness h{limits()};  // NOLINT(readability-identifier-naming): shorthand
+  ConnId d0, d1;            // NOLINT(readability-identifier-naming): shorthand
 };
 
 TEST_F(XenstoreProtocol, UnknownAndReplyOnlyTypesAreEnosys) {

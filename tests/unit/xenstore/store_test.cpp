@@ -10,7 +10,6 @@ using namespace unetback::xensim::test;
 
 namespace {
 
-constexpr DomId kDom1{1};
 constexpr DomId kDom2{2};
 
 class Xenstore : public ::testing::Test {
@@ -24,8 +23,8 @@ class Xenstore : public ::testing::Test {
     d1 = h.connect(kDom1);
     d2 = h.connect(kDom2);
   }
-  CoreHarness h;
-  ConnId d0, d1, d2;
+  CoreHarness h;  // NOLINT(readability-identifier-naming): shorthand
+  ConnId d0, d1, d2;  // NOLINT(readability-identifier-naming): shorthand
 };
 
 TEST_F(Xenstore, ReplyEchoesTypeReqIdAndTxId) {

@@ -13,8 +13,6 @@ using ::testing::IsEmpty;
 
 namespace {
 
-constexpr DomId kDom1{1};
-
 class XenstoreWatch : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -23,8 +21,8 @@ class XenstoreWatch : public ::testing::Test {
     d0 = h.connect(kDom0);
     d1 = h.connect(kDom1);
   }
-  CoreHarness h;
-  ConnId d0, d1;
+  CoreHarness h;  // NOLINT(readability-identifier-naming): shorthand
+  ConnId d0, d1;  // NOLINT(readability-identifier-naming): shorthand
 };
 
 TEST_F(XenstoreWatch, WatchRepliesOkThenFiresInitialEvent) {

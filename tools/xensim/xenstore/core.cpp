@@ -16,10 +16,6 @@ constexpr std::string_view kIntroduceDomain = "@introduceDomain";
 constexpr std::string_view kReleaseDomain = "@releaseDomain";
 constexpr std::string_view kOk{"OK\0", 3};
 
-std::error_code err(int e) {
-  return errno_code(e);
-}
-
 std::string with_nul(std::string_view s) {
   std::string out(s);
   out += '\0';
@@ -104,7 +100,7 @@ void XenstoreCore::handle(ConnId id, const XsMessage& msg) {
   auto it = conns_.find(id);
   if (it == conns_.end()) return;
   std::optional<WatchEvent> initial;
-  Reply r = err(ENOSYS);
+  Reply r = errno_code(ENOSYS);
   if (msg.hdr.type == static_cast<std::uint32_t>(XsType::watch)) {
     r = do_watch(id, it->second, msg.payload, initial);
   } else {
@@ -129,15 +125,15 @@ XenstoreCore::Reply XenstoreCore::dispatch(ConnId id, Conn& c, const XsMessage& 
     log::write_limited(
         g_guest_log_limit, log::Level::warn, "xenstored",
         "dom" + std::to_string(c.dom.value()) + ": unknown request type " + std::to_string(type));
-    return err(ENOSYS);
+    return errno_code(ENOSYS);
   }
   const auto t = static_cast<XsType>(type);
-  if (privileged_only(t) && !is_privileged(c.dom)) return err(EACCES);
+  if (privileged_only(t) && !is_privileged(c.dom)) return errno_code(EACCES);
 
   // The header's tx_id names one of this connection's transactions (WATCH and UNWATCH
   // ignore it: "The tx_id in a WATCH request is ignored").
   const hv::XsTx tx{msg.hdr.tx_id};
-  if (t != XsType::unwatch && tx.id != 0 && !c.txs.contains(tx.id)) return err(ENOENT);
+  if (t != XsType::unwatch && tx.id != 0 && !c.txs.contains(tx.id)) return errno_code(ENOENT);
 
   const std::string_view payload = msg.payload;
   auto path_arg = [&]() -> std::optional<std::string> {
@@ -157,12 +153,12 @@ XenstoreCore::Reply XenstoreCore::dispatch(ConnId id, Conn& c, const XsMessage& 
     case XsType::directory_part: return do_directory_part(c, tx, payload);
     case XsType::read: {
       auto p = path_arg();
-      if (!p) return err(EINVAL);
+      if (!p) return errno_code(EINVAL);
       return store_.read(c.dom, tx, *p);
     }
     case XsType::get_perms: {
       auto p = path_arg();
-      if (!p) return err(EINVAL);
+      if (!p) return errno_code(EINVAL);
       auto perms = store_.get_perms(c.dom, tx, *p);
       if (!perms) return perms.error();
       return perms_to_wire(*perms);
@@ -170,24 +166,24 @@ XenstoreCore::Reply XenstoreCore::dispatch(ConnId id, Conn& c, const XsMessage& 
     case XsType::write: {
       // "path\0value": the value is raw bytes up to the end of the payload.
       const auto nul = payload.find('\0');
-      if (nul == std::string_view::npos) return err(EINVAL);
+      if (nul == std::string_view::npos) return errno_code(EINVAL);
       const auto path = canonicalize(c.dom, payload.substr(0, nul));
       return done(store_.write(c.dom, tx, path, payload.substr(nul + 1), changes));
     }
     case XsType::mkdir: {
       auto p = path_arg();
-      if (!p) return err(EINVAL);
+      if (!p) return errno_code(EINVAL);
       return done(store_.mkdir(c.dom, tx, *p, changes));
     }
     case XsType::rm: {
       auto p = path_arg();
-      if (!p) return err(EINVAL);
+      if (!p) return errno_code(EINVAL);
       return done(store_.rm(c.dom, tx, *p, changes));
     }
     case XsType::set_perms: return do_set_perms(c, tx, payload);
     case XsType::unwatch: return do_unwatch(id, c, payload);
     case XsType::transaction_start: {
-      if (tx.id != 0) return err(EBUSY);  // no nested transactions
+      if (tx.id != 0) return errno_code(EBUSY);  // no nested transactions
       auto n = store_.transaction_start(c.dom);
       if (!n) return n.error();
       c.txs.insert(n->id);
@@ -197,7 +193,7 @@ XenstoreCore::Reply XenstoreCore::dispatch(ConnId id, Conn& c, const XsMessage& 
     case XsType::get_domain_path: {
       auto a = one_arg(payload);
       auto dom = a ? parse_domid(*a) : std::nullopt;
-      if (!dom) return err(EINVAL);
+      if (!dom) return errno_code(EINVAL);
       return with_nul(domain_path(*dom));
     }
     case XsType::introduce: return do_introduce(payload);
@@ -205,15 +201,15 @@ XenstoreCore::Reply XenstoreCore::dispatch(ConnId id, Conn& c, const XsMessage& 
     case XsType::is_domain_introduced: {
       auto a = one_arg(payload);
       auto dom = a ? parse_domid(*a) : std::nullopt;
-      if (!dom) return err(EINVAL);
+      if (!dom) return errno_code(EINVAL);
       return std::string(is_introduced(*dom) || is_privileged(*dom) ? "T\0" : "F\0", 2);
     }
     case XsType::resume: {
       // xensim tracks no shutdown state, so there is nothing to re-arm; only the lookup.
       auto a = one_arg(payload);
       auto dom = a ? parse_domid(*a) : std::nullopt;
-      if (!dom) return err(EINVAL);
-      if (!is_introduced(*dom)) return err(ENOENT);
+      if (!dom) return errno_code(EINVAL);
+      if (!is_introduced(*dom)) return errno_code(ENOENT);
       return std::string(kOk);
     }
     case XsType::reset_watches:
@@ -224,13 +220,13 @@ XenstoreCore::Reply XenstoreCore::dispatch(ConnId id, Conn& c, const XsMessage& 
       return std::string(kOk);
     case XsType::control:
     case XsType::set_target:
-    default: return err(ENOSYS);
+    default: return errno_code(ENOSYS);
   }
 }
 
 XenstoreCore::Reply XenstoreCore::do_directory(Conn& c, hv::XsTx tx, std::string_view payload) {
   auto a = one_arg(payload);
-  if (!a) return err(EINVAL);
+  if (!a) return errno_code(EINVAL);
   auto l = store_.list(c.dom, tx, canonicalize(c.dom, *a));
   if (!l) return l.error();
   return join_nul(l->children);
@@ -242,9 +238,9 @@ XenstoreCore::Reply XenstoreCore::do_directory_part(Conn& c, hv::XsTx tx,
   // <offset> of the full NUL-separated child list. The last part ends with an extra empty
   // string, which tells libxenstore's xs_directory_part() that the list is complete.
   const auto args = nul_strings(payload);
-  if (args.size() != 2 || payload.back() != '\0') return err(EINVAL);
+  if (args.size() != 2 || payload.back() != '\0') return errno_code(EINVAL);
   auto off = hv::parse_xs_uint<std::uint32_t>(args[1]);
-  if (!off) return err(EINVAL);
+  if (!off) return errno_code(EINVAL);
   auto l = store_.list(c.dom, tx, canonicalize(c.dom, args[0]));
   if (!l) return l.error();
   const std::string all = join_nul(l->children);
@@ -268,16 +264,16 @@ XenstoreCore::Reply XenstoreCore::do_directory_part(Conn& c, hv::XsTx tx,
 XenstoreCore::Reply XenstoreCore::do_watch(ConnId id, Conn& c, std::string_view payload,
                                            std::optional<WatchEvent>& initial) {
   const auto args = nul_strings(payload);
-  if (args.size() != 2) return err(EINVAL);
+  if (args.size() != 2) return errno_code(EINVAL);
   std::string path;
   std::optional<std::string> relative_base;
   if (args[0].starts_with('@')) {
-    if (!is_special_path(args[0])) return err(EINVAL);
+    if (!is_special_path(args[0])) return errno_code(EINVAL);
     path = std::string(args[0]);
   } else {
     if (!args[0].starts_with('/')) relative_base = domain_path(c.dom);
     path = canonicalize(c.dom, args[0]);
-    if (!is_valid_path(path)) return err(EINVAL);
+    if (!is_valid_path(path)) return errno_code(EINVAL);
   }
   if (auto e = watches_.add(id, c.dom, path, std::string(args[1]), relative_base,
                             limits_.max_watches_per_domain))
@@ -288,16 +284,16 @@ XenstoreCore::Reply XenstoreCore::do_watch(ConnId id, Conn& c, std::string_view 
 
 XenstoreCore::Reply XenstoreCore::do_unwatch(ConnId id, Conn& c, std::string_view payload) {
   const auto args = nul_strings(payload);
-  if (args.size() != 2) return err(EINVAL);
-  if (!watches_.remove(id, canonicalize(c.dom, args[0]), args[1])) return err(ENOENT);
+  if (args.size() != 2) return errno_code(EINVAL);
+  if (!watches_.remove(id, canonicalize(c.dom, args[0]), args[1])) return errno_code(ENOENT);
   return std::string(kOk);
 }
 
 XenstoreCore::Reply XenstoreCore::do_transaction_end(Conn& c, hv::XsTx tx,
                                                      std::string_view payload) {
   auto a = one_arg(payload);
-  if (!a || (*a != "T" && *a != "F")) return err(EINVAL);
-  if (tx.id == 0) return err(ENOENT);
+  if (!a || (*a != "T" && *a != "F")) return errno_code(EINVAL);
+  if (tx.id == 0) return errno_code(ENOENT);
   c.txs.erase(tx.id);
   Changes changes;
   if (auto e = store_.transaction_end(tx, *a == "T", changes)) return e;
@@ -309,9 +305,9 @@ XenstoreCore::Reply XenstoreCore::do_introduce(std::string_view payload) {
   // "<domid>|<mfn>|<evtchn>|?": xensim has no ring page or event channel to map; the
   // domain's socket is its connection.
   const auto args = nul_strings(payload);
-  if (args.size() < 3) return err(EINVAL);
+  if (args.size() < 3) return errno_code(EINVAL);
   auto dom = parse_domid(args[0]);
-  if (!dom || *dom == kDom0 || is_reserved(*dom)) return err(EINVAL);
+  if (!dom || *dom == kDom0 || is_reserved(*dom)) return errno_code(EINVAL);
   if (is_introduced(*dom)) return std::string(kOk);
   if (hooks_.open_domain) {
     if (auto e = hooks_.open_domain(*dom)) return e;
@@ -323,8 +319,8 @@ XenstoreCore::Reply XenstoreCore::do_introduce(std::string_view payload) {
 XenstoreCore::Reply XenstoreCore::do_release(std::string_view payload) {
   auto a = one_arg(payload);
   auto dom = a ? parse_domid(*a) : std::nullopt;
-  if (!dom || dom->value() == 0) return err(EINVAL);
-  if (!is_introduced(*dom)) return err(ENOENT);
+  if (!dom || dom->value() == 0) return errno_code(EINVAL);
+  if (!is_introduced(*dom)) return errno_code(ENOENT);
   if (hooks_.close_domain) hooks_.close_domain(*dom);
   domain_released(*dom);
   return std::string(kOk);
@@ -332,18 +328,18 @@ XenstoreCore::Reply XenstoreCore::do_release(std::string_view payload) {
 
 XenstoreCore::Reply XenstoreCore::do_set_perms(Conn& c, hv::XsTx tx, std::string_view payload) {
   const auto args = nul_strings(payload);
-  if (args.size() < 2) return err(EINVAL);
+  if (args.size() < 2) return errno_code(EINVAL);
   Perms perms;
   for (std::size_t i = 1; i < args.size(); ++i) {
     auto p = hv::parse_xs_perm(args[i]);
-    if (!p) return err(EINVAL);
+    if (!p) return errno_code(EINVAL);
     perms.push_back(*p);
   }
   if (args[0].starts_with('@')) {
     // Only the two special events carry permissions; changing them needs write+owner.
     auto it = special_perms_.find(args[0]);
-    if (it == special_perms_.end()) return err(EINVAL);
-    if (!allowed(c.dom, it->second, kAccessWrite | kAccessOwner)) return err(EACCES);
+    if (it == special_perms_.end()) return errno_code(EINVAL);
+    if (!allowed(c.dom, it->second, kAccessWrite | kAccessOwner)) return errno_code(EACCES);
     it->second = std::move(perms);
     return std::string(kOk);
   }

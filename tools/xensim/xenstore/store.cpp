@@ -96,14 +96,6 @@ class Store::View {
   Tx* tx_;
 };
 
-namespace {
-
-std::error_code err(int e) {
-  return errno_code(e);
-}
-
-}  // namespace
-
 Store::Store(const XenstoreLimits& limits) : limits_(limits) {
   // The root and /tool/xenstored, as xenstored's setup_structure() creates them: owned by
   // dom0, no access for anyone else.
@@ -117,7 +109,7 @@ Store::Store(const XenstoreLimits& limits) : limits_(limits) {
 Result<Store::Tx*> Store::find_tx(hv::XsTx tx) {
   if (tx.id == 0) return static_cast<Tx*>(nullptr);
   auto it = txs_.find(tx.id);
-  if (it == txs_.end()) return err(ENOENT);
+  if (it == txs_.end()) return errno_code(ENOENT);
   return &it->second;
 }
 
@@ -135,7 +127,7 @@ namespace {
 // existing ancestor denies the caller those rights too, the answer is EACCES.
 template <typename ViewT, typename NodeT>
 Result<NodeT> checked(ViewT& v, DomId caller, const std::string& path, unsigned wanted) {
-  if (!is_valid_path(path)) return err(EINVAL);
+  if (!is_valid_path(path)) return errno_code(EINVAL);
   const NodeT* n = v.get(path);
   if (n != nullptr && allowed(caller, n->perms, wanted)) return *n;
   const int e = n != nullptr ? EACCES : ENOENT;
@@ -143,11 +135,11 @@ Result<NodeT> checked(ViewT& v, DomId caller, const std::string& path, unsigned 
   while (p != "/") {
     p = std::string(parent_path(p));
     if (const NodeT* anc = v.get(p)) {
-      if ((access_for(caller, anc->perms) & wanted) != 0) return err(e);
-      return err(EACCES);
+      if ((access_for(caller, anc->perms) & wanted) != 0) return errno_code(e);
+      return errno_code(EACCES);
     }
   }
-  return err(e);
+  return errno_code(e);
 }
 
 }  // namespace
@@ -163,7 +155,7 @@ std::error_code Store::create(View& v, DomId caller, const std::string& path,
   }
   if (!is_privileged(caller) && v.owned(caller) + static_cast<long>(missing.size()) >
                                     static_cast<long>(limits_.max_nodes_per_domain))
-    return err(ENOSPC);
+    return errno_code(ENOSPC);
 
   Node parent = *v.get(anchor);
   // New nodes inherit their parent's permissions, "except unprivileged domains own what
@@ -172,9 +164,9 @@ std::error_code Store::create(View& v, DomId caller, const std::string& path,
   if (!is_privileged(caller)) inherited[0].domid = caller;
 
   parent.children.emplace_back(base_name(missing.back()));
-  if (entry_too_big(caller, parent)) return err(ENOSPC);
+  if (entry_too_big(caller, parent)) return errno_code(ENOSPC);
   Node leaf{std::string(value), inherited, {}, 0};
-  if (entry_too_big(caller, leaf)) return err(ENOSPC);
+  if (entry_too_big(caller, leaf)) return errno_code(ENOSPC);
 
   v.put(anchor, std::move(parent));
   for (std::size_t i = missing.size(); i-- > 1;)
@@ -219,7 +211,7 @@ std::error_code Store::write(DomId caller, hv::XsTx tx, std::string_view path_in
   auto n = checked<View, Node>(v, caller, path, kAccessWrite);
   if (n) {
     n->value = std::string(value);
-    if (entry_too_big(caller, *n)) return err(ENOSPC);
+    if (entry_too_big(caller, *n)) return errno_code(ENOSPC);
     v.put(path, std::move(*n));
   } else if (n.error() == std::errc::no_such_file_or_directory) {
     if (auto e = create(v, caller, path, value)) return e;
@@ -259,7 +251,7 @@ std::error_code Store::rm(DomId caller, hv::XsTx tx, std::string_view path_in, C
       return {};
     return n.error();
   }
-  if (path == "/") return err(EINVAL);
+  if (path == "/") return errno_code(EINVAL);
 
   NodeChange c;
   c.path = path;
@@ -286,8 +278,9 @@ std::error_code Store::rm(DomId caller, hv::XsTx tx, std::string_view path_in, C
 
 std::error_code Store::set_perms(DomId caller, hv::XsTx tx, std::string_view path_in, Perms perms,
                                  Changes& out) {
-  if (perms.empty()) return err(EINVAL);
-  if (!is_privileged(caller) && perms.size() > limits_.max_perms_per_node) return err(ENOSPC);
+  if (perms.empty()) return errno_code(EINVAL);
+  if (!is_privileged(caller) && perms.size() > limits_.max_perms_per_node)
+    return errno_code(ENOSPC);
   auto t = find_tx(tx);
   if (!t) return t.error();
   View v(*this, *t);
@@ -296,7 +289,7 @@ std::error_code Store::set_perms(DomId caller, hv::XsTx tx, std::string_view pat
   auto n = checked<View, Node>(v, caller, path, kAccessWrite | kAccessOwner);
   if (!n) return n.error();
   // "Unprivileged domains may not change the owner."
-  if (!is_privileged(caller) && perms[0].domid != n->perms[0].domid) return err(EPERM);
+  if (!is_privileged(caller) && perms[0].domid != n->perms[0].domid) return errno_code(EPERM);
   // A watcher that loses read access still sees this change: the old list counts too.
   NodeChange c{path, {n->perms, perms}, false, {}};
   n->perms = std::move(perms);
@@ -308,7 +301,7 @@ std::error_code Store::set_perms(DomId caller, hv::XsTx tx, std::string_view pat
 
 Result<hv::XsTx> Store::transaction_start(DomId caller) {
   if (!is_privileged(caller) && transactions_of(caller) >= limits_.max_transactions_per_domain)
-    return err(ENOSPC);
+    return errno_code(ENOSPC);
   while (next_tx_ == 0 || txs_.contains(next_tx_)) ++next_tx_;
   const std::uint32_t id = next_tx_++;
   txs_.emplace(id, Tx{caller, {}, {}, {}});
@@ -317,7 +310,7 @@ Result<hv::XsTx> Store::transaction_start(DomId caller) {
 
 std::error_code Store::transaction_end(hv::XsTx tx, bool commit, Changes& out) {
   auto it = txs_.find(tx.id);
-  if (tx.id == 0 || it == txs_.end()) return err(ENOENT);
+  if (tx.id == 0 || it == txs_.end()) return errno_code(ENOENT);
   Tx t = std::move(it->second);
   txs_.erase(it);
   if (!commit) return {};
@@ -325,15 +318,16 @@ std::error_code Store::transaction_end(hv::XsTx tx, bool commit, Changes& out) {
   for (const auto& [path, a] : t.accessed) {
     auto g = nodes_.find(path);
     const std::uint64_t now = g == nodes_.end() ? kAbsent : g->second.generation;
-    if (now != a.seen) return err(EAGAIN);
+    if (now != a.seen) return errno_code(EAGAIN);
   }
   View v(*this, nullptr);
   for (auto& [path, a] : t.accessed) {
     if (!a.modified) continue;
-    if (a.node)
+    if (a.node) {
       v.put(path, std::move(*a.node));
-    else
+    } else {
       v.erase(path);
+    }
   }
   for (auto& c : t.pending) out.push_back(std::move(c));
   return {};
