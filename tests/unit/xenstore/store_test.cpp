@@ -23,7 +23,7 @@ class Xenstore : public ::testing::Test {
     d1 = h.connect(kDom1);
     d2 = h.connect(kDom2);
   }
-  CoreHarness h;  // NOLINT(readability-identifier-naming): shorthand
+  CoreHarness h;      // NOLINT(readability-identifier-naming): shorthand
   ConnId d0, d1, d2;  // NOLINT(readability-identifier-naming): shorthand
 };
 

@@ -73,7 +73,7 @@ side_costs() {
       frames = (A[2, "rx"] - B[2, "rx"]) + (A[2, "tx"] - B[2, "tx"])
       if (n < 2 || frames <= 0) exit
       for (i = 2; i <= n; i++) { irq += A[i, "irq"] - B[i, "irq"]; busy += A[i, "busy"] - B[i, "busy"]; all += A[i, "busy"] - B[i, "busy"] + A[i, "idle"] - B[i, "idle"] }
-      printf "%d %.3f %.3f %.2f %.2f %.1f\n", frames, (A[1, "irq"] - B[1, "irq"]) / frames, irq / frames,
+      printf "%d %.4g %.4g %.2f %.2f %.1f\n", frames, (A[1, "irq"] - B[1, "irq"]) / frames, irq / frames,
         (A[1, "busy"] - B[1, "busy"]) * 10000 / frames, busy * 10000 / frames, (all > 0 ? 100 * busy / all : 0)
     }')
   [ -n "$v" ] || return 0
