@@ -179,10 +179,12 @@ run_tests() {
   local suites=("$@")
   for s in "${suites[@]}"; do args+=(--suite "$s"); done
   local rc=0
-  # Twice as many tests as CPUs: the functional tests mostly wait (on guests, daemons, timers),
-  # and at one per CPU they left most of a core idle (CI, 2 cores: 0.85 cores busy on average).
+  # Twice as many tests as CPUs (TEST_JOBS): the functional tests mostly wait (on guests,
+  # daemons, timers), and at one per CPU they left most of a core idle (CI, 2 cores: 0.85 cores
+  # busy on average). Their hang guards (meson's timeouts, 30 s unless a test sets its own)
+  # grow threefold on a machine this loaded (TEST_TIMEOUT_MULTIPLIER).
   meson test -C "$dir" --print-errorlogs --num-processes "${TEST_JOBS:-$((2 * $(nproc)))}" \
-    "${args[@]}" || rc=$?
+    --timeout-multiplier "${TEST_TIMEOUT_MULTIPLIER:-3}" "${args[@]}" || rc=$?
   return $rc
 }
 
@@ -322,7 +324,9 @@ cmd_test() {
   BUILD_DIR=$tsan_dir nice -n 19 "$ROOT/tools/lab/tsan.sh" --build-only >"$dir/tsan-build.log" 2>&1 &
   tsan_build_pid=$!
   # The unit suite with LeakSanitizer, then the rest (see san_env).
-  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 san_env run_tests --no-rebuild "$dir" unit || rc=1
+  # The unit suite keeps the CPUs busy by itself: one test per CPU.
+  TEST_JOBS=${TEST_JOBS:-$(nproc)} ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 san_env \
+    run_tests --no-rebuild "$dir" unit || rc=1
   mv "$dir/meson-logs/testlog.json" "$dir/meson-logs/testlog-unit.json" 2>/dev/null
   local rest=() s
   for s in "${suites[@]}"; do [[ $s == unit ]] || rest+=("$s"); done
