@@ -4,6 +4,7 @@ starts a process that looks like netfront-shim (argv[0] netfront-shim, `--hyperv
 and whose destroy fails, as it does once xensim is gone."""
 import io
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -118,7 +119,10 @@ class WorldTeardownTest(unittest.TestCase):
         os.chmod(path, 0o755)
 
     def world(self, host, prefix="ubt1"):
-        return World(self.build, "test", prefix=prefix, host=host, stream=io.StringIO())
+        w = World(self.build, "test", prefix=prefix, host=host, stream=io.StringIO())
+        # A failed world keeps its directory for the operator: these fail on purpose.
+        self.addCleanup(lambda: w.dir and shutil.rmtree(w.dir, ignore_errors=True))
+        return w
 
     def test_daemon_that_fails_to_start_takes_down_xensim_and_the_namespace(self):
         self.write("backend/daemon/unetbackd", DAEMON_FAILS)
