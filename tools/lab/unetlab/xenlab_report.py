@@ -290,7 +290,7 @@ def main(argv):
               f"{'domU us':>8} {'domU busy%':>10}")
         for key, per_be in side_costs.items():
             for be, e in per_be.items():
-                f = lambda x: "-" if x is None else "%.3f" % x
+                f = lambda x: "-" if x is None else "%.4g" % x  # a domU's interrupts may be 0.0002 a frame
                 g = lambda x: "-" if x is None else "%.1f" % x
                 print(f"  {key + ', ' + be:38} {f(e.get('dom0_irqs')):>9} {f(e.get('domU_irqs')):>9} "
                       f"{g(e.get('dom0_cpu_us')):>8} {g(e.get('domU_cpu_us')):>8} {g(e.get('domU_busy_pct')):>10}")

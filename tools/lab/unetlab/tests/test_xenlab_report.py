@@ -108,7 +108,8 @@ class XenlabReportTest(unittest.TestCase):
         self.assertEqual(costs["guest_rx"]["unetbackd"], {"domU_irqs": 0.04, "dom0_cpu_us": 9.25})
         self.assertNotIn("guest_tx", costs)
         self.assertIn("both sides, per frame of the domU's eth0", text)
-        self.assertRegex(text, r"domu_to_domu, kernel +0\.600 +- +- +12\.5")
+        self.assertRegex(text, r"domu_to_domu, kernel +0\.6 +- +- +12\.5")
+        self.assertRegex(text, r"guest_rx, unetbackd +- +0\.04 +9\.2")
         self.assertNotIn("kernel.r1.domu_to_domu.pp.dom0_irqs", text)  # shown in its row only
 
     def test_a_restart_under_a_running_guest_is_summed_up_per_kind(self):
