@@ -68,6 +68,8 @@ Result<HotplugProcess> HotplugProcess::spawn(const HotplugCall& call,
   env_s.insert(env_s.end(), extra.begin(), extra.end());
   std::vector<char*> argv;
   std::vector<char*> envp;
+  argv.reserve(argv_s.size() + 1);
+  envp.reserve(env_s.size() + 1);
   for (const auto& a : argv_s) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
   for (const auto& e : env_s) envp.push_back(const_cast<char*>(e.c_str()));
@@ -107,7 +109,9 @@ HotplugProcess::~HotplugProcess() {
 
 void HotplugProcess::kill_and_reap() {
   if (pid_ <= 0) return;
-  (void)::kill(-pid_, SIGKILL);
+  // The script's group (it and its children); should that group be gone or not yet made, the
+  // script itself: the wait below must never last as long as a hung script would.
+  if (::kill(-pid_, SIGKILL) != 0) (void)::kill(pid_, SIGKILL);
   int status = 0;
   while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
   }
