@@ -6,13 +6,12 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include "common/net/frame.hpp"
 #include "common/util/log.hpp"
 #include "common/util/result.hpp"
 
 namespace unetback::vif {
 namespace {
-
-constexpr std::size_t kEthHdr = 14;
 
 net::MacAddress mac_at(std::span<const std::byte> head, std::size_t off) {
   net::MacAddress m;
@@ -172,7 +171,7 @@ void VSwitch::uplink_loop() {
     if (fds[1].revents != 0) return;
     for (int i = 0; i < 64; ++i) {
       const ssize_t n = ::read(uplink_->fd(), buf.data(), buf.size());
-      if (n <= static_cast<ssize_t>(net::kVnetHdrLen + kEthHdr)) break;
+      if (n <= static_cast<ssize_t>(net::kVnetHdrLen + net::kEthHeaderLen)) break;
       const auto vh = net::load_vnet_hdr(std::span(buf.data(), net::kVnetHdrLen));
       uplink_frame(
           std::span(buf.data() + net::kVnetHdrLen, static_cast<std::size_t>(n) - net::kVnetHdrLen),
