@@ -22,13 +22,16 @@ ping_rtt() {
   [ -n "$avg" ] && fig "$1.ping_rtt_ms" "$avg"
 }
 
-# unetbackd's counter NAME summed over all vifs and queues (ub_counter tx_switched).
+# unetbackd's counters NAME... summed over all vifs and queues, from one stats reply
+# (ub_counter tx_switched; ub_counter rx_packets tx_packets).
 ub_counter() {
-  "$CTL" --json stats 2>/dev/null | grep -oE "\"$1\": *[0-9]+" |
+  local names
+  names=$(IFS='|'; echo "$*")
+  "$CTL" --json stats 2>/dev/null | grep -oE "\"($names)\": *[0-9]+" |
     awk -F: '{s += $2} END {printf "%d", s}'
 }
 # unetbackd's packets moved so far, both directions, all vifs and queues (its counters).
-ub_packets() { echo $(($(ub_counter tx_packets) + $(ub_counter rx_packets))); }
+ub_packets() { ub_counter tx_packets rx_packets; }
 # Context switches (voluntary + nonvoluntary) of all of unetbackd's threads so far.
 ub_switches() {
   cat /proc/"$UNETBACKD_PID"/task/*/status 2>/dev/null |
@@ -198,10 +201,10 @@ syscall_window() {
   tracer=$!
   sleep 1 # attached before the traffic starts
   p0=$(ub_packets)
-  h0=$(($(ub_counter rx_copy_hypercalls) + $(ub_counter tx_copy_hypercalls)))
+  h0=$(ub_counter rx_copy_hypercalls tx_copy_hypercalls)
   "$@" >>"$OUT/iperf3-$tag.syscalls.log" 2>&1
   p1=$(ub_packets)
-  h1=$(($(ub_counter rx_copy_hypercalls) + $(ub_counter tx_copy_hypercalls)))
+  h1=$(ub_counter rx_copy_hypercalls tx_copy_hypercalls)
   kill -INT "$tracer"
   wait "$tracer"
   if [ "$method" = perf ]; then
